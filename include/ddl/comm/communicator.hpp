@@ -1,0 +1,178 @@
+#pragma once
+/// \file
+/// `ddl::communicator<Strategy, Transport>`: the user-facing collectives.
+/// It checks arguments (clear `ddl::invalid_argument` on misuse), owns the
+/// reusable workspace, numbers calls so their messages never mix, and hands
+/// the strategy raw, validated pointers.
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "../core/buffer.hpp"
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+#include "../strategy/partition.hpp"
+#include "../strategy/step.hpp"
+#include "../transport/concept.hpp"
+
+namespace ddl {
+
+/// Collectives over the ranks of a transport, with the algorithm chosen by
+/// `Strategy` at compile time.
+/// \tparam Strategy e.g. `ddl::ring`
+/// \tparam Transport a model of the Transport concept, e.g. `ddl::local_transport`
+/// \pre every rank calls the same collectives in the same order with the
+///      same count, dtype and op (as with MPI).
+/// Example:
+/// \code
+///   ddl::communicator<ddl::ring, ddl::local_transport> comm(t);
+///   comm.all_reduce(ddl::host_view(grads), ddl::op::avg);
+/// \endcode
+template <class Strategy, class Transport>
+class communicator {
+  static_assert(check_transport<Transport>(), "ddl: communicator needs a Transport (see transport/concept.hpp)");
+
+ public:
+  using strategy_type = Strategy;
+  using transport_type = Transport;
+
+  /// \param t the transport; must outlive the communicator.
+  /// \param o settings; defaults read `DDL_TIMEOUT` and `DDL_CHUNK_BYTES`.
+  explicit communicator(Transport& t, options o = options::from_env()) : transport_(&t), opts_(o) {
+    opts_.validate();
+  }
+
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
+  Transport& transport() noexcept { return *transport_; }
+  const options& opts() const noexcept { return opts_; }
+  /// Changes settings; every rank must use the same chunk size.
+  void set_options(const options& o) {
+    o.validate();
+    opts_ = o;
+  }
+  /// Bytes of workspace held now (grown on demand, never shrunk, reused).
+  std::size_t workspace_bytes() const noexcept { return workspace_size_; }
+  /// Grows the workspace up front, so no call allocates later.
+  void reserve_workspace(std::size_t bytes) { workspace(bytes); }
+
+  /// Every rank's `out` = the element-wise `o` of every rank's `in`.
+  /// \pre `in.count == out.count`, same dtype; `in` and `out` are the same
+  ///      buffer (in-place) or do not overlap.
+  void all_reduce(const_buffer_view in, buffer_view out, op o) {
+    check_pair("all_reduce", in, out);
+    if (in.count != out.count)
+      throw invalid_argument("all_reduce: input has " + std::to_string(in.count) + " elements, output " +
+                             std::to_string(out.count));
+    check_disjoint_or_same("all_reduce", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
+    if (in.count == 0) return;
+    auto c = context("all_reduce", in.type, o, 0);
+    Strategy::all_reduce(*transport_, in.byte_data(), out.byte_data(), in.count, c);
+  }
+  /// In-place all-reduce.
+  void all_reduce(buffer_view inout, op o) { all_reduce(inout, inout, o); }
+
+  /// `out` = this rank's block (see `ddl::block_of`) of the reduction of
+  /// every rank's `in`. In place when `out` is that block of `in` (then the
+  /// rest of `in` is used as scratch and left unspecified).
+  void reduce_scatter(const_buffer_view in, buffer_view out, op o) {
+    check_pair("reduce_scatter", in, out);
+    const block mine = block_of(in.count, size(), rank());
+    if (out.count != mine.size)
+      throw invalid_argument("reduce_scatter: output has " + std::to_string(out.count) + " elements, rank " +
+                             std::to_string(rank()) + "'s block of " + std::to_string(in.count) + " over " +
+                             std::to_string(size()) + " ranks has " + std::to_string(mine.size));
+    const std::size_t es = size_of(in.type);
+    const bool in_place = out.byte_data() == in.byte_data() + mine.offset * es;
+    if (!in_place) check_disjoint_or_same("reduce_scatter", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
+    if (in.count == 0) return;
+    const std::size_t extra = in_place ? 0 : Strategy::reduce_scatter_workspace(in.count, in.type, size());
+    auto c = context("reduce_scatter", in.type, o, extra);
+    std::byte* work = in_place ? out.byte_data() - mine.offset * es : workspace_.get() + scratch_bytes(in.type);
+    Strategy::reduce_scatter(*transport_, in.byte_data(), work, out.byte_data(), in.count, c);
+  }
+
+  /// `out` (the total count) = every rank's `in` block, in rank order (see
+  /// `ddl::block_of`). In place when `in` is this rank's block of `out`.
+  void all_gather(const_buffer_view in, buffer_view out) {
+    check_pair("all_gather", in, out);
+    const block mine = block_of(out.count, size(), rank());
+    if (in.count != mine.size)
+      throw invalid_argument("all_gather: input has " + std::to_string(in.count) + " elements, rank " +
+                             std::to_string(rank()) + "'s block of " + std::to_string(out.count) + " over " +
+                             std::to_string(size()) + " ranks has " + std::to_string(mine.size));
+    const std::size_t es = size_of(in.type);
+    const bool in_place = in.byte_data() == out.byte_data() + mine.offset * es;
+    if (!in_place) check_disjoint_or_same("all_gather", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
+    if (out.count == 0) return;
+    auto c = context("all_gather", in.type, op::sum, 0);
+    Strategy::all_gather(*transport_, in.byte_data(), out.byte_data(), out.count, c);
+  }
+
+ private:
+  void check_pair(const char* what, const const_buffer_view& in, const const_buffer_view& out) const {
+    if (in.type != out.type)
+      throw invalid_argument(std::string(what) + ": input is " + name_of(in.type) + ", output is " +
+                             name_of(out.type));
+    if (!in.data && in.count)
+      throw invalid_argument(std::string(what) + ": input data is null with " + std::to_string(in.count) +
+                             " elements");
+    if (!out.data && out.count)
+      throw invalid_argument(std::string(what) + ": output data is null with " + std::to_string(out.count) +
+                             " elements");
+    for (const auto* v : {&in, &out})
+      if (v->where.space != memory_space::host && !accepts_device_memory_v<Transport>)
+        throw invalid_argument(std::string(what) + ": a " + name_of(v->where.space) +
+                               " buffer was handed to a host-only transport");
+  }
+
+  static void check_disjoint_or_same(const char* what, const std::byte* a, std::size_t an, const std::byte* b,
+                                     std::size_t bn) {
+    if (a == b || an == 0 || bn == 0) return;
+    if (a < b + bn && b < a + an)
+      throw invalid_argument(std::string(what) +
+                             ": input and output overlap without being the same buffer (pass the same view "
+                             "for in-place, or disjoint buffers)");
+  }
+
+  std::size_t scratch_bytes(dtype t) const {
+    if constexpr (has_fused_reduce_v<Transport>) {
+      (void)t;
+      return 0;
+    } else {
+      const std::size_t es = size_of(t);
+      return opts_.pipeline_depth * std::max(es, opts_.chunk_bytes / es * es);
+    }
+  }
+
+  detail::call_context context(const char* collective, dtype t, op o, std::size_t extra) {
+    detail::call_context c;
+    c.collective = collective;
+    c.strategy = Strategy::name;
+    c.red = reduction{t, o};
+    c.opts = &opts_;
+    c.base_tag = (++sequence_) << 8;
+    const std::size_t scratch = scratch_bytes(t);
+    c.scratch = workspace(scratch + extra);
+    c.scratch_bytes = scratch;
+    return c;
+  }
+
+  std::byte* workspace(std::size_t bytes) {
+    if (bytes > workspace_size_) {
+      // Uninitialised on purpose: pages are touched by first use, once.
+      workspace_.reset();  // release first: peak memory is the new size, not both
+      workspace_.reset(new std::byte[bytes]);
+      workspace_size_ = bytes;
+    }
+    return workspace_.get();
+  }
+
+  Transport* transport_;
+  options opts_;
+  std::uint64_t sequence_ = 0;
+  std::unique_ptr<std::byte[]> workspace_;
+  std::size_t workspace_size_ = 0;
+};
+
+}  // namespace ddl

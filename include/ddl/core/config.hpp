@@ -1,0 +1,76 @@
+#pragma once
+/// \file
+/// Run-time settings: defaults, environment variables (`DDL_TIMEOUT`,
+/// `DDL_CHUNK_BYTES`) and the per-communicator options that override them.
+#include <chrono>
+#include <cstddef>
+#include <cstdlib>
+#include <string>
+
+#include "error.hpp"
+
+namespace ddl {
+
+namespace detail {
+inline double parse_positive(const char* name, const char* text) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(v > 0))
+    throw invalid_argument(std::string(name) + "='" + text + "' is not a positive number");
+  return v;
+}
+
+/// Parses a byte size with an optional K/M/G suffix (powers of 1024).
+inline std::size_t parse_bytes(const char* name, const std::string& text) {
+  if (text.empty()) throw invalid_argument(std::string(name) + " is empty");
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    throw invalid_argument(std::string(name) + "='" + text + "' is not a byte size");
+  }
+  std::string unit = text.substr(pos);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  double scale = 1;
+  if (unit == "K" || unit == "k") scale = 1024.0;
+  else if (unit == "M" || unit == "m") scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g") scale = 1024.0 * 1024 * 1024;
+  else if (!unit.empty())
+    throw invalid_argument(std::string(name) + "='" + text + "': unknown unit '" + unit +
+                           "' (use K, M or G)");
+  if (v < 0) throw invalid_argument(std::string(name) + "='" + text + "' is negative");
+  return static_cast<std::size_t>(v * scale);
+}
+}  // namespace detail
+
+/// Settings of one communicator. Defaults come from the environment.
+struct options {
+  /// Longest any single wait may take before `timeout_error` (`DDL_TIMEOUT`, seconds).
+  std::chrono::duration<double> timeout = std::chrono::seconds(300);
+  /// Pipeline chunk: a ring step moves its slice in chunks of this many bytes,
+  /// so the transfer of one chunk overlaps the reduction of the previous
+  /// (`DDL_CHUNK_BYTES`, e.g. `512K`).
+  std::size_t chunk_bytes = 1u << 20;
+  /// How many chunks a ring step keeps in flight per peer.
+  std::size_t pipeline_depth = 4;
+
+  /// Defaults overridden by `DDL_TIMEOUT` and `DDL_CHUNK_BYTES` when set.
+  static options from_env() {
+    options o;
+    if (const char* t = std::getenv("DDL_TIMEOUT"))
+      o.timeout = std::chrono::duration<double>(detail::parse_positive("DDL_TIMEOUT", t));
+    if (const char* c = std::getenv("DDL_CHUNK_BYTES")) o.chunk_bytes = detail::parse_bytes("DDL_CHUNK_BYTES", c);
+    o.validate();
+    return o;
+  }
+
+  void validate() const {
+    if (!(timeout.count() > 0)) throw invalid_argument("options.timeout must be positive");
+    if (chunk_bytes < 64) throw invalid_argument("options.chunk_bytes must be at least 64");
+    if (pipeline_depth < 1 || pipeline_depth > 16)
+      throw invalid_argument("options.pipeline_depth must be in 1..16");
+  }
+};
+
+}  // namespace ddl

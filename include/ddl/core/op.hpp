@@ -1,0 +1,66 @@
+#pragma once
+/// \file
+/// Reduction operators. The functors are `DDL_HOST_DEVICE` so host and
+/// device reductions share one definition.
+#include <cstdint>
+#include <string>
+
+#include "dtype.hpp"
+#include "macros.hpp"
+
+namespace ddl {
+
+/// Reduction operator. `avg` sums, then divides by the number of ranks once,
+/// on the rank that owns the slice, so every rank receives the same bits
+/// (integer types divide with truncation toward zero).
+enum class op : std::uint8_t { sum, prod, min, max, avg };
+
+inline constexpr op all_ops[] = {op::sum, op::prod, op::min, op::max, op::avg};
+
+constexpr const char* name_of(op o) noexcept {
+  switch (o) {
+    case op::sum: return "sum";
+    case op::prod: return "prod";
+    case op::min: return "min";
+    case op::max: return "max";
+    case op::avg: return "avg";
+  }
+  return "?";
+}
+
+/// Parses an op name; throws `invalid_argument` naming the bad string.
+inline op parse_op(const std::string& s) {
+  for (op o : all_ops)
+    if (s == name_of(o)) return o;
+  throw invalid_argument("unknown op '" + s + "' (expected sum, prod, min, max or avg)");
+}
+
+namespace ops {
+// Combine two values in the compute type. min/max use `<` only, so the
+// result for NaN inputs is deterministic (the first operand wins ties).
+struct sum { template <class C> DDL_HOST_DEVICE C operator()(C a, C b) const { return a + b; } };
+struct prod { template <class C> DDL_HOST_DEVICE C operator()(C a, C b) const { return a * b; } };
+struct min { template <class C> DDL_HOST_DEVICE C operator()(C a, C b) const { return b < a ? b : a; } };
+struct max { template <class C> DDL_HOST_DEVICE C operator()(C a, C b) const { return a < b ? b : a; } };
+}  // namespace ops
+
+/// Calls `f(functor)` with the combining functor of `o` (`avg` combines as `sum`).
+template <class F>
+decltype(auto) visit_op(op o, F&& f) {
+  switch (o) {
+    case op::sum:
+    case op::avg: return f(ops::sum{});
+    case op::prod: return f(ops::prod{});
+    case op::min: return f(ops::min{});
+    case op::max: return f(ops::max{});
+  }
+  throw invalid_argument("corrupt op value " + std::to_string(static_cast<int>(o)));
+}
+
+/// What a reduction combines: element type and operator.
+struct reduction {
+  ddl::dtype type;
+  ddl::op oper;
+};
+
+}  // namespace ddl

@@ -1,0 +1,86 @@
+#pragma once
+/// \file
+/// An event count: cheap to signal, and a waiter that spins briefly, then
+/// yields, then sleeps. On an oversubscribed machine (more ranks than cores)
+/// a rank that busy-waits steals the core its peer needs, so waiters give the
+/// core up quickly.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace ddl {
+namespace detail {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+class event_count {
+ public:
+  /// Ticket to pass to `wait`; read it *before* checking the condition.
+  std::uint64_t prepare() const noexcept { return seq_.load(std::memory_order_acquire); }
+
+  /// Wakes every waiter.
+  void notify() {
+    seq_.fetch_add(1, std::memory_order_acq_rel);
+    if (waiters_.load(std::memory_order_acquire) > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cv_.notify_all();
+    }
+  }
+
+  /// Sleeps until `notify` has been called since `ticket` was taken, or
+  /// until `until` (whichever first). Returns at once if already notified.
+  void wait(std::uint64_t ticket, std::chrono::steady_clock::time_point until) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    waiters_.fetch_add(1, std::memory_order_acq_rel);
+    cv_.wait_until(lock, until, [&] { return seq_.load(std::memory_order_acquire) != ticket; });
+    waiters_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+ private:
+  std::atomic<std::uint64_t> seq_{0};
+  std::atomic<int> waiters_{0};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+/// Escalating back-off for one wait loop: pause, then yield, then sleep on
+/// the event count (bounded, so deadlines are still checked).
+class backoff {
+ public:
+  void operator()(event_count& ev, std::uint64_t ticket, std::chrono::steady_clock::time_point deadline) {
+    ++round_;
+    if (round_ < spin_rounds) {
+      cpu_relax();
+    } else if (round_ < spin_rounds + yield_rounds) {
+      std::this_thread::yield();
+    } else {
+      const auto now = std::chrono::steady_clock::now();
+      auto until = now + std::chrono::milliseconds(2);
+      if (until > deadline) until = deadline;
+      ev.wait(ticket, until);
+    }
+  }
+  void reset() noexcept { round_ = 0; }
+
+  static constexpr unsigned spin_rounds = 32;
+  static constexpr unsigned yield_rounds = 256;
+
+ private:
+  unsigned round_ = 0;
+};
+
+}  // namespace detail
+}  // namespace ddl

@@ -1,0 +1,135 @@
+#pragma once
+/// \file
+/// One communication step of a collective, split into pipelined chunks.
+///
+/// A step sends one contiguous slice to one peer and receives one slice from
+/// another (or the same) peer, optionally combining what arrives with a local
+/// operand. Both slices are cut into chunks of `options::chunk_bytes`; up to
+/// `options::pipeline_depth` chunks are in flight, so while chunk k is being
+/// combined, chunks k+1... are already moving. On a transport with a fused
+/// receive-and-reduce (`irecv_reduce`) the combine happens as the data is
+/// read; otherwise chunks land in a small scratch ring and are combined here.
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "../core/config.hpp"
+#include "../core/error.hpp"
+#include "../reduce/host.hpp"
+#include "../transport/concept.hpp"
+
+namespace ddl {
+namespace detail {
+
+/// What every step of one collective call shares.
+struct call_context {
+  const char* collective = "";  ///< e.g. "all_reduce", for error messages
+  const char* strategy = "";    ///< e.g. "ring"
+  reduction red{};              ///< element type and op
+  const options* opts = nullptr;
+  tag base_tag = 0;             ///< unique per call (the communicator's sequence)
+  std::byte* scratch = nullptr; ///< >= pipeline_depth * chunk_bytes when the transport has no fused reduce
+  std::size_t scratch_bytes = 0;
+};
+
+/// One step: send `send_bytes` from `send` to `send_peer`, receive
+/// `recv_bytes` from `recv_peer` into `recv`, as `local (op) received` when
+/// `local` is set. A peer of -1 means that side is idle.
+struct step_desc {
+  int send_peer = -1;
+  const std::byte* send = nullptr;
+  std::size_t send_bytes = 0;
+  int recv_peer = -1;
+  std::byte* recv = nullptr;
+  const std::byte* local = nullptr;
+  std::size_t recv_bytes = 0;
+};
+
+/// Names the phase in a timeout (built only when one happens).
+struct phase_name {
+  const char* what;  ///< e.g. "ring reduce-scatter"
+  int step, steps;
+  std::string str() const {
+    return std::string(what) + " step " + std::to_string(step + 1) + "/" + std::to_string(steps);
+  }
+};
+
+template <class Transport>
+void wait_in_phase(Transport& t, typename Transport::request& r, const call_context& c, const phase_name& ph) {
+  try {
+    t.wait(r, std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(c.opts->timeout));
+  } catch (const timeout_error& e) {
+    throw timeout_error(e.peer(), std::string(c.strategy) + " " + ph.str(), c.collective, e.waited());
+  }
+}
+
+/// Runs one step to completion. Requests still in flight when an exception
+/// leaves are cancelled by their destructors, so no transfer outlives the call.
+template <class Transport>
+void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, const phase_name& ph) {
+  using request = typename Transport::request;
+  constexpr std::size_t max_depth = 16;
+  const std::size_t esize = size_of(c.red.type);
+  const std::size_t chunk = std::max<std::size_t>(esize, c.opts->chunk_bytes / esize * esize);
+  const std::size_t depth = std::min<std::size_t>(c.opts->pipeline_depth, max_depth);
+  const std::size_t sends = s.send_peer >= 0 ? (s.send_bytes + chunk - 1) / chunk : 0;
+  const std::size_t recvs = s.recv_peer >= 0 ? (s.recv_bytes + chunk - 1) / chunk : 0;
+  const bool combine = s.local != nullptr;
+  constexpr bool fused = has_fused_reduce_v<Transport>;
+  if (!fused && combine && c.scratch_bytes < depth * chunk)
+    throw invalid_argument("internal: scratch too small for the pipeline");
+
+  std::array<request, max_depth> sreq, rreq;
+  std::size_t s_posted = 0, s_done = 0, r_posted = 0, r_done = 0;
+
+  auto slice = [&](std::size_t k, std::size_t total) {
+    const std::size_t off = k * chunk;
+    return std::pair<std::size_t, std::size_t>(off, std::min(chunk, total - off));
+  };
+  auto finish_recv = [&] {
+    const std::size_t k = r_done % max_depth;
+    wait_in_phase(t, rreq[k], c, ph);
+    if constexpr (!fused) {
+      if (combine) {
+        auto [off, len] = slice(r_done, s.recv_bytes);
+        host::reduce(s.recv + off, s.local + off, c.scratch + (r_done % depth) * chunk, len / esize, c.red);
+      }
+    }
+    ++r_done;
+  };
+  auto finish_send = [&] {
+    wait_in_phase(t, sreq[s_done % max_depth], c, ph);
+    ++s_done;
+  };
+
+  while (s_posted < sends || r_posted < recvs) {
+    if (r_posted < recvs) {
+      if (r_posted - r_done == depth) finish_recv();
+      auto [off, len] = slice(r_posted, s.recv_bytes);
+      mutable_bytes dst{s.recv + off, len};
+      request& slot = rreq[r_posted % max_depth];
+      if (combine) {
+        if constexpr (fused)
+          slot = t.irecv_reduce(s.recv_peer, dst, const_bytes{s.local + off, len}, c.red, tg);
+        else
+          slot = t.irecv(s.recv_peer, mutable_bytes{c.scratch + (r_posted % depth) * chunk, len}, tg);
+      } else {
+        slot = t.irecv(s.recv_peer, dst, tg);
+      }
+      ++r_posted;
+    }
+    if (s_posted < sends) {
+      if (s_posted - s_done == depth) finish_send();
+      auto [off, len] = slice(s_posted, s.send_bytes);
+      sreq[s_posted % max_depth] = t.isend(s.send_peer, const_bytes{s.send + off, len}, tg);
+      ++s_posted;
+    }
+  }
+  while (r_done < r_posted) finish_recv();
+  while (s_done < s_posted) finish_send();
+}
+
+}  // namespace detail
+}  // namespace ddl

@@ -1,0 +1,126 @@
+#pragma once
+/// \file
+/// The Transport concept: what a strategy needs from the layer that moves
+/// bytes. A transport connects `size()` ranks and moves bytes between two of
+/// them, non-blocking; `wait` completes a request or throws.
+///
+/// Required of a type `T` (each checked by its own `static_assert` in
+/// `ddl::check_transport<T>()`):
+///   - `typename T::request` — move-only handle; destroying an incomplete
+///     request cancels it (no transfer touches its memory afterwards);
+///   - `int rank() const`, `int size() const`;
+///   - `request isend(int peer, ddl::const_bytes, ddl::tag)`;
+///   - `request irecv(int peer, ddl::mutable_bytes, ddl::tag)`;
+///   - `void wait(request&, ddl::deadline)` — throws `ddl::timeout_error`
+///     naming the peer once the deadline passes.
+/// Optional capabilities (detected, used when present):
+///   - `request irecv_reduce(int peer, mutable_bytes dst, const_bytes local,
+///     ddl::reduction, ddl::tag)` — receive and combine in one pass,
+///     `dst = local (op) received`; a shared-memory transport reads the
+///     peer's buffer directly instead of copying it first;
+///   - `static constexpr bool device_memory` — may be handed CUDA memory.
+#include <chrono>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "../core/buffer.hpp"
+#include "../core/op.hpp"
+
+namespace ddl {
+
+/// Message tag: keeps concurrent collectives and phases apart.
+using tag = std::uint64_t;
+/// Absolute time by which a wait must complete.
+using deadline = std::chrono::steady_clock::time_point;
+
+namespace detail {
+template <class T, class = void>
+struct has_request : std::false_type {};
+template <class T>
+struct has_request<T, std::void_t<typename T::request>> : std::true_type {};
+
+template <class T, class = void>
+struct has_rank : std::false_type {};
+template <class T>
+struct has_rank<T, std::enable_if_t<std::is_convertible_v<decltype(std::declval<const T&>().rank()), int>>>
+    : std::true_type {};
+
+template <class T, class = void>
+struct has_size : std::false_type {};
+template <class T>
+struct has_size<T, std::enable_if_t<std::is_convertible_v<decltype(std::declval<const T&>().size()), int>>>
+    : std::true_type {};
+
+template <class T, class = void>
+struct has_isend : std::false_type {};
+template <class T>
+struct has_isend<T, std::enable_if_t<std::is_same_v<
+                        decltype(std::declval<T&>().isend(0, const_bytes{}, tag{})), typename T::request>>>
+    : std::true_type {};
+
+template <class T, class = void>
+struct has_irecv : std::false_type {};
+template <class T>
+struct has_irecv<T, std::enable_if_t<std::is_same_v<
+                        decltype(std::declval<T&>().irecv(0, mutable_bytes{}, tag{})), typename T::request>>>
+    : std::true_type {};
+
+template <class T, class = void>
+struct has_wait : std::false_type {};
+template <class T>
+struct has_wait<T, std::void_t<decltype(std::declval<T&>().wait(std::declval<typename T::request&>(),
+                                                                 deadline{}))>> : std::true_type {};
+
+template <class T, class = void>
+struct has_irecv_reduce : std::false_type {};
+template <class T>
+struct has_irecv_reduce<
+    T, std::enable_if_t<std::is_same_v<decltype(std::declval<T&>().irecv_reduce(
+                                           0, mutable_bytes{}, const_bytes{}, reduction{}, tag{})),
+                                       typename T::request>>> : std::true_type {};
+
+template <class T, class = void>
+struct has_device_memory : std::false_type {};
+template <class T>
+struct has_device_memory<T, std::enable_if_t<T::device_memory>> : std::true_type {};
+}  // namespace detail
+
+/// True when `T` models the Transport concept.
+template <class T>
+inline constexpr bool is_transport_v =
+    detail::has_request<T>::value && detail::has_rank<T>::value && detail::has_size<T>::value &&
+    detail::has_isend<T>::value && detail::has_irecv<T>::value && detail::has_wait<T>::value;
+
+/// True when `T` can receive and reduce in one pass (`irecv_reduce`).
+template <class T>
+inline constexpr bool has_fused_reduce_v = detail::has_irecv_reduce<T>::value;
+
+/// True when `T` may be handed device (CUDA) memory.
+template <class T>
+inline constexpr bool accepts_device_memory_v = detail::has_device_memory<T>::value;
+
+/// Compile-time check with one message per missing requirement; use it where
+/// a transport type enters the library: `static_assert(ddl::check_transport<T>());`
+template <class T>
+constexpr bool check_transport() {
+  static_assert(detail::has_request<T>::value,
+                "ddl: transport is missing member type 'request' (a move-only handle)");
+  static_assert(detail::has_rank<T>::value, "ddl: transport is missing member 'int rank() const'");
+  static_assert(detail::has_size<T>::value, "ddl: transport is missing member 'int size() const'");
+  static_assert(detail::has_isend<T>::value,
+                "ddl: transport is missing member 'request isend(int, ddl::const_bytes, ddl::tag)'");
+  static_assert(detail::has_irecv<T>::value,
+                "ddl: transport is missing member 'request irecv(int, ddl::mutable_bytes, ddl::tag)'");
+  static_assert(detail::has_wait<T>::value,
+                "ddl: transport is missing member 'void wait(request&, ddl::deadline)'");
+  return is_transport_v<T>;
+}
+
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+/// C++20 spelling of the same requirement.
+template <class T>
+concept transport = is_transport_v<T>;
+#endif
+
+}  // namespace ddl

@@ -1,0 +1,474 @@
+#pragma once
+/// \file
+/// `local_transport`: ranks are threads of one process sharing memory.
+///
+/// This is the single-node CPU back-end, not a test double. A send posts a
+/// descriptor (pointer, size, tag) into a fixed-size mailbox owned by the
+/// (sender, receiver) pair; the receiver, when it progresses, copies or
+/// reduces straight out of the sender's memory and marks the descriptor
+/// done. So a message crosses memory once, and a reduction step reads the
+/// peer's slice, reads its own, and writes the result in one pass. Nothing is
+/// allocated per message: mailboxes and receive tables are fixed arrays
+/// created with the fabric (a pair's mailbox on its first message).
+///
+/// Waiting ranks spin briefly, then yield, then sleep on their doorbell, so
+/// more ranks than cores still make progress. Every wait has a deadline.
+///
+/// Example:
+/// \code
+///   ddl::local_fabric::run(4, [](ddl::local_transport& t) {
+///     ddl::communicator<ddl::ring, ddl::local_transport> comm(t);
+///     std::vector<float> g(1000, 1.0f);
+///     comm.all_reduce(ddl::host_view(g), ddl::op::sum);  // every g[i] == 4
+///   });
+/// \endcode
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../detail/event.hpp"
+#include "../reduce/host.hpp"
+#include "concept.hpp"
+
+namespace ddl {
+
+class local_fabric;
+
+/// One rank's handle on a `local_fabric`. Use it from one thread at a time.
+class local_transport {
+ public:
+  /// Sends (per peer) and receives a rank may have in flight at once.
+  static constexpr int max_in_flight = 32;
+
+  class request {
+   public:
+    request() = default;
+    request(request&& o) noexcept : owner_(o.owner_), kind_(o.kind_), peer_(o.peer_), index_(o.index_) {
+      o.kind_ = kind::none;
+    }
+    request& operator=(request&& o) noexcept {
+      if (this != &o) {
+        release();
+        owner_ = o.owner_;
+        kind_ = o.kind_;
+        peer_ = o.peer_;
+        index_ = o.index_;
+        o.kind_ = kind::none;
+      }
+      return *this;
+    }
+    request(const request&) = delete;
+    request& operator=(const request&) = delete;
+    ~request() { release(); }
+
+    /// True until waited on (or cancelled).
+    bool active() const noexcept { return kind_ != kind::none; }
+    int peer() const noexcept { return peer_; }
+
+   private:
+    friend class local_transport;
+    enum class kind : std::uint8_t { none, send, recv };
+    inline void release() noexcept;
+    local_transport* owner_ = nullptr;
+    kind kind_ = kind::none;
+    int peer_ = -1;
+    int index_ = -1;
+  };
+
+  local_transport() = default;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept;
+
+  /// Posts `data` for `peer`. The bytes must stay valid and unchanged until
+  /// the request completes.
+  inline request isend(int peer, const_bytes data, tag t);
+  /// Receives exactly `data.size` bytes from `peer` with tag `t`.
+  inline request irecv(int peer, mutable_bytes data, tag t);
+  /// Receives from `peer` and stores `local (op) received` into `dst`, reading
+  /// the peer's memory directly. `dst` may equal `local`.
+  /// \pre `local` is ready and `dst` unused until the request completes.
+  inline request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t);
+  /// Completes `req`, progressing this rank's receives meanwhile.
+  /// Throws `timeout_error` after `until`, `transport_error` if the fabric was aborted.
+  inline void wait(request& req, deadline until);
+  /// Progresses; returns true (and retires `req`) if it has completed.
+  inline bool test(request& req);
+
+ private:
+  friend class local_fabric;
+  local_transport(local_fabric* f, int r) : fabric_(f), rank_(r) {}
+  inline bool progress();
+  inline bool complete(const request& req) const;
+  inline void retire(request& req) noexcept;
+  inline void cancel(request& req) noexcept;
+
+  local_fabric* fabric_ = nullptr;
+  int rank_ = -1;
+};
+
+/// The shared state of `size` in-process ranks: mailboxes, receive tables
+/// and doorbells. Create one per group of threads; hand each thread
+/// `transport(rank)`, or let `run` do it.
+class local_fabric {
+ public:
+  explicit local_fabric(int size) : size_(size) {
+    if (size < 1) throw invalid_argument("local_fabric needs at least one rank, got " + std::to_string(size));
+    channels_.reset(new std::atomic<channel*>[static_cast<std::size_t>(size) * size]);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(size) * size; ++i) channels_[i].store(nullptr);
+    ranks_.reset(new rank_state[static_cast<std::size_t>(size)]);
+  }
+  ~local_fabric() {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(size_) * size_; ++i) delete channels_[i].load();
+  }
+  local_fabric(const local_fabric&) = delete;
+  local_fabric& operator=(const local_fabric&) = delete;
+
+  int size() const noexcept { return size_; }
+
+  /// Handle of rank `r`.
+  local_transport transport(int r) {
+    if (r < 0 || r >= size_)
+      throw invalid_argument("rank " + std::to_string(r) + " out of range [0, " + std::to_string(size_) + ")");
+    return local_transport(this, r);
+  }
+
+  /// Marks the fabric failed: every rank's pending and future waits throw
+  /// `transport_error` naming `rank` and `why`. `run` calls it when a rank throws,
+  /// so the others fail fast instead of waiting for their deadline.
+  void abort(int rank, const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(abort_mutex_);
+      if (aborted_.load()) return;
+      abort_reason_ = "rank " + std::to_string(rank) + " failed: " + why;
+      aborted_.store(true, std::memory_order_release);
+    }
+    for (int r = 0; r < size_; ++r) ranks_[r].bell.notify();
+  }
+  bool aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
+
+  /// Runs `f(local_transport&)` on `size` threads, one per rank, and joins
+  /// them. If any rank throws, the fabric is aborted and the exception of the
+  /// lowest failing rank is rethrown here (the original one, not the aborts
+  /// it caused on other ranks).
+  template <class F>
+  static void run(int size, F&& f) {
+    local_fabric fabric(size);
+    fabric.run_on(std::forward<F>(f));
+  }
+
+  /// As `run`, on this fabric (reusable across calls).
+  template <class F>
+  void run_on(F&& f) {
+    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size_));
+    std::vector<char> primary(static_cast<std::size_t>(size_), 0);
+    std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          local_transport t = transport(r);
+          f(t);
+        } catch (const std::exception& e) {
+          errors[r] = std::current_exception();
+          primary[r] = !aborted();
+          abort(r, e.what());
+        } catch (...) {
+          errors[r] = std::current_exception();
+          primary[r] = !aborted();
+          abort(r, "unknown exception");
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (int r = 0; r < size_; ++r)
+      if (errors[r] && primary[r]) std::rethrow_exception(errors[r]);
+    for (int r = 0; r < size_; ++r)
+      if (errors[r]) std::rethrow_exception(errors[r]);
+  }
+
+ private:
+  friend class local_transport;
+  static constexpr int K = local_transport::max_in_flight;
+
+  // Slot state word: generation << 3 | state. The generation makes a stale
+  // compare-and-swap fail after the sender cancelled and reposted.
+  enum : std::uint64_t { s_free = 0, s_posted = 1, s_claimed = 2, s_done = 3, s_mask = 7 };
+
+  struct send_slot {
+    std::atomic<std::uint64_t> state{s_free};
+    tag t = 0;
+    std::uint64_t seq = 0;
+    const std::byte* data = nullptr;
+    std::size_t size = 0;
+  };
+  struct alignas(64) channel {  // sender -> receiver; fields written by the sender only
+    std::array<send_slot, K> slots;
+    std::uint64_t next_seq = 0;
+    std::uint64_t generation = 0;
+  };
+  struct recv_entry {
+    bool done = false;
+    bool fused = false;
+    int peer = -1;
+    tag t = 0;
+    mutable_bytes dst{};
+    const_bytes local{};
+    reduction red{};
+  };
+  struct alignas(64) rank_state {
+    detail::event_count bell;              // rung when a send to us is posted or ours completes
+    std::array<recv_entry, K> recvs{};
+    std::array<int, K> order{};            // active receive indices, in posting order
+    int active = 0;
+    std::array<bool, K> used{};
+  };
+
+  channel* channel_of(int src, int dst) const noexcept {
+    return channels_[static_cast<std::size_t>(src) * size_ + dst].load(std::memory_order_acquire);
+  }
+  channel& make_channel(int src, int dst) {
+    auto& p = channels_[static_cast<std::size_t>(src) * size_ + dst];
+    channel* c = p.load(std::memory_order_acquire);
+    if (!c) {  // only `src`'s thread creates its outgoing channels
+      c = new channel();
+      p.store(c, std::memory_order_release);
+    }
+    return *c;
+  }
+
+  std::string abort_reason() {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    return abort_reason_;
+  }
+
+  int size_;
+  std::unique_ptr<std::atomic<channel*>[]> channels_;
+  std::unique_ptr<rank_state[]> ranks_;
+  std::atomic<bool> aborted_{false};
+  std::mutex abort_mutex_;
+  std::string abort_reason_;
+};
+
+// ---------------------------------------------------------------------------
+
+inline int local_transport::size() const noexcept { return fabric_ ? fabric_->size() : 0; }
+
+inline void local_transport::request::release() noexcept {
+  if (kind_ != kind::none && owner_) owner_->cancel(*this);
+  kind_ = kind::none;
+}
+
+inline local_transport::request local_transport::isend(int peer, const_bytes data, tag t) {
+  if (peer < 0 || peer >= size())
+    throw invalid_argument("isend: peer " + std::to_string(peer) + " out of range");
+  if (!data.data && data.size) throw invalid_argument("isend: null data with non-zero size");
+  auto& ch = fabric_->make_channel(rank_, peer);
+  for (int i = 0; i < local_fabric::K; ++i) {
+    auto& s = ch.slots[i];
+    if ((s.state.load(std::memory_order_acquire) & local_fabric::s_mask) != local_fabric::s_free) continue;
+    s.t = t;
+    s.seq = ch.next_seq++;
+    s.data = data.data;
+    s.size = data.size;
+    const std::uint64_t gen = ++ch.generation;
+    s.state.store((gen << 3) | local_fabric::s_posted, std::memory_order_release);
+    fabric_->ranks_[peer].bell.notify();
+    request r;
+    r.owner_ = this;
+    r.kind_ = request::kind::send;
+    r.peer_ = peer;
+    r.index_ = i;
+    return r;
+  }
+  throw transport_error("isend: more than " + std::to_string(local_fabric::K) +
+                        " sends in flight from rank " + std::to_string(rank_) + " to rank " +
+                        std::to_string(peer));
+}
+
+inline local_transport::request local_transport::irecv(int peer, mutable_bytes data, tag t) {
+  return irecv_reduce(peer, data, const_bytes{}, reduction{}, t);
+}
+
+inline local_transport::request local_transport::irecv_reduce(int peer, mutable_bytes dst, const_bytes local,
+                                                               reduction red, tag t) {
+  if (peer < 0 || peer >= size())
+    throw invalid_argument("irecv: peer " + std::to_string(peer) + " out of range");
+  if (!dst.data && dst.size) throw invalid_argument("irecv: null buffer with non-zero size");
+  auto& me = fabric_->ranks_[rank_];
+  for (int i = 0; i < local_fabric::K; ++i) {
+    if (me.used[i]) continue;
+    me.used[i] = true;
+    auto& e = me.recvs[i];
+    e.done = false;
+    e.fused = local.data != nullptr;
+    e.peer = peer;
+    e.t = t;
+    e.dst = dst;
+    e.local = local;
+    e.red = red;
+    me.order[me.active++] = i;
+    request r;
+    r.owner_ = this;
+    r.kind_ = request::kind::recv;
+    r.peer_ = peer;
+    r.index_ = i;
+    return r;
+  }
+  throw transport_error("irecv: more than " + std::to_string(local_fabric::K) +
+                        " receives in flight on rank " + std::to_string(rank_));
+}
+
+// Pulls every posted receive that has a matching send. Receives from one peer
+// with one tag match sends in posting order (as MPI's non-overtaking rule).
+inline bool local_transport::progress() {
+  auto& me = fabric_->ranks_[rank_];
+  bool any = false;
+  for (int k = 0; k < me.active; ++k) {
+    auto& e = me.recvs[me.order[k]];
+    if (e.done) continue;
+    bool earlier_pending = false;  // an older receive with the same (peer, tag) must match first
+    for (int j = 0; j < k && !earlier_pending; ++j) {
+      const auto& o = me.recvs[me.order[j]];
+      earlier_pending = !o.done && o.peer == e.peer && o.t == e.t;
+    }
+    if (earlier_pending) continue;
+    local_fabric::channel* ch = fabric_->channel_of(e.peer, rank_);
+    if (!ch) continue;
+    for (;;) {
+      int best = -1;
+      std::uint64_t best_word = 0, best_seq = 0;
+      for (int i = 0; i < local_fabric::K; ++i) {
+        const std::uint64_t w = ch->slots[i].state.load(std::memory_order_acquire);
+        if ((w & local_fabric::s_mask) != local_fabric::s_posted) continue;
+        if (ch->slots[i].t != e.t) continue;
+        if (best < 0 || ch->slots[i].seq < best_seq) {
+          best = i;
+          best_word = w;
+          best_seq = ch->slots[i].seq;
+        }
+      }
+      if (best < 0) break;
+      auto& s = ch->slots[best];
+      std::uint64_t expect = best_word;
+      const std::uint64_t claimed = (best_word & ~local_fabric::s_mask) | local_fabric::s_claimed;
+      if (!s.state.compare_exchange_strong(expect, claimed, std::memory_order_acq_rel)) continue;
+      const bool size_ok = s.size == e.dst.size;
+      if (size_ok && e.dst.size) {
+        if (e.fused)
+          host::reduce(e.dst.data, e.local.data, s.data, e.dst.size / size_of(e.red.type), e.red);
+        else
+          std::memcpy(e.dst.data, s.data, e.dst.size);
+      }
+      const std::size_t sent = s.size;
+      s.state.store((best_word & ~local_fabric::s_mask) | local_fabric::s_done, std::memory_order_release);
+      fabric_->ranks_[e.peer].bell.notify();
+      e.done = true;
+      any = true;
+      if (!size_ok)
+        throw transport_error("message size mismatch: rank " + std::to_string(e.peer) + " sent " +
+                              std::to_string(sent) + " bytes, rank " + std::to_string(rank_) +
+                              " expected " + std::to_string(e.dst.size) +
+                              " (did every rank call the same collective with the same count?)");
+      break;
+    }
+  }
+  return any;
+}
+
+inline bool local_transport::complete(const request& req) const {
+  if (req.kind_ == request::kind::recv) return fabric_->ranks_[rank_].recvs[req.index_].done;
+  const auto* ch = fabric_->channel_of(rank_, req.peer_);
+  return (ch->slots[req.index_].state.load(std::memory_order_acquire) & local_fabric::s_mask) ==
+         local_fabric::s_done;
+}
+
+inline void local_transport::retire(request& req) noexcept {
+  if (req.kind_ == request::kind::recv) {
+    auto& me = fabric_->ranks_[rank_];
+    me.used[req.index_] = false;
+    int w = 0;
+    for (int k = 0; k < me.active; ++k)
+      if (me.order[k] != req.index_) me.order[w++] = me.order[k];
+    me.active = w;
+  } else if (req.kind_ == request::kind::send) {
+    auto& s = fabric_->channel_of(rank_, req.peer_)->slots[req.index_];
+    const std::uint64_t w = s.state.load(std::memory_order_acquire);
+    s.state.store(w & ~local_fabric::s_mask, std::memory_order_release);  // free, same generation
+  }
+  req.kind_ = request::kind::none;
+}
+
+// Withdraws an incomplete request. A posted send is taken back unless the
+// receiver has claimed it, in which case the copy in progress is awaited (it
+// is bounded), so no one reads the caller's memory after this returns.
+inline void local_transport::cancel(request& req) noexcept {
+  if (req.kind_ == request::kind::send) {
+    auto& s = fabric_->channel_of(rank_, req.peer_)->slots[req.index_];
+    for (;;) {
+      std::uint64_t w = s.state.load(std::memory_order_acquire);
+      const auto st = w & local_fabric::s_mask;
+      if (st == local_fabric::s_posted) {
+        if (s.state.compare_exchange_strong(w, w & ~local_fabric::s_mask, std::memory_order_acq_rel)) break;
+        continue;
+      }
+      if (st == local_fabric::s_claimed) {
+        std::this_thread::yield();
+        continue;
+      }
+      s.state.store(w & ~local_fabric::s_mask, std::memory_order_release);
+      break;
+    }
+    req.kind_ = request::kind::none;
+    return;
+  }
+  retire(req);
+}
+
+inline bool local_transport::test(request& req) {
+  if (!req.active()) return true;
+  progress();
+  if (!complete(req)) return false;
+  retire(req);
+  return true;
+}
+
+inline void local_transport::wait(request& req, deadline until) {
+  if (!req.active()) return;
+  auto& me = fabric_->ranks_[rank_];
+  const auto start = std::chrono::steady_clock::now();
+  detail::backoff pause;
+  for (;;) {
+    const std::uint64_t ticket = me.bell.prepare();
+    if (progress()) pause.reset();
+    if (complete(req)) {
+      retire(req);
+      return;
+    }
+    if (DDL_UNLIKELY(fabric_->aborted())) {
+      const int peer = req.peer_;
+      cancel(req);
+      throw transport_error("rank " + std::to_string(rank_) + " gave up waiting for rank " +
+                            std::to_string(peer) + ": " + fabric_->abort_reason());
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (DDL_UNLIKELY(now >= until)) {
+      const int peer = req.peer_;
+      cancel(req);
+      throw timeout_error(peer, "", "", std::chrono::duration<double>(now - start).count());
+    }
+    pause(me.bell, ticket, until);
+  }
+}
+
+}  // namespace ddl

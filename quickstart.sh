@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Quick start on a fresh Debian 12 machine:
+#   ./quickstart.sh demo   install what is missing, build, run ddl-bench (in-process ranks)
+#   ./quickstart.sh test   install what is missing, build, run the whole test suite (CTest)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+mode=${1:-}
+case "$mode" in demo|test) ;; *) echo "usage: $0 demo|test" >&2; exit 2 ;; esac
+
+# Debian packages the build and tests need (only the missing ones are installed).
+packages=(cmake g++ make doctest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "== installing: ${missing[*]}"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build=${DDL_BUILD_DIR:-build/release}
+jobs=$(nproc 2>/dev/null || echo 2)
+echo "== configuring and building in $build"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON >/dev/null
+cmake --build "$build" -j "$jobs"
+
+if [ "$mode" = demo ]; then
+  ranks=${DDL_RANKS:-4}
+  echo "== ddl-bench: ring all-reduce over $ranks in-process ranks, 4 KiB .. 64 MiB"
+  "$build/bench/ddl-bench" --ranks "$ranks" -b 4K -e 64M -f 4 -n 10 -w 2
+else
+  echo "== running the test suite"
+  ctest --test-dir "$build" --output-on-failure --timeout 900 -j 2
+fi

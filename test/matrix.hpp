@@ -1,0 +1,113 @@
+#pragma once
+// The correctness matrix every strategy must pass on the in-process
+// transport: every dtype x op x collective x placement (out-of-place and in
+// place) over counts {0, 1, n-1, n, n+1, a prime, 2^20+3}. Outputs start
+// sentinel-filled; expected values are exact reductions computed
+// independently of any strategy; inputs must come back untouched.
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "support.hpp"
+
+namespace ddl_test {
+
+inline std::vector<std::size_t> matrix_counts(int n, std::size_t large) {
+  std::set<std::size_t> s{0, 1, static_cast<std::size_t>(n - 1), static_cast<std::size_t>(n),
+                          static_cast<std::size_t>(n + 1), 1009};
+  if (large) s.insert(large);
+  return {s.begin(), s.end()};
+}
+
+template <class Strategy>
+void run_matrix(int n, const std::vector<std::size_t>& counts, failure_log& log, ddl::options opts = {}) {
+  const std::size_t maxc = *std::max_element(counts.begin(), counts.end());
+  const std::size_t bytes = std::max<std::size_t>(maxc, 1) * 8;
+  std::vector<std::byte> expected(bytes);
+  thread_barrier bar(n);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+    ddl::communicator<Strategy, ddl::local_transport> comm(t, opts);
+    const int r = t.rank();
+    std::vector<std::byte> in(bytes), out(bytes), keep(bytes);
+    auto where = [&](const char* coll, const char* placement, ddl::dtype dt, ddl::op o, std::size_t count,
+                     std::size_t i) {
+      std::ostringstream m;
+      m << Strategy::name << " " << coll << " (" << placement << ") n=" << n << " rank=" << r
+        << " dtype=" << ddl::name_of(dt) << " op=" << ddl::name_of(o) << " count=" << count
+        << ": first wrong element " << i;
+      return m.str();
+    };
+    for (ddl::dtype dt : ddl::all_dtypes) {
+      ddl::visit_dtype(dt, [&](auto tag) {
+        using T = decltype(tag);
+        T* E = reinterpret_cast<T*>(expected.data());
+        T* I = reinterpret_cast<T*>(in.data());
+        T* O = reinterpret_cast<T*>(out.data());
+        for (std::size_t count : counts) {
+          const ddl::block mine = ddl::block_of(count, n, r);
+          const std::size_t cb = count * sizeof(T);
+          auto check_range = [&](const T* got, std::size_t first, std::size_t len, const char* coll,
+                                 const char* placement, ddl::op o) {
+            for (std::size_t k = 0; k < len; ++k)
+              if (!same_bits(got[k], E[first + k])) {
+                log.add(where(coll, placement, dt, o, count, first + k));
+                return;
+              }
+          };
+          auto input_intact = [&](const char* coll, ddl::op o) {
+            if (cb && std::memcmp(in.data(), keep.data(), cb) != 0) log.add(where(coll, "input modified", dt, o, count, 0));
+          };
+          for (ddl::op o : ddl::all_ops) {
+            bar.arrive_and_wait();  // everyone is done reading E
+            for (std::size_t i = mine.offset; i < mine.offset + mine.size; ++i) E[i] = expected_value<T>(o, n, i);
+            for (std::size_t i = 0; i < count; ++i) I[i] = to_element<T>(input_value(dt, o, r, i));
+            std::memcpy(keep.data(), in.data(), cb);
+            bar.arrive_and_wait();  // E is complete
+
+            std::memset(out.data(), sentinel, cb);
+            comm.all_reduce(ddl::host_view(static_cast<const T*>(I), count), ddl::host_view(O, count), o);
+            check_range(O, 0, count, "all_reduce", "out-of-place", o);
+            input_intact("all_reduce", o);
+
+            std::memcpy(out.data(), in.data(), cb);
+            comm.all_reduce(ddl::host_view(O, count), o);
+            check_range(O, 0, count, "all_reduce", "in-place", o);
+
+            std::memset(out.data(), sentinel, cb);
+            comm.reduce_scatter(ddl::host_view(static_cast<const T*>(I), count), ddl::host_view(O, mine.size), o);
+            check_range(O, mine.offset, mine.size, "reduce_scatter", "out-of-place", o);
+            input_intact("reduce_scatter", o);
+
+            std::memcpy(out.data(), in.data(), cb);
+            comm.reduce_scatter(ddl::host_view(static_cast<const T*>(O), count),
+                                ddl::host_view(O + mine.offset, mine.size), o);
+            check_range(O + mine.offset, mine.offset, mine.size, "reduce_scatter", "in-place", o);
+          }
+          // all_gather: element i comes from the rank whose block holds i.
+          bar.arrive_and_wait();
+          for (int q = 0; q < n; ++q) {
+            const ddl::block b = ddl::block_of(count, n, q);
+            for (std::size_t i = b.offset; i < b.offset + b.size; ++i)
+              E[i] = to_element<T>(input_value(dt, ddl::op::sum, q, i));
+          }
+          std::memcpy(in.data(), E + mine.offset, mine.size * sizeof(T));
+          std::memcpy(keep.data(), in.data(), mine.size * sizeof(T));
+          std::memset(out.data(), sentinel, cb);
+          comm.all_gather(ddl::host_view(static_cast<const T*>(I), mine.size), ddl::host_view(O, count));
+          check_range(O, 0, count, "all_gather", "out-of-place", ddl::op::sum);
+          if (std::memcmp(in.data(), keep.data(), mine.size * sizeof(T)) != 0)
+            log.add(where("all_gather", "input modified", dt, ddl::op::sum, count, 0));
+          std::memset(out.data(), sentinel, cb);
+          std::memcpy(O + mine.offset, I, mine.size * sizeof(T));
+          comm.all_gather(ddl::host_view(static_cast<const T*>(O + mine.offset), mine.size), ddl::host_view(O, count));
+          check_range(O, 0, count, "all_gather", "in-place", ddl::op::sum);
+          bar.arrive_and_wait();  // E is read by everyone before the next count rewrites it
+        }
+      });
+    }
+  });
+}
+
+}  // namespace ddl_test

@@ -1,0 +1,170 @@
+// Core pieces: 16-bit conversions against independent references, dtype and
+// op names, the block partition, and the host reduction kernels.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "support.hpp"
+
+namespace {
+float bits_to_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// Nearest bfloat16 by brute force: compare the two candidates around f in
+// double precision, ties to the even one. Independent of ddl's bit tricks.
+std::uint16_t reference_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const std::uint16_t lo = static_cast<std::uint16_t>(u >> 16);
+  const std::uint16_t hi = static_cast<std::uint16_t>(lo + 1);
+  // IEEE rounding treats the step past the largest finite value as 2^128
+  // (an unbounded exponent), not as infinity.
+  auto value = [](std::uint16_t b) {
+    if ((b & 0x7f80u) == 0x7f80u) return std::ldexp((b & 0x8000u) ? -1.0 : 1.0, 128);
+    return double(bits_to_float(std::uint32_t(b) << 16));
+  };
+  const double dl = std::fabs(value(lo) - double(f));
+  const double dh = std::fabs(value(hi) - double(f));
+  if ((u & 0xffffu) == 0) return lo;
+  if (dl < dh) return lo;
+  if (dh < dl) return hi;
+  return (lo & 1) ? hi : lo;
+}
+}  // namespace
+
+#if defined(__FLT16_MAX__)
+TEST_CASE("half: every binary16 value round-trips, and float->half rounds like the compiler's _Float16") {
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    const ddl::half h = ddl::half::from_bits(static_cast<std::uint16_t>(b));
+    _Float16 ref;
+    std::memcpy(&ref, &b, 2);
+    const float f = static_cast<float>(h);
+    if (std::isnan(static_cast<float>(ref))) {
+      CHECK(std::isnan(f));
+      continue;
+    }
+    REQUIRE(f == static_cast<float>(ref));
+    REQUIRE(ddl::half(f).bits == h.bits);
+  }
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<std::uint32_t> any;
+  for (int i = 0; i < 2000000; ++i) {
+    const float f = bits_to_float(any(gen));
+    if (std::isnan(f)) continue;
+    const _Float16 ref = static_cast<_Float16>(f);
+    std::uint16_t rb;
+    std::memcpy(&rb, &ref, 2);
+    REQUIRE_MESSAGE(ddl::half(f).bits == rb, "f=" << f);
+  }
+  // Halfway cases and the overflow boundary.
+  for (float f : {65504.0f, 65519.99f, 65520.0f, 1e-8f, 2.9802322e-8f, 5.9604645e-8f, 1.0009765625f + 0.00048828125f})
+    CHECK(ddl::half(f).bits == [&] { _Float16 r = (_Float16)f; std::uint16_t b; std::memcpy(&b, &r, 2); return b; }());
+}
+#endif
+
+TEST_CASE("bfloat16: round to nearest even, against a brute-force reference") {
+  std::mt19937 gen(11);
+  std::uniform_int_distribution<std::uint32_t> any;
+  for (int i = 0; i < 2000000; ++i) {
+    const float f = bits_to_float(any(gen));
+    if (std::isnan(f) || std::isinf(f)) continue;
+    const std::uint16_t ref = reference_bf16(f);
+    // Values that round past the largest finite bf16 become infinity.
+    if ((ref & 0x7f80u) == 0x7f80u) {
+      CHECK(std::isinf(static_cast<float>(ddl::bfloat16(f))));
+      continue;
+    }
+    REQUIRE_MESSAGE(ddl::bfloat16(f).bits == ref, "f=" << f);
+  }
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    const auto x = ddl::bfloat16::from_bits(static_cast<std::uint16_t>(b));
+    const float f = static_cast<float>(x);
+    if (std::isnan(f)) {
+      CHECK(std::isnan(static_cast<float>(ddl::bfloat16(f))));
+      continue;
+    }
+    REQUIRE(ddl::bfloat16(f).bits == b);
+  }
+}
+
+TEST_CASE("dtype and op names parse back, unknown names are named in the error") {
+  for (ddl::dtype t : ddl::all_dtypes) CHECK(ddl::parse_dtype(ddl::name_of(t)) == t);
+  for (ddl::op o : ddl::all_ops) CHECK(ddl::parse_op(ddl::name_of(o)) == o);
+  CHECK(ddl::size_of(ddl::dtype::bfloat16) == 2);
+  CHECK(ddl::size_of(ddl::dtype::int64) == 8);
+  try {
+    ddl::parse_dtype("float8");
+    FAIL("no exception");
+  } catch (const ddl::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("'float8'") != std::string::npos);
+  }
+  CHECK_THROWS_AS(ddl::parse_op("mean"), ddl::invalid_argument);
+}
+
+TEST_CASE("block_of partitions every count exactly, blocks differ by at most one") {
+  for (int parts = 1; parts <= 33; ++parts)
+    for (std::size_t count : {0ul, 1ul, 2ul, 31ul, 32ul, 33ul, 1009ul, 1048579ul}) {
+      std::size_t next = 0, mn = count, mx = 0;
+      for (int j = 0; j < parts; ++j) {
+        const ddl::block b = ddl::block_of(count, parts, j);
+        REQUIRE(b.offset == next);
+        next += b.size;
+        mn = std::min(mn, b.size);
+        mx = std::max(mx, b.size);
+      }
+      CHECK(next == count);
+      CHECK(mx - mn <= 1);
+    }
+  static_assert(ddl::block_of(10, 4, 1).offset == 3 && ddl::block_of(10, 4, 3).size == 2);
+}
+
+TEST_CASE_TEMPLATE("host reduce: every op, in place and out of place, against a scalar reference", T, std::int32_t,
+                   std::int64_t, float, double, ddl::half, ddl::bfloat16) {
+  using namespace ddl_test;
+  const ddl::dtype dt = ddl::dtype_of_v<T>;
+  for (ddl::op o : ddl::all_ops) {
+    CAPTURE(ddl::name_of(o));
+    const std::size_t n = 1037;
+    std::vector<T> a(n), b(n), d(n), e(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t x = input_value(dt, o, 0, i), y = input_value(dt, o, 4, i);
+      a[i] = to_element<T>(x);
+      b[i] = to_element<T>(y);
+      std::int64_t r = 0;
+      switch (o) {
+        case ddl::op::sum:
+        case ddl::op::avg: r = x + y; break;
+        case ddl::op::prod: r = x * y; break;
+        case ddl::op::min: r = std::min(x, y); break;
+        case ddl::op::max: r = std::max(x, y); break;
+      }
+      e[i] = to_element<T>(r);
+    }
+    ddl::host::reduce(d.data(), a.data(), b.data(), n, {dt, o});
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(same_bits(d[i], e[i]));
+    ddl::host::reduce(a.data(), a.data(), b.data(), n, {dt, o});
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(same_bits(a[i], e[i]));
+    // avg finalises by dividing once (integers truncate toward zero).
+    ddl::host::finalize(d.data(), n, {dt, o}, 3);
+    for (std::size_t i = 0; i < n; ++i) {
+      using C = ddl::compute_t<T>;
+      const T want = o == ddl::op::avg ? T(C(e[i]) / C(3)) : e[i];
+      REQUIRE(same_bits(d[i], want));
+    }
+  }
+}
+
+TEST_CASE("host reduce: min and max take the first operand on ties and never touch NaN order") {
+  float a[2] = {1.0f, std::numeric_limits<float>::quiet_NaN()}, b[2] = {1.0f, 2.0f}, d[2];
+  ddl::host::reduce(d, a, b, 2, {ddl::dtype::float32, ddl::op::max});
+  CHECK(d[0] == 1.0f);
+  float e[2];
+  ddl::host::reduce(e, a, b, 2, {ddl::dtype::float32, ddl::op::max});
+  CHECK(std::memcmp(d, e, sizeof d) == 0);  // deterministic, NaN included
+}
