@@ -22,19 +22,20 @@ inline std::vector<std::size_t> matrix_counts(int n, std::size_t large) {
 }
 
 template <class Strategy>
-void run_matrix(int n, const std::vector<std::size_t>& counts, failure_log& log, ddl::options opts = {}) {
+void run_matrix(int n, const std::vector<std::size_t>& counts, failure_log& log, ddl::options opts = {},
+                const Strategy& strategy = Strategy{}) {
   const std::size_t maxc = *std::max_element(counts.begin(), counts.end());
   const std::size_t bytes = std::max<std::size_t>(maxc, 1) * 8;
   std::vector<std::byte> expected(bytes);
   thread_barrier bar(n);
   ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
-    ddl::communicator<Strategy, ddl::local_transport> comm(t, opts);
+    ddl::communicator<Strategy, ddl::local_transport> comm(t, strategy, opts);
     const int r = t.rank();
     std::vector<std::byte> in(bytes), out(bytes), keep(bytes);
     auto where = [&](const char* coll, const char* placement, ddl::dtype dt, ddl::op o, std::size_t count,
                      std::size_t i) {
       std::ostringstream m;
-      m << Strategy::name << " " << coll << " (" << placement << ") n=" << n << " rank=" << r
+      m << strategy.describe() << " " << coll << " (" << placement << ") n=" << n << " rank=" << r
         << " dtype=" << ddl::name_of(dt) << " op=" << ddl::name_of(o) << " count=" << count
         << ": first wrong element " << i;
       return m.str();

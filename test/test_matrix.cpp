@@ -1,13 +1,17 @@
 // Correctness matrix of every strategy on the in-process transport:
-// rank counts 1-17, 24 and 32.
+// rank counts 1-17, 24 and 32, and the multi-ring over many boxes and orders.
 #include <doctest/doctest.h>
+
+#include <algorithm>
 
 #include "matrix.hpp"
 
 using namespace ddl_test;
 
-#define DDL_STRATEGIES ddl::ring
+#define DDL_STRATEGIES ddl::ring, ddl::recursive_doubling, ddl::halving_doubling
 TYPE_TO_STRING(ddl::ring);
+TYPE_TO_STRING(ddl::recursive_doubling);
+TYPE_TO_STRING(ddl::halving_doubling);
 
 namespace {
 constexpr std::size_t large = (std::size_t{1} << 20) + 3;
@@ -20,6 +24,16 @@ void matrix_for(std::initializer_list<int> ranks, std::size_t big = large) {
     run_matrix<S>(n, matrix_counts(n, big), log);
     CHECK_MESSAGE(log.count() == 0, log.summary());
   }
+}
+
+using dyn_ring = ddl::multi_ring<ddl::dynamic_extents>;
+
+void box_matrix(const dyn_ring& s, std::size_t big = large) {
+  const int n = s.box().box.size();
+  CAPTURE(s.describe());
+  failure_log log;
+  run_matrix<dyn_ring>(n, matrix_counts(n, big), log, ddl::options{}, s);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 }  // namespace
 
@@ -42,4 +56,28 @@ TEST_CASE_TEMPLATE("matrix: tiny chunks exercise the pipeline window", S, DDL_ST
     run_matrix<S>(n, matrix_counts(n, 0), log, o);
     CHECK_MESSAGE(log.count() == 0, log.summary());
   }
+}
+
+TEST_CASE("matrix: multi_ring boxes (1xn), (nx1), 2x3, 3x5, 2x2x2, 4x2x3, 2x2x2x2") {
+  box_matrix(dyn_ring({1, 5}));
+  box_matrix(dyn_ring({5, 1}));
+  box_matrix(dyn_ring({2, 3}));
+  box_matrix(dyn_ring({3, 5}));
+  box_matrix(dyn_ring({2, 2, 2}));
+  box_matrix(dyn_ring({4, 2, 3}));
+  box_matrix(dyn_ring({2, 2, 2, 2}));
+}
+
+TEST_CASE("matrix: multi_ring 2x3x2 in every order of its dimensions") {
+  int order[3] = {0, 1, 2};
+  do {
+    box_matrix(dyn_ring({2, 3, 2}, {order[0], order[1], order[2]}), 65539);
+  } while (std::next_permutation(order, order + 3));
+}
+
+TEST_CASE("matrix: static boxes and static orders") {
+  failure_log log;
+  run_matrix<ddl::multi_ring<ddl::extents<2, 2, 2>>>(8, matrix_counts(8, 4099), log);
+  run_matrix<ddl::multi_ring<ddl::extents<3, 2>, ddl::dim_order<1, 0>>>(6, matrix_counts(6, 4099), log);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
 }

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "../core/buffer.hpp"
 #include "../core/config.hpp"
@@ -37,14 +39,21 @@ class communicator {
   using transport_type = Transport;
 
   /// \param t the transport; must outlive the communicator.
+  /// \param s the strategy (its box, order or topology, where it has one);
+  ///        throws `topology_error` on every rank if it does not fit the group.
   /// \param o settings; defaults read `DDL_TIMEOUT` and `DDL_CHUNK_BYTES`.
-  explicit communicator(Transport& t, options o = options::from_env()) : transport_(&t), opts_(o) {
+  communicator(Transport& t, Strategy s, options o) : transport_(&t), strategy_(std::move(s)), opts_(o) {
     opts_.validate();
+    strategy_.validate(t.size());
   }
+  template <class S = Strategy, std::enable_if_t<std::is_default_constructible_v<S>, int> = 0>
+  explicit communicator(Transport& t, options o = options::from_env()) : communicator(t, Strategy{}, o) {}
+  communicator(Transport& t, Strategy s) : communicator(t, std::move(s), options::from_env()) {}
 
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
   Transport& transport() noexcept { return *transport_; }
+  const Strategy& strategy() const noexcept { return strategy_; }
   const options& opts() const noexcept { return opts_; }
   /// Changes settings; every rank must use the same chunk size.
   void set_options(const options& o) {
@@ -66,8 +75,8 @@ class communicator {
                              std::to_string(out.count));
     check_disjoint_or_same("all_reduce", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
     if (in.count == 0) return;
-    auto c = context("all_reduce", in.type, o, 0);
-    Strategy::all_reduce(*transport_, in.byte_data(), out.byte_data(), in.count, c);
+    auto c = context("all_reduce", in.type, o, strategy_.all_reduce_workspace(in.count, in.type, size()));
+    strategy_.all_reduce(*transport_, in.byte_data(), out.byte_data(), in.count, c);
   }
   /// In-place all-reduce.
   void all_reduce(buffer_view inout, op o) { all_reduce(inout, inout, o); }
@@ -86,10 +95,10 @@ class communicator {
     const bool in_place = out.byte_data() == in.byte_data() + mine.offset * es;
     if (!in_place) check_disjoint_or_same("reduce_scatter", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
     if (in.count == 0) return;
-    const std::size_t extra = in_place ? 0 : Strategy::reduce_scatter_workspace(in.count, in.type, size());
+    const std::size_t extra = in_place ? 0 : strategy_.reduce_scatter_workspace(in.count, in.type, size());
     auto c = context("reduce_scatter", in.type, o, extra);
-    std::byte* work = in_place ? out.byte_data() - mine.offset * es : workspace_.get() + scratch_bytes(in.type);
-    Strategy::reduce_scatter(*transport_, in.byte_data(), work, out.byte_data(), in.count, c);
+    std::byte* work = in_place ? out.byte_data() - mine.offset * es : c.work;
+    strategy_.reduce_scatter(*transport_, in.byte_data(), work, out.byte_data(), in.count, c);
   }
 
   /// `out` (the total count) = every rank's `in` block, in rank order (see
@@ -106,7 +115,7 @@ class communicator {
     if (!in_place) check_disjoint_or_same("all_gather", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
     if (out.count == 0) return;
     auto c = context("all_gather", in.type, op::sum, 0);
-    Strategy::all_gather(*transport_, in.byte_data(), out.byte_data(), out.count, c);
+    strategy_.all_gather(*transport_, in.byte_data(), out.byte_data(), out.count, c);
   }
 
  private:
@@ -155,6 +164,7 @@ class communicator {
     const std::size_t scratch = scratch_bytes(t);
     c.scratch = workspace(scratch + extra);
     c.scratch_bytes = scratch;
+    c.work = c.scratch + scratch;
     return c;
   }
 
@@ -169,6 +179,7 @@ class communicator {
   }
 
   Transport* transport_;
+  Strategy strategy_;
   options opts_;
   std::uint64_t sequence_ = 0;
   std::unique_ptr<std::byte[]> workspace_;

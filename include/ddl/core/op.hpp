@@ -57,10 +57,15 @@ decltype(auto) visit_op(op o, F&& f) {
   throw invalid_argument("corrupt op value " + std::to_string(static_cast<int>(o)));
 }
 
-/// What a reduction combines: element type and operator.
+/// What a reduction combines: element type and operator. `received_first`
+/// puts the received operand on the left (`received (op) local`): algorithms
+/// that combine pairwise (recursive doubling) always put the lower rank's
+/// value first, so both partners compute the same bits even for ops that
+/// are not bitwise commutative (min/max on -0/+0 or NaN).
 struct reduction {
   ddl::dtype type;
   ddl::op oper;
+  bool received_first = false;
 };
 
 }  // namespace ddl

@@ -20,6 +20,12 @@ void combine_into(T* DDL_RESTRICT acc, const T* DDL_RESTRICT b, std::size_t n, F
 }
 
 template <class T, class F>
+void combine_into_right(const T* DDL_RESTRICT a, T* DDL_RESTRICT acc, std::size_t n, F f) {
+  using C = compute_t<T>;
+  for (std::size_t i = 0; i < n; ++i) acc[i] = T(f(C(a[i]), C(acc[i])));
+}
+
+template <class T, class F>
 void combine(T* DDL_RESTRICT dst, const T* DDL_RESTRICT a, const T* DDL_RESTRICT b, std::size_t n,
              F f) {
   using C = compute_t<T>;
@@ -29,7 +35,7 @@ void combine(T* DDL_RESTRICT dst, const T* DDL_RESTRICT a, const T* DDL_RESTRICT
 }  // namespace detail
 
 /// `dst[i] = a[i] (op) b[i]` for `count` elements of `r.type`.
-/// \pre `dst` equals `a` or overlaps neither `a` nor `b`.
+/// \pre `dst` equals `a` or `b`, or overlaps neither.
 inline void reduce(void* dst, const void* a, const void* b, std::size_t count, reduction r) {
   if (count == 0) return;
   visit_dtype(r.type, [&](auto tag) {
@@ -40,6 +46,8 @@ inline void reduce(void* dst, const void* a, const void* b, std::size_t count, r
       const auto* pb = static_cast<const T*>(b);
       if (d == pa)
         detail::combine_into(d, pb, count, f);
+      else if (d == pb)
+        detail::combine_into_right(pa, d, count, f);
       else
         detail::combine(d, pa, pb, count, f);
     });

@@ -31,11 +31,13 @@ struct call_context {
   tag base_tag = 0;             ///< unique per call (the communicator's sequence)
   std::byte* scratch = nullptr; ///< >= pipeline_depth * chunk_bytes when the transport has no fused reduce
   std::size_t scratch_bytes = 0;
+  std::byte* work = nullptr;    ///< the strategy's own workspace (`all_reduce_workspace` bytes)
 };
 
 /// One step: send `send_bytes` from `send` to `send_peer`, receive
 /// `recv_bytes` from `recv_peer` into `recv`, as `local (op) received` when
-/// `local` is set. A peer of -1 means that side is idle.
+/// `local` is set (`received (op) local` when `received_first`). A peer of -1
+/// means that side is idle.
 struct step_desc {
   int send_peer = -1;
   const std::byte* send = nullptr;
@@ -44,6 +46,7 @@ struct step_desc {
   std::byte* recv = nullptr;
   const std::byte* local = nullptr;
   std::size_t recv_bytes = 0;
+  bool received_first = false;
 };
 
 /// Names the phase in a timeout (built only when one happens).
@@ -77,6 +80,8 @@ void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, c
   const std::size_t sends = s.send_peer >= 0 ? (s.send_bytes + chunk - 1) / chunk : 0;
   const std::size_t recvs = s.recv_peer >= 0 ? (s.recv_bytes + chunk - 1) / chunk : 0;
   const bool combine = s.local != nullptr;
+  call_context cc = c;  // the step's own operand order
+  cc.red.received_first = s.received_first;
   constexpr bool fused = has_fused_reduce_v<Transport>;
   if (!fused && combine && c.scratch_bytes < depth * chunk)
     throw invalid_argument("internal: scratch too small for the pipeline");
@@ -94,7 +99,11 @@ void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, c
     if constexpr (!fused) {
       if (combine) {
         auto [off, len] = slice(r_done, s.recv_bytes);
-        host::reduce(s.recv + off, s.local + off, c.scratch + (r_done % depth) * chunk, len / esize, c.red);
+        const std::byte* got = c.scratch + (r_done % depth) * chunk;
+        if (cc.red.received_first)
+          host::reduce(s.recv + off, got, s.local + off, len / esize, cc.red);
+        else
+          host::reduce(s.recv + off, s.local + off, got, len / esize, cc.red);
       }
     }
     ++r_done;
@@ -112,7 +121,7 @@ void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, c
       request& slot = rreq[r_posted % max_depth];
       if (combine) {
         if constexpr (fused)
-          slot = t.irecv_reduce(s.recv_peer, dst, const_bytes{s.local + off, len}, c.red, tg);
+          slot = t.irecv_reduce(s.recv_peer, dst, const_bytes{s.local + off, len}, cc.red, tg);
         else
           slot = t.irecv(s.recv_peer, mutable_bytes{c.scratch + (r_posted % depth) * chunk, len}, tg);
       } else {

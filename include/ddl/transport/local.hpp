@@ -95,8 +95,9 @@ class local_transport {
   inline request isend(int peer, const_bytes data, tag t);
   /// Receives exactly `data.size` bytes from `peer` with tag `t`.
   inline request irecv(int peer, mutable_bytes data, tag t);
-  /// Receives from `peer` and stores `local (op) received` into `dst`, reading
-  /// the peer's memory directly. `dst` may equal `local`.
+  /// Receives from `peer` and stores `local (op) received` (or `received (op)
+  /// local` with `r.received_first`) into `dst`, reading the peer's memory
+  /// directly. `dst` may equal `local`.
   /// \pre `local` is ready and `dst` unused until the request completes.
   inline request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t);
   /// Completes `req`, progressing this rank's receives meanwhile.
@@ -365,7 +366,9 @@ inline bool local_transport::progress() {
       if (!s.state.compare_exchange_strong(expect, claimed, std::memory_order_acq_rel)) continue;
       const bool size_ok = s.size == e.dst.size;
       if (size_ok && e.dst.size) {
-        if (e.fused)
+        if (e.fused && e.red.received_first)
+          host::reduce(e.dst.data, s.data, e.local.data, e.dst.size / size_of(e.red.type), e.red);
+        else if (e.fused)
           host::reduce(e.dst.data, e.local.data, s.data, e.dst.size / size_of(e.red.type), e.red);
         else
           std::memcpy(e.dst.data, s.data, e.dst.size);

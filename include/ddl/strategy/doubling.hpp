@@ -1,0 +1,216 @@
+#pragma once
+/// \file
+/// Small- and medium-message all-reduce algorithms: recursive doubling
+/// (latency-optimal) and recursive halving-doubling (Rabenseifner). Both take
+/// any rank count: with p the largest power of two <= n and rem = n - p, the
+/// first 2 rem ranks fold in pairs (the even one hands its data to the odd
+/// one and sits out), p ranks run the power-of-two algorithm, and the odd
+/// ranks hand the result back — as MPICH and Gloo do.
+///
+/// Cost model (uniform links B, latency alpha; fold adds 2 (S/B + alpha)
+/// when n is not a power of two):
+///   recursive doubling:  log2(p) (S / B + alpha)
+///   halving-doubling:    2 log2(p) alpha + 2 S (p-1)/p / B
+/// Partners are paired nearest first (distance 1, 2, 4, ...), so with ranks
+/// numbered innermost-level-first the largest halving step stays inside a node.
+///
+/// Bit-identical results: partners always combine as (lower rank's value) op
+/// (higher rank's value), so both compute the same bits; halving-doubling
+/// reduces each block in one place and then only copies.
+#include <cstring>
+
+#include "multi_ring.hpp"
+#include "step.hpp"
+
+namespace ddl {
+namespace detail {
+
+/// The fold of a non-power-of-two group: who is active and under which rank.
+struct fold_plan {
+  int p2 = 1, rem = 0, new_rank = 0;
+  explicit fold_plan(int n, int r) {
+    while (p2 * 2 <= n) p2 *= 2;
+    rem = n - p2;
+    if (r < 2 * rem) new_rank = r % 2 == 0 ? -1 : r / 2;
+    else new_rank = r - rem;
+  }
+  int real_rank(int nr) const { return nr < rem ? 2 * nr + 1 : nr + rem; }
+};
+
+/// Fold step: an even rank among the first 2 rem sends `src` to its odd
+/// neighbour, which stores (even's) op (own) into `out`. Returns where this
+/// rank's current value now is.
+template <class Transport>
+const std::byte* fold_in(Transport& t, const fold_plan& f, const std::byte* src, std::byte* out, std::size_t bytes,
+                         const call_context& c) {
+  const int r = t.rank();
+  if (r >= 2 * f.rem) return src;
+  step_desc d;
+  if (r % 2 == 0) {
+    d.send_peer = r + 1;
+    d.send = src;
+    d.send_bytes = bytes;
+  } else {
+    d.recv_peer = r - 1;
+    d.recv = out;
+    d.local = src;
+    d.recv_bytes = bytes;
+    d.received_first = true;  // the even neighbour is the lower rank
+  }
+  run_step(t, d, c, c.base_tag + 1, phase_name{"fold", 0, 1});
+  return out;
+}
+
+/// Unfold step: odd ranks hand the finished result back to their even neighbour.
+template <class Transport>
+void fold_out(Transport& t, const fold_plan& f, std::byte* out, std::size_t bytes, const call_context& c) {
+  const int r = t.rank();
+  if (r >= 2 * f.rem) return;
+  step_desc d;
+  if (r % 2 == 1) {
+    d.send_peer = r - 1;
+    d.send = out;
+    d.send_bytes = bytes;
+  } else {
+    d.recv_peer = r + 1;
+    d.recv = out;
+    d.recv_bytes = bytes;
+  }
+  run_step(t, d, c, c.base_tag + 3, phase_name{"unfold", 0, 1});
+}
+
+}  // namespace detail
+
+/// Recursive doubling: log2(p) exchanges of the whole buffer. Best when the
+/// per-step latency dominates (small messages). Needs `count` elements of
+/// workspace (it double-buffers: a partner reads one buffer while the
+/// result goes to the other). `reduce_scatter` and `all_gather` use the ring.
+struct recursive_doubling {
+  static constexpr const char* name = "recursive_doubling";
+  void validate(int) const {}
+  std::string describe() const { return name; }
+  static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
+  static std::size_t all_reduce_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
+
+  template <class Transport>
+  static void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
+                         const detail::call_context& c) {
+    const std::size_t bytes = count * size_of(c.red.type);
+    const detail::fold_plan f(t.size(), t.rank());
+    const std::byte* cur = detail::fold_in(t, f, in, out, bytes, c);
+    if (f.new_rank >= 0) {
+      int step = 0, steps = 0;
+      for (int m = 1; m < f.p2; m <<= 1) ++steps;
+      for (int mask = 1; mask < f.p2; mask <<= 1, ++step) {
+        const int pn = f.new_rank ^ mask, partner = f.real_rank(pn);
+        std::byte* dst = cur == out ? c.work : out;
+        detail::step_desc d;
+        d.send_peer = d.recv_peer = partner;
+        d.send = cur;
+        d.send_bytes = d.recv_bytes = bytes;
+        d.recv = dst;
+        d.local = cur;
+        d.received_first = pn < f.new_rank;
+        detail::run_step(t, d, c, c.base_tag + 2, detail::phase_name{"exchange", step, steps});
+        cur = dst;
+      }
+      if (cur != out) std::memcpy(out, cur, bytes);
+      host::finalize(out, count, c.red, t.size());
+    }
+    detail::fold_out(t, f, out, bytes, c);
+  }
+  template <class Transport>
+  static void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
+                             const detail::call_context& c) {
+    ring::reduce_scatter(t, in, work, out, count, c);
+  }
+  template <class Transport>
+  static void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
+                         const detail::call_context& c) {
+    ring::all_gather(t, own, out, count, c);
+  }
+};
+
+/// Recursive halving-doubling (Rabenseifner): a reduce-scatter by recursive
+/// halving, then an all-gather by recursive doubling. The ring's bandwidth
+/// term with log2(p) steps instead of p-1. `reduce_scatter` and `all_gather`
+/// use the ring.
+struct halving_doubling {
+  static constexpr const char* name = "halving_doubling";
+  void validate(int) const {}
+  std::string describe() const { return name; }
+  static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
+  static std::size_t all_reduce_workspace(std::size_t, dtype, int) { return 0; }
+
+  template <class Transport>
+  static void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
+                         const detail::call_context& c) {
+    const std::size_t es = size_of(c.red.type);
+    const detail::fold_plan f(t.size(), t.rank());
+    const std::byte* src = detail::fold_in(t, f, in, out, count * es, c);
+    if (f.new_rank >= 0) {
+      const int p = f.p2;
+      int steps = 0;
+      for (int m = 1; m < p; m <<= 1) ++steps;
+      auto range = [&](int lo, int hi) {  // elements of flat blocks [lo, hi) of count over p
+        const std::size_t a = detail::flat_offset(count, p, lo), b = detail::flat_offset(count, p, hi);
+        return block{a, b - a};
+      };
+      // Reduce-scatter by recursive halving: keep the half named by my bit,
+      // send the other half, combine what the partner sends for mine.
+      int lo = 0, hi = p, step = 0;
+      for (int mask = 1; mask < p; mask <<= 1, ++step) {
+        const int pn = f.new_rank ^ mask, partner = f.real_rank(pn);
+        const int mid = (lo + hi) / 2;
+        const bool upper = (f.new_rank & mask) != 0;
+        const block keep = upper ? range(mid, hi) : range(lo, mid);
+        const block give = upper ? range(lo, mid) : range(mid, hi);
+        detail::step_desc d;
+        d.send_peer = d.recv_peer = partner;
+        d.send = src + give.offset * es;
+        d.send_bytes = give.size * es;
+        d.recv = out + keep.offset * es;
+        d.local = src + keep.offset * es;
+        d.recv_bytes = keep.size * es;
+        d.received_first = pn < f.new_rank;
+        detail::run_step(t, d, c, c.base_tag + 2, detail::phase_name{"halving", step, steps});
+        if (upper) lo = mid; else hi = mid;
+        src = out;
+      }
+      const block own = range(lo, hi);
+      if (src != out && own.size) std::memcpy(out + own.offset * es, src + own.offset * es, own.size * es);
+      host::finalize(out + own.offset * es, own.size, c.red, t.size());
+      // All-gather by recursive doubling, retracing the halvings.
+      step = 0;
+      for (int mask = p >> 1; mask >= 1; mask >>= 1, ++step) {
+        const int pn = f.new_rank ^ mask, partner = f.real_rank(pn);
+        const int width = hi - lo;
+        const bool upper = (f.new_rank & mask) != 0;
+        const int plo = upper ? lo - width : hi, phi = upper ? lo : hi + width;
+        const block mine = range(lo, hi), theirs = range(plo, phi);
+        detail::step_desc d;
+        d.send_peer = d.recv_peer = partner;
+        d.send = out + mine.offset * es;
+        d.send_bytes = mine.size * es;
+        d.recv = out + theirs.offset * es;
+        d.recv_bytes = theirs.size * es;
+        detail::run_step(t, d, c, c.base_tag + 4, detail::phase_name{"doubling", step, steps});
+        lo = std::min(lo, plo);
+        hi = std::max(hi, phi);
+      }
+    }
+    detail::fold_out(t, f, out, count * es, c);
+  }
+  template <class Transport>
+  static void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
+                             const detail::call_context& c) {
+    ring::reduce_scatter(t, in, work, out, count, c);
+  }
+  template <class Transport>
+  static void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
+                         const detail::call_context& c) {
+    ring::all_gather(t, own, out, count, c);
+  }
+};
+
+}  // namespace ddl

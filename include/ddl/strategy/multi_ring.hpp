@@ -1,0 +1,407 @@
+#pragma once
+/// \file
+/// The multi-dimensional ring (the paper's §4.3) and, as its one-dimensional
+/// case, the ring. One code path serves both.
+///
+/// Ranks form a box d_1 x ... x d_k. Reduce-scatter runs as a ring along the
+/// first dimension of the order over the whole buffer, then along the next
+/// dimension over the 1/d_1 slice just reduced, and so on; all-gather then
+/// retraces the dimensions in reverse. Dimension j moves S / (d_1...d_(j-1))
+/// bytes per rank, so the slow outer links see little data.
+///
+/// Cost model (next to what it models; `cost_model.hpp` evaluates it):
+///     t = sum over dimensions j in order of
+///         2 (d_j - 1) ( S_j / (d_j B_j) + alpha_j ),   S_j = S / (d_1 ... d_(j-1))
+/// where B_j is the per-flow bandwidth of the slowest link a ring of
+/// dimension j crosses and alpha_j its per-step latency. With k = 1 this is
+/// the ring: 2 (n-1) (S / (n B) + alpha).
+///
+/// Slices: the buffer is split into n "flat" blocks (`ddl::block_of`). At
+/// each dimension the current range is a run of consecutive flat blocks,
+/// split evenly among the d_j members, so every slice is contiguous and
+/// uneven counts are handled once, by the flat split.
+#include <array>
+#include <cstring>
+#include <string>
+
+#include "../core/buffer.hpp"
+#include "../topology/extents.hpp"
+#include "../transport/group.hpp"
+#include "partition.hpp"
+#include "step.hpp"
+
+namespace ddl {
+namespace detail {
+
+/// Element offset of flat block `f` of `count` split over `n`.
+inline std::size_t flat_offset(std::size_t count, int n, int f) {
+  return f >= n ? count : block_of(count, n, f).offset;
+}
+
+/// Member j of a ring holds flat blocks [first + j * per, first + (j+1) * per).
+struct ring_slices {
+  std::size_t count;
+  int n;        ///< number of flat blocks
+  int first;    ///< first flat block of the range
+  int per;      ///< flat blocks per member
+  block operator()(int j) const {
+    const std::size_t lo = flat_offset(count, n, first + j * per);
+    const std::size_t hi = flat_offset(count, n, first + (j + 1) * per);
+    return {lo, hi - lo};
+  }
+};
+
+/// Ring reduce-scatter on group `g` over the slices `part(0..g.size()-1)`
+/// (element offsets into `in`, `work`). Slice j ends fully reduced on member
+/// j, at `own` on this member; partials pass through `work` (may equal `in`).
+/// At step s member r sends slice r-s-1 (its raw input at s = 0, then the
+/// partial received the step before) to the right and receives slice r-s-2
+/// from the left, combined with its own contribution. Each slice is reduced
+/// along the ring in one fixed order: the same bits on every rank, every run.
+template <class Group, class Part>
+void ring_reduce_scatter(Group& g, const Part& part, const std::byte* in, std::byte* work, std::byte* own,
+                         const call_context& c, tag tg) {
+  const int n = g.size(), r = g.rank();
+  const std::size_t es = size_of(c.red.type);
+  if (n == 1) {
+    const block b = part(0);
+    if (own != in + b.offset * es && b.size) std::memmove(own, in + b.offset * es, b.size * es);
+    return;
+  }
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  auto mod = [n](int x) { return ((x % n) + n) % n; };
+  for (int s = 0; s < n - 1; ++s) {
+    const block sb = part(mod(r - s - 1));
+    const int rj = mod(r - s - 2);
+    const block rb = part(rj);
+    step_desc d;
+    d.send_peer = right;
+    d.send = (s == 0 ? in : work) + sb.offset * es;
+    d.send_bytes = sb.size * es;
+    d.recv_peer = left;
+    d.recv = rj == r ? own : work + rb.offset * es;
+    d.local = in + rb.offset * es;
+    d.recv_bytes = rb.size * es;
+    run_step(g, d, c, tg, phase_name{"reduce-scatter", s, n - 1});
+  }
+}
+
+/// Ring all-gather on group `g`: this member's slice (at `own`) lands in
+/// place in `out`, every other slice arrives from the left: at step s member
+/// r forwards slice r-s and receives slice r-s-1. Copies only.
+template <class Group, class Part>
+void ring_all_gather(Group& g, const Part& part, const std::byte* own, std::byte* out, const call_context& c, tag tg) {
+  const int n = g.size(), r = g.rank();
+  const std::size_t es = size_of(c.red.type);
+  const block mine = part(r);
+  if (own != out + mine.offset * es && mine.size) std::memmove(out + mine.offset * es, own, mine.size * es);
+  if (n == 1) return;
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  auto mod = [n](int x) { return ((x % n) + n) % n; };
+  for (int s = 0; s < n - 1; ++s) {
+    const block sb = part(mod(r - s));
+    const block rb = part(mod(r - s - 1));
+    step_desc d;
+    d.send_peer = right;
+    d.send = out + sb.offset * es;
+    d.send_bytes = sb.size * es;
+    d.recv_peer = left;
+    d.recv = out + rb.offset * es;
+    d.recv_bytes = rb.size * es;
+    run_step(g, d, c, tg, phase_name{"all-gather", s, n - 1});
+  }
+}
+
+/// A box with a reduction order: the runtime form every multi-ring runs on.
+struct ring_box {
+  dynamic_extents box;
+  std::array<int, max_dims> order{};  ///< order[j] = dimension reduced j-th
+
+  static ring_box natural(const dynamic_extents& b) {
+    ring_box rb{b, {}};
+    for (std::size_t d = 0; d < b.dims(); ++d) rb.order[d] = static_cast<int>(d);
+    return rb;
+  }
+  std::string str() const {
+    std::string s = box.str();
+    bool natural = true;
+    for (std::size_t j = 0; j < box.dims(); ++j) natural = natural && order[j] == static_cast<int>(j);
+    if (!natural) {
+      s += " order ";
+      for (std::size_t j = 0; j < box.dims(); ++j) s += (j ? "," : "") + std::to_string(order[j]);
+    }
+    return s;
+  }
+  void validate(int ranks) const {
+    check_box(box, ranks);
+    std::array<bool, max_dims> seen{};
+    for (std::size_t j = 0; j < box.dims(); ++j) {
+      const int d = order[j];
+      if (d < 0 || d >= static_cast<int>(box.dims()) || seen[d])
+        throw topology_error("dimension order of box " + box.str() + " is not a permutation of its dimensions");
+      seen[d] = true;
+    }
+  }
+};
+
+/// Where one dimension's rings sit for this rank.
+template <class Transport>
+struct ring_level {
+  group_view<Transport> group;
+  ring_slices part;
+};
+
+/// This rank's group and slices along each dimension, in reduction order,
+/// and the flat block it owns after the nested reduce-scatter.
+template <class Transport>
+struct ring_levels {
+  std::array<ring_level<Transport>, max_dims> at{};
+  std::size_t count = 0;
+  int mine = 0;
+};
+
+template <class Transport>
+ring_levels<Transport> make_levels(Transport& t, const ring_box& rb, std::size_t count) {
+  const int n = t.size();
+  const coord me = coord_of(rb.box, t.rank());
+  ring_levels<Transport> L;
+  int first = 0, per = n;
+  for (std::size_t j = 0; j < rb.box.dims(); ++j) {
+    const int d = rb.order[j];
+    const int e = rb.box.extent(d), stride = rb.box.stride(d);
+    per /= e;
+    L.at[j] = ring_level<Transport>{group_view<Transport>(t, t.rank() - me[d] * stride, stride, e),
+                                    ring_slices{count, n, first, per}};
+    first += me[d] * per;
+  }
+  L.count = rb.box.dims();
+  L.mine = first;
+  return L;
+}
+
+/// The flat block a rank ends with after a nested reduce-scatter.
+inline int nested_index(const ring_box& rb, int rank) {
+  const coord c = coord_of(rb.box, rank);
+  int idx = 0;
+  for (std::size_t j = 0; j < rb.box.dims(); ++j) idx = idx * rb.box.extent(rb.order[j]) + c[rb.order[j]];
+  return idx;
+}
+
+/// True when the nested order equals rank order on every rank.
+inline bool nested_is_rank_order(const ring_box& rb, int n) {
+  for (int q = 0; q < n; ++q)
+    if (nested_index(rb, q) != q) return false;
+  return true;
+}
+
+template <class Transport>
+void multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in, std::byte* out, std::size_t count,
+                           const call_context& c) {
+  const std::size_t es = size_of(c.red.type);
+  auto L = make_levels(t, rb, count);
+  // Reduce-scatter, dimension by dimension; level j works on the slice the
+  // levels before it left on this rank (in place in `out` after the first).
+  const std::byte* src = in;
+  for (std::size_t j = 0; j < L.count; ++j) {
+    auto& lv = L.at[j];
+    const block b = lv.part(lv.group.rank());
+    ring_reduce_scatter(lv.group, lv.part, src, out, out + b.offset * es, c, c.base_tag + 4 * j);
+    src = out;
+  }
+  const block own = block_of(count, t.size(), L.mine);
+  host::finalize(out + own.offset * es, own.size, c.red, t.size());
+  // All-gather retraces the dimensions in reverse.
+  for (std::size_t j = L.count; j-- > 0;) {
+    auto& lv = L.at[j];
+    const block b = lv.part(lv.group.rank());
+    ring_all_gather(lv.group, lv.part, out + b.offset * es, out, c, c.base_tag + 4 * j + 1);
+  }
+}
+
+/// Moves flat block `from_idx` held by this rank to the rank that owns it in
+/// the plain `block_of` numbering (after a nested reduce-scatter), or the
+/// reverse (before a nested all-gather). One step of S/n bytes; nothing when
+/// the nested order already equals rank order.
+template <class Transport>
+void permute_blocks(Transport& t, const ring_box& rb, const std::byte* src, std::byte* dst, std::size_t count,
+                    bool to_rank_order, const call_context& c, tag tg) {
+  const int n = t.size(), r = t.rank();
+  const std::size_t es = size_of(c.red.type);
+  int send_to = 0, recv_from = 0;
+  if (to_rank_order) {  // I hold nested block idx(r); it belongs to rank idx(r). I need block r from q: idx(q) = r
+    send_to = nested_index(rb, r);
+    for (int q = 0; q < n; ++q)
+      if (nested_index(rb, q) == r) recv_from = q;
+  } else {  // I hold block r; rank q with idx(q) = r needs it. I need block idx(r) from rank idx(r)
+    recv_from = nested_index(rb, r);
+    for (int q = 0; q < n; ++q)
+      if (nested_index(rb, q) == r) send_to = q;
+  }
+  const block sb = block_of(count, n, to_rank_order ? send_to : r);
+  const block rbk = block_of(count, n, to_rank_order ? r : recv_from);
+  if (send_to == r) {
+    if (src != dst && sb.size) std::memmove(dst, src, sb.size * es);
+    return;
+  }
+  step_desc d;
+  d.send_peer = send_to;
+  d.send = src;
+  d.send_bytes = sb.size * es;
+  d.recv_peer = recv_from;
+  d.recv = dst;
+  d.recv_bytes = rbk.size * es;
+  run_step(t, d, c, tg, phase_name{"block permutation", 0, 1});
+}
+
+template <class Transport>
+void multi_ring_reduce_scatter(Transport& t, const ring_box& rb, const std::byte* in, std::byte* work, std::byte* out,
+                               std::size_t count, const call_context& c) {
+  const std::size_t es = size_of(c.red.type);
+  const int n = t.size();
+  auto L = make_levels(t, rb, count);
+  // Every rank takes part in the permutation step when any rank needs it.
+  const bool identity = nested_is_rank_order(rb, n);
+  const std::byte* src = in;
+  for (std::size_t j = 0; j < L.count; ++j) {
+    auto& lv = L.at[j];
+    const block b = lv.part(lv.group.rank());
+    std::byte* own = (j + 1 == L.count && identity) ? out : work + b.offset * es;
+    ring_reduce_scatter(lv.group, lv.part, src, work, own, c, c.base_tag + 4 * j);
+    src = work;
+  }
+  const block held = block_of(count, n, L.mine);
+  std::byte* result = identity ? out : work + held.offset * es;
+  host::finalize(result, held.size, c.red, n);
+  if (!identity) permute_blocks(t, rb, result, out, count, true, c, c.base_tag + 4 * max_dims);
+}
+
+template <class Transport>
+void multi_ring_all_gather(Transport& t, const ring_box& rb, const std::byte* own, std::byte* out, std::size_t count,
+                           const call_context& c) {
+  const std::size_t es = size_of(c.red.type);
+  const int n = t.size();
+  if (!nested_is_rank_order(rb, n)) {
+    const block dst = block_of(count, n, nested_index(rb, t.rank()));
+    permute_blocks(t, rb, own, out + dst.offset * es, count, false, c, c.base_tag + 4 * max_dims);
+    own = out + dst.offset * es;
+  }
+  auto L = make_levels(t, rb, count);
+  for (std::size_t j = L.count; j-- > 0;) {
+    auto& lv = L.at[j];
+    const block b = lv.part(lv.group.rank());
+    ring_all_gather(lv.group, lv.part, j + 1 == L.count ? own : out + b.offset * es, out, c, c.base_tag + 4 * j + 1);
+  }
+}
+
+}  // namespace detail
+
+/// Natural dimension order: dimension 0 (innermost) first.
+struct natural_order {};
+/// An explicit order: `dim_order<2, 0, 1>` reduces dimension 2 first.
+template <int... P>
+struct dim_order {};
+
+/// The multi-dimensional ring over box `Box` (static `ddl::extents<...>` or
+/// `ddl::dynamic_extents`), reducing dimensions in `Order`.
+/// \tparam Box the box; its size must equal the group's (checked: a static
+///         box at construction of the communicator, on every rank)
+/// \tparam Order `natural_order` or `dim_order<...>`
+/// Example:
+/// \code
+///   ddl::communicator<ddl::multi_ring<ddl::extents<2, 2, 2>>, ddl::local_transport> comm(t);
+///   ddl::multi_ring<ddl::dynamic_extents> mr({4, 2}, {1, 0});   // run-time box and order
+/// \endcode
+template <class Box, class Order = natural_order>
+class multi_ring {
+ public:
+  static constexpr const char* name = "multi_ring";
+
+  template <class B = Box, std::enable_if_t<std::is_default_constructible_v<B>, int> = 0>
+  multi_ring() : rb_(detail::ring_box::natural(dynamic_extents(Box{}))) {
+    apply_order(Order{});
+  }
+  explicit multi_ring(const Box& b) : rb_(detail::ring_box::natural(dynamic_extents(b))) { apply_order(Order{}); }
+  /// A run-time order: `order[j]` is the dimension reduced j-th.
+  multi_ring(const Box& b, std::initializer_list<int> order) : rb_(detail::ring_box::natural(dynamic_extents(b))) {
+    if (order.size() != rb_.box.dims())
+      throw topology_error("dimension order has " + std::to_string(order.size()) + " entries for a " +
+                           std::to_string(rb_.box.dims()) + "-dimensional box");
+    std::size_t j = 0;
+    for (int d : order) rb_.order[j++] = d;
+    rb_.validate(rb_.box.size());
+  }
+
+  /// Throws `topology_error` unless the box holds exactly `ranks` ranks.
+  void validate(int ranks) const { rb_.validate(ranks); }
+  const detail::ring_box& box() const noexcept { return rb_; }
+  std::string describe() const { return std::string(name) + " " + rb_.str(); }
+
+  static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
+  static std::size_t all_reduce_workspace(std::size_t, dtype, int) { return 0; }
+
+  template <class Transport>
+  void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
+                  const detail::call_context& c) const {
+    detail::multi_ring_all_reduce(t, rb_, in, out, count, c);
+  }
+  template <class Transport>
+  void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
+                      const detail::call_context& c) const {
+    detail::multi_ring_reduce_scatter(t, rb_, in, work, out, count, c);
+  }
+  template <class Transport>
+  void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
+                  const detail::call_context& c) const {
+    detail::multi_ring_all_gather(t, rb_, own, out, count, c);
+  }
+
+ private:
+  void apply_order(natural_order) {}
+  template <int... P>
+  void apply_order(dim_order<P...>) {
+    static_assert(sizeof...(P) == 0 || Box::dims == sizeof...(P), "ddl: dim_order needs one entry per dimension");
+    const int p[] = {P...};
+    for (std::size_t j = 0; j < sizeof...(P); ++j) rb_.order[j] = p[j];
+    rb_.validate(rb_.box.size());
+  }
+  detail::ring_box rb_;
+};
+
+/// The ring: every rank in one ring, 2(n-1) steps. The one-dimensional
+/// multi-ring over whatever group it is handed (same code path).
+///   t_ring(S) = 2 (n-1) (S / (n B) + alpha)
+/// Memory traffic on a shared-memory node: a reduce-scatter step reads the
+/// peer's slice and the local one and writes the sum (3 S/n per rank), an
+/// all-gather step copies (2 S/n): 5 (n-1) S bytes in all, against the
+/// 2 n S any all-reduce must move.
+struct ring {
+  static constexpr const char* name = "ring";
+  void validate(int) const {}
+  std::string describe() const { return name; }
+  static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
+  static std::size_t all_reduce_workspace(std::size_t, dtype, int) { return 0; }
+
+  template <class Transport>
+  static void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
+                         const detail::call_context& c) {
+    detail::multi_ring_all_reduce(t, flat(t), in, out, count, c);
+  }
+  template <class Transport>
+  static void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
+                             const detail::call_context& c) {
+    detail::multi_ring_reduce_scatter(t, flat(t), in, work, out, count, c);
+  }
+  template <class Transport>
+  static void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
+                         const detail::call_context& c) {
+    detail::multi_ring_all_gather(t, flat(t), own, out, count, c);
+  }
+
+ private:
+  template <class Transport>
+  static detail::ring_box flat(const Transport& t) {
+    return detail::ring_box::natural(dynamic_extents{t.size()});
+  }
+};
+
+}  // namespace ddl

@@ -1,0 +1,49 @@
+#pragma once
+/// \file
+/// A group view: the members `base + i * stride` (i = 0..size-1) of a
+/// transport, seen as a transport of their own. In a box, the ranks that
+/// differ only in one coordinate form such a group; rings run on group
+/// views, and that is how a multi-ring composes from rings.
+#include "../core/error.hpp"
+#include "concept.hpp"
+
+namespace ddl {
+
+/// \tparam Transport the parent transport (a group view of a group view works too).
+template <class Transport>
+class group_view {
+ public:
+  using request = typename Transport::request;
+  static constexpr bool device_memory = accepts_device_memory_v<Transport>;
+
+  group_view() = default;
+  /// \pre `parent.rank()` is one of the members.
+  group_view(Transport& parent, int base, int stride, int size) : parent_(&parent), base_(base), stride_(stride), size_(size) {
+    const int off = parent.rank() - base;
+    if (size < 1 || stride < 1 || off < 0 || off % stride != 0 || off / stride >= size ||
+        base + (size - 1) * stride >= parent.size())
+      throw topology_error("group view base " + std::to_string(base) + " stride " + std::to_string(stride) + " size " +
+                           std::to_string(size) + " does not contain rank " + std::to_string(parent.rank()) +
+                           " of " + std::to_string(parent.size()));
+    rank_ = off / stride;
+  }
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  /// The parent's rank of member `i`.
+  int parent_rank(int i) const noexcept { return base_ + i * stride_; }
+
+  request isend(int peer, const_bytes b, tag t) { return parent_->isend(parent_rank(peer), b, t); }
+  request irecv(int peer, mutable_bytes b, tag t) { return parent_->irecv(parent_rank(peer), b, t); }
+  template <class T = Transport, std::enable_if_t<has_fused_reduce_v<T>, int> = 0>
+  request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t) {
+    return parent_->irecv_reduce(parent_rank(peer), dst, local, r, t);
+  }
+  void wait(request& r, deadline d) { parent_->wait(r, d); }
+
+ private:
+  Transport* parent_ = nullptr;
+  int base_ = 0, stride_ = 1, size_ = 0, rank_ = 0;
+};
+
+}  // namespace ddl
