@@ -1,8 +1,10 @@
-// ddl-bench: all-reduce bandwidth in the layout of nccl-tests, with the
-// memory-traffic floor of this machine measured in the same run.
+// ddl-bench: all-reduce bandwidth in the layout of nccl-tests, every
+// strategy side by side with the memory-traffic floor of this machine,
+// measured in the same run on the same buffers.
 //
-//   ddl-bench --ranks 4 -b 4K -e 256M -f 2 -n 20 -w 5 [-d float] [-o sum]
-//             [--strategy ring] [--transport local] [--csv] [-c 1]
+//   ddl-bench --ranks 8 -b 4K -e 256M -f 2 -n 20 -w 5 [-d float] [-o sum]
+//             [--strategy ring|multi_ring|recursive_doubling|halving_doubling|auto|all]
+//             [--dims 2x2x2] [--explain] [--transport local] [--csv] [-c 1]
 //
 // Columns follow nccl-tests: algbw = bytes / time, busbw = algbw * 2(n-1)/n.
 // floor_eff = t_floor / t, where t_floor is the time the same n threads take
@@ -17,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -33,13 +36,16 @@
 
 namespace {
 
+const char* const strategy_names[] = {"ring", "multi_ring", "recursive_doubling", "halving_doubling", "auto"};
+
 struct settings {
   std::size_t min_bytes = 4096, max_bytes = 256u << 20;
   double factor = 2;
   int iters = 20, warmup = 5;
-  bool check = true, csv = false;
+  bool check = true, csv = false, explain = false;
   int ranks = 4;
-  std::string transport = "local", strategy = "ring";
+  std::string transport = "local", dims;
+  std::vector<std::string> strategies{"ring"};
   ddl::dtype type = ddl::dtype::float32;
   ddl::op oper = ddl::op::sum;
   std::size_t chunk_bytes = 0;  // 0: the library default
@@ -48,13 +54,27 @@ struct settings {
 [[noreturn]] void usage(const std::string& error) {
   std::fprintf(stderr,
                "ddl-bench: %s\n"
-               "usage: ddl-bench [--transport local] [--ranks N] [--strategy ring]\n"
+               "usage: ddl-bench [--transport local] [--ranks N]\n"
+               "                 [--strategy ring|multi_ring|recursive_doubling|halving_doubling|auto|all[,...]]\n"
+               "                 [--dims AxBx...] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1]\n"
                "                 [-d int32|int64|float|double|half|bfloat16] [-o sum|prod|min|max|avg]\n"
                "                 [--chunk BYTES] [--csv]\n"
-               "sizes take K, M, G suffixes (powers of 1024)\n",
+               "sizes take K, M, G suffixes (powers of 1024); --dims is the multi_ring box and the\n"
+               "extents of auto's topology (link costs: DDL_TOPOLOGY, else the transport's defaults)\n",
                error.c_str());
   std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t a = 0;
+  for (;;) {
+    const std::size_t b = s.find(sep, a);
+    out.push_back(s.substr(a, b == std::string::npos ? std::string::npos : b - a));
+    if (b == std::string::npos) return out;
+    a = b + 1;
+  }
 }
 
 settings parse(int argc, char** argv) {
@@ -76,7 +96,9 @@ settings parse(int argc, char** argv) {
       else if (a == "-o") s.oper = ddl::parse_op(value());
       else if (a == "--ranks") s.ranks = std::stoi(value());
       else if (a == "--transport") s.transport = value();
-      else if (a == "--strategy") s.strategy = value();
+      else if (a == "--strategy") s.strategies = split(value(), ',');
+      else if (a == "--dims") s.dims = value();
+      else if (a == "--explain") s.explain = true;
       else if (a == "--chunk") s.chunk_bytes = ddl::detail::parse_bytes("--chunk", value());
       else if (a == "--csv") s.csv = true;
       else if (a == "-h" || a == "--help") usage("help");
@@ -88,12 +110,34 @@ settings parse(int argc, char** argv) {
     }
   }
   if (s.transport != "local") usage("unknown transport '" + s.transport + "' (available: local)");
-  if (s.strategy != "ring") usage("unknown strategy '" + s.strategy + "' (available: ring)");
+  if (s.strategies.size() == 1 && s.strategies[0] == "all") s.strategies.assign(std::begin(strategy_names), std::end(strategy_names));
+  for (const auto& name : s.strategies)
+    if (std::find(std::begin(strategy_names), std::end(strategy_names), name) == std::end(strategy_names))
+      usage("unknown strategy '" + name + "' (available: ring, multi_ring, recursive_doubling, halving_doubling, auto, all)");
   if (s.ranks < 1) usage("--ranks must be at least 1");
   if (s.factor <= 1 && s.min_bytes != s.max_bytes) usage("-f must be > 1");
   if (s.iters < 1 || s.warmup < 0) usage("-n must be >= 1 and -w >= 0");
   if (s.max_bytes < s.min_bytes) usage("-e must be >= -b");
   return s;
+}
+
+// The topology auto plans with: DDL_TOPOLOGY, else --dims with the local
+// transport's default link costs, else one level of all ranks.
+ddl::topology bench_topology(const settings& s) {
+  using L = ddl::default_link<ddl::local_transport>;
+  ddl::topology fallback;
+  if (!s.dims.empty()) {
+    for (const auto& e : split(s.dims, 'x')) fallback.add(ddl::level{std::stoi(e), L::bandwidth, L::latency, 0});
+  } else {
+    fallback = ddl::topology::uniform(s.ranks, L::bandwidth, L::latency);
+  }
+  return ddl::topology::from_env(s.ranks, fallback);
+}
+
+ddl::dynamic_extents bench_box(const ddl::topology& t) {
+  std::vector<int> e;
+  for (std::size_t l = 0; l < t.count(); ++l) e.push_back(t[l].extent);
+  return ddl::dynamic_extents(e.begin(), e.end());
 }
 
 std::string cpu_model() {
@@ -110,14 +154,49 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+struct result {
+  double t_oop = 0, t_ip = 0;
+  long wrong_oop = 0, wrong_ip = 0;
+  std::string note;
+};
 struct row {
   std::size_t bytes = 0, count = 0;
-  double floor_s = 0, t_oop = 0, t_ip = 0;
-  long wrong_oop = -1, wrong_ip = -1;
+  double floor_s = 0;
+  std::vector<result> impls;
+};
+
+// One implementation as seen by a rank thread: a communicator behind two calls.
+struct impl {
+  std::string label;
+  std::function<void(const std::byte*, std::byte*, std::size_t)> oop;
+  std::function<void(std::byte*, std::size_t)> ip;
+  std::function<std::string(std::size_t)> note;
 };
 
 template <class Strategy>
-std::vector<row> run(const settings& s) {
+impl make_impl(std::string label, ddl::local_transport& t, Strategy st, const ddl::options& o, const settings& s) {
+  auto comm = std::make_shared<ddl::communicator<Strategy, ddl::local_transport>>(t, std::move(st), o);
+  const ddl::dtype dt = s.type;
+  const ddl::op op = s.oper;
+  impl m;
+  m.label = std::move(label);
+  m.oop = [comm, dt, op](const std::byte* in, std::byte* out, std::size_t n) {
+    comm->all_reduce(ddl::const_buffer_view{in, n, dt, {}}, ddl::buffer_view{out, n, dt, {}}, op);
+  };
+  m.ip = [comm, dt, op](std::byte* buf, std::size_t n) { comm->all_reduce(ddl::buffer_view{buf, n, dt, {}}, op); };
+  m.note = [comm](std::size_t bytes) -> std::string {
+    if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
+      const auto& strat = comm->strategy();
+      return ddl::describe(strat.topo(), strat.choose(bytes));
+    } else {
+      (void)bytes;
+      return "";
+    }
+  };
+  return m;
+}
+
+std::vector<row> run(const settings& s, const ddl::topology& topo) {
   const std::size_t es = ddl::size_of(s.type);
   std::vector<std::size_t> sizes;
   for (double b = static_cast<double>(s.min_bytes); b <= static_cast<double>(s.max_bytes) * 1.0000001; b *= s.factor) {
@@ -126,14 +205,17 @@ std::vector<row> run(const settings& s) {
     if (s.factor <= 1) break;
   }
   const std::size_t cap = sizes.empty() ? es : sizes.back();
+  const std::size_t nimpl = s.strategies.size();
   std::vector<row> rows(sizes.size());
+  for (auto& r : rows) r.impls.resize(nimpl);
   // Buffers are allocated once, touched once by their owning thread, and
-  // reused by every size: first touch costs ~0.4 GB/s on these machines.
+  // reused by every size and strategy: first touch costs ~0.4 GB/s here.
   std::vector<std::unique_ptr<std::byte[]>> ins(s.ranks), outs(s.ranks);
   std::unique_ptr<std::byte[]> expected(new std::byte[cap]);
   ddl_test::thread_barrier bar(s.ranks);
   ddl::options opts = ddl::options::from_env();
   if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
+  std::mutex m;
 
   ddl::local_fabric::run(s.ranks, [&](ddl::local_transport& t) {
     const int r = t.rank(), n = t.size();
@@ -141,10 +223,20 @@ std::vector<row> run(const settings& s) {
     outs[r].reset(new std::byte[cap]);
     std::memset(ins[r].get(), 0, cap);
     std::memset(outs[r].get(), 0, cap);
-    ddl::communicator<Strategy, ddl::local_transport> comm(t, opts);
-    comm.reserve_workspace(0);
     std::byte* in = ins[r].get();
     std::byte* out = outs[r].get();
+    std::vector<impl> impls;
+    for (const auto& name : s.strategies) {
+      if (name == "ring") impls.push_back(make_impl("ddl:ring", t, ddl::ring{}, opts, s));
+      else if (name == "recursive_doubling") impls.push_back(make_impl("ddl:rec_doubling", t, ddl::recursive_doubling{}, opts, s));
+      else if (name == "halving_doubling") impls.push_back(make_impl("ddl:halv_doubling", t, ddl::halving_doubling{}, opts, s));
+      else if (name == "auto") impls.push_back(make_impl("ddl:auto", t, ddl::auto_strategy(topo), opts, s));
+      else {
+        const auto box = bench_box(topo);
+        impls.push_back(make_impl("ddl:multi_ring", t, ddl::multi_ring<ddl::dynamic_extents>(box), opts, s));
+        impls.back().note = [box](std::size_t) { return box.str(); };
+      }
+    }
 
     auto measure = [&](auto&& prepare, auto&& body) {
       std::vector<double> ts;
@@ -170,37 +262,34 @@ std::vector<row> run(const settings& s) {
         for (std::size_t i = 0; i < count; ++i) I[i] = ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, r, i));
         const ddl::block mine = ddl::block_of(count, n, r);
         if (s.check)
-          for (std::size_t i = mine.offset; i < mine.offset + mine.size; ++i)
-            E[i] = ddl_test::expected_value<T>(s.oper, n, i);
+          for (std::size_t i = mine.offset; i < mine.offset + mine.size; ++i) E[i] = ddl_test::expected_value<T>(s.oper, n, i);
         auto count_wrong = [&] {
           long w = 0;
-          for (std::size_t i = 0; i < count; ++i) w += !ddl_test::same_bits(O[i], E[i]);
+          if (s.check)
+            for (std::size_t i = 0; i < count; ++i) w += !ddl_test::same_bits(O[i], E[i]);
           return w;
         };
         auto nothing = [] {};
         const double floor_s = measure(nothing, [&] { std::memcpy(out, in, bytes); });
-        const double t_oop = measure(nothing, [&] {
-          comm.all_reduce(ddl::host_view(static_cast<const T*>(I), count), ddl::host_view(O, count), s.oper);
-        });
         bar.arrive_and_wait();  // expected[] complete
-        const long w_oop = s.check ? count_wrong() : -1;
-        const double t_ip = measure([&] { std::memcpy(out, in, bytes); },
-                                    [&] { comm.all_reduce(ddl::host_view(O, count), s.oper); });
-        const long w_ip = s.check ? count_wrong() : -1;
-        {
-        static std::mutex m;
-        std::lock_guard<std::mutex> lock(m);
-        row& rw = rows[k];
-        rw.bytes = bytes;
-        rw.count = count;
-        if (r == 0) {
-          rw.floor_s = floor_s;
-          rw.t_oop = t_oop;
-          rw.t_ip = t_ip;
-        }
-        rw.wrong_oop = (rw.wrong_oop < 0 ? 0 : rw.wrong_oop) + std::max(0L, w_oop);
-        rw.wrong_ip = (rw.wrong_ip < 0 ? 0 : rw.wrong_ip) + std::max(0L, w_ip);
-        if (!s.check) rw.wrong_oop = rw.wrong_ip = -1;
+        for (std::size_t j = 0; j < impls.size(); ++j) {
+          const double t_oop = measure(nothing, [&] { impls[j].oop(in, out, count); });
+          const long w_oop = count_wrong();
+          const double t_ip = measure([&] { std::memcpy(out, in, bytes); }, [&] { impls[j].ip(out, count); });
+          const long w_ip = count_wrong();
+          std::lock_guard<std::mutex> lock(m);
+          row& rw = rows[k];
+          result& res = rw.impls[j];
+          rw.bytes = bytes;
+          rw.count = count;
+          if (r == 0) {
+            rw.floor_s = floor_s;
+            res.t_oop = t_oop;
+            res.t_ip = t_ip;
+            res.note = impls[j].note(bytes);
+          }
+          res.wrong_oop += w_oop;
+          res.wrong_ip += w_ip;
         }
         bar.arrive_and_wait();  // nobody rewrites expected[] while others count
       }
@@ -214,61 +303,84 @@ std::vector<row> run(const settings& s) {
 int main(int argc, char** argv) {
   const settings s = parse(argc, argv);
   std::vector<row> rows;
+  ddl::topology topo;
   try {
-    rows = run<ddl::ring>(s);
+    topo = bench_topology(s);
+    if (s.explain) {
+      for (double b = static_cast<double>(s.min_bytes); b <= static_cast<double>(s.max_bytes) * 1.0000001; b *= s.factor) {
+        std::printf("%s\n", ddl::explain(topo, b).c_str());
+        if (s.factor <= 1) break;
+      }
+    }
+    rows = run(s, topo);
   } catch (const ddl::error& e) {
     std::fprintf(stderr, "ddl-bench: %s\n", e.what());
     return 1;
+  } catch (const std::invalid_argument&) {
+    std::fprintf(stderr, "ddl-bench: --dims must look like 2x2x2\n");
+    return 2;
   }
   const int n = s.ranks;
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 0.0;
-  const std::string impl = "ddl:" + s.strategy;
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
   long wrong_total = 0;
-  auto wrong_str = [](long w) { return w < 0 ? std::string("N/A") : std::to_string(w); };
+  auto wrong_str = [&](long w) { return s.check ? std::to_string(w) : std::string("N/A"); };
+  std::vector<std::string> labels;
+  for (const auto& name : s.strategies)
+    labels.push_back(name == "recursive_doubling" ? "ddl:rec_doubling"
+                     : name == "halving_doubling" ? "ddl:halv_doubling" : "ddl:" + name);
 
   if (s.csv) {
-    std::printf("size,count,type,redop,impl,placement,time_us,algbw_GBps,busbw_GBps,wrong,floor_us,floor_eff,ranks,transport\n");
+    std::printf("size,count,type,redop,impl,placement,time_us,algbw_GBps,busbw_GBps,wrong,floor_us,floor_eff,ranks,transport,note\n");
     for (const row& rw : rows) {
-      std::printf("%zu,%zu,%s,%s,floor:copy,-,%.3f,%.4f,%.4f,,%.3f,1.0000,%d,%s\n", rw.bytes, rw.count,
+      std::printf("%zu,%zu,%s,%s,floor:copy,-,%.3f,%.4f,%.4f,,%.3f,1.0000,%d,%s,\n", rw.bytes, rw.count,
                   ddl::name_of(s.type), ddl::name_of(s.oper), rw.floor_s * 1e6, rw.bytes / rw.floor_s / 1e9,
                   rw.bytes / rw.floor_s / 1e9 * bus, rw.floor_s * 1e6, n, s.transport.c_str());
-      for (int p = 0; p < 2; ++p) {
-        const double t = p ? rw.t_ip : rw.t_oop;
-        const long w = p ? rw.wrong_ip : rw.wrong_oop;
-        wrong_total += std::max(0L, w);
-        std::printf("%zu,%zu,%s,%s,%s,%s,%.3f,%.4f,%.4f,%s,%.3f,%.4f,%d,%s\n", rw.bytes, rw.count,
-                    ddl::name_of(s.type), ddl::name_of(s.oper), impl.c_str(), p ? "in-place" : "out-of-place",
-                    t * 1e6, rw.bytes / t / 1e9, rw.bytes / t / 1e9 * bus, wrong_str(w).c_str(), rw.floor_s * 1e6,
-                    rw.floor_s / t, n, s.transport.c_str());
-      }
+      for (std::size_t j = 0; j < rw.impls.size(); ++j)
+        for (int p = 0; p < 2; ++p) {
+          const result& res = rw.impls[j];
+          const double t = p ? res.t_ip : res.t_oop;
+          const long w = p ? res.wrong_ip : res.wrong_oop;
+          wrong_total += w;
+          std::printf("%zu,%zu,%s,%s,%s,%s,%.3f,%.4f,%.4f,%s,%.3f,%.4f,%d,%s,%s\n", rw.bytes, rw.count,
+                      ddl::name_of(s.type), ddl::name_of(s.oper), labels[j].c_str(), p ? "in-place" : "out-of-place",
+                      t * 1e6, rw.bytes / t / 1e9, rw.bytes / t / 1e9 * bus, wrong_str(w).c_str(), rw.floor_s * 1e6,
+                      rw.floor_s / t, n, s.transport.c_str(), res.note.c_str());
+        }
     }
   } else {
-    std::printf("# ddl-bench all_reduce: transport %s, %d ranks, strategy %s, %d iterations (+%d warm-up), median time\n",
-                s.transport.c_str(), n, s.strategy.c_str(), s.iters, s.warmup);
+    std::string names;
+    for (const auto& x : s.strategies) names += (names.empty() ? "" : ",") + x;
+    std::printf("# ddl-bench all_reduce: transport %s, %d ranks, strategies %s, %d iterations (+%d warm-up), median time\n",
+                s.transport.c_str(), n, names.c_str(), s.iters, s.warmup);
+    std::printf("# topology (auto, multi_ring): %s\n", topo.str().c_str());
     std::printf("# machine: %s, %s, %ld cores; commit %s\n", host, cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN),
                 DDL_BENCH_COMMIT);
     std::printf("# floor:copy = the same %d threads each copying their own buffer (2nS bytes of traffic, the least\n"
                 "#   any all-reduce causes); floor_eff = t_floor / t (ring ideal: 2n/(5(n-1)) = %.0f%%)\n",
                 n, n > 1 ? 100.0 * 2 * n / (5.0 * (n - 1)) : 100.0);
-    std::printf("#\n#%11s %12s %8s %6s %12s %10s %8s %8s %6s %6s %10s %8s %8s %6s %6s\n", "", "", "", "", "",
-                "out-of-place", "", "", "", "", "in-place", "", "", "", "");
-    std::printf("#%11s %12s %8s %6s %12s %10s %8s %8s %6s %6s %10s %8s %8s %6s %6s\n", "size", "count", "type",
-                "redop", "impl", "time", "algbw", "busbw", "#wrong", "floor", "time", "algbw", "busbw", "#wrong",
-                "floor");
-    std::printf("#%11s %12s %8s %6s %12s %10s %8s %8s %6s %6s %10s %8s %8s %6s %6s\n", "(B)", "(elements)", "", "",
-                "", "(us)", "(GB/s)", "(GB/s)", "", "_eff", "(us)", "(GB/s)", "(GB/s)", "", "_eff");
+    const char* hfmt = "#%11s %12s %8s %6s %17s %10s %8s %8s %6s %6s %10s %8s %8s %6s %6s  %s\n";
+    std::printf("#\n");
+    std::printf(hfmt, "", "", "", "", "", "out-of-place", "", "", "", "", "in-place", "", "", "", "", "");
+    std::printf(hfmt, "size", "count", "type", "redop", "impl", "time", "algbw", "busbw", "#wrong", "floor", "time",
+                "algbw", "busbw", "#wrong", "floor", "plan");
+    std::printf(hfmt, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "_eff", "(us)", "(GB/s)",
+                "(GB/s)", "", "_eff", "");
     for (const row& rw : rows) {
-      std::printf(" %11zu %12zu %8s %6s %12s %10.1f %8.2f %8.2f %6s %6s %10s %8s %8s %6s %6s\n", rw.bytes, rw.count,
-                  ddl::name_of(s.type), ddl::name_of(s.oper), "floor:copy", rw.floor_s * 1e6,
-                  rw.bytes / rw.floor_s / 1e9, rw.bytes / rw.floor_s / 1e9 * bus, "-", "1.00", "", "", "", "", "");
-      wrong_total += std::max(0L, rw.wrong_oop) + std::max(0L, rw.wrong_ip);
-      std::printf(" %11zu %12zu %8s %6s %12s %10.1f %8.2f %8.2f %6s %6.2f %10.1f %8.2f %8.2f %6s %6.2f\n", rw.bytes,
-                  rw.count, ddl::name_of(s.type), ddl::name_of(s.oper), impl.c_str(), rw.t_oop * 1e6,
-                  rw.bytes / rw.t_oop / 1e9, rw.bytes / rw.t_oop / 1e9 * bus, wrong_str(rw.wrong_oop).c_str(),
-                  rw.floor_s / rw.t_oop, rw.t_ip * 1e6, rw.bytes / rw.t_ip / 1e9, rw.bytes / rw.t_ip / 1e9 * bus,
-                  wrong_str(rw.wrong_ip).c_str(), rw.floor_s / rw.t_ip);
+      std::printf(" %11zu %12zu %8s %6s %17s %10.1f %8.2f %8.2f %6s %6s\n", rw.bytes, rw.count, ddl::name_of(s.type),
+                  ddl::name_of(s.oper), "floor:copy", rw.floor_s * 1e6, rw.bytes / rw.floor_s / 1e9,
+                  rw.bytes / rw.floor_s / 1e9 * bus, "-", "1.00");
+      for (std::size_t j = 0; j < rw.impls.size(); ++j) {
+        const result& res = rw.impls[j];
+        wrong_total += res.wrong_oop + res.wrong_ip;
+        std::printf(" %11zu %12zu %8s %6s %17s %10.1f %8.2f %8.2f %6s %6.2f %10.1f %8.2f %8.2f %6s %6.2f  %s\n",
+                    rw.bytes, rw.count, ddl::name_of(s.type), ddl::name_of(s.oper), labels[j].c_str(),
+                    res.t_oop * 1e6, rw.bytes / res.t_oop / 1e9, rw.bytes / res.t_oop / 1e9 * bus,
+                    wrong_str(res.wrong_oop).c_str(), rw.floor_s / res.t_oop, res.t_ip * 1e6,
+                    rw.bytes / res.t_ip / 1e9, rw.bytes / res.t_ip / 1e9 * bus, wrong_str(res.wrong_ip).c_str(),
+                    rw.floor_s / res.t_ip, res.note.c_str());
+      }
     }
     std::printf("# out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
   }

@@ -44,7 +44,7 @@ class communicator {
   /// \param o settings; defaults read `DDL_TIMEOUT` and `DDL_CHUNK_BYTES`.
   communicator(Transport& t, Strategy s, options o) : transport_(&t), strategy_(std::move(s)), opts_(o) {
     opts_.validate();
-    strategy_.validate(t.size());
+    validate_strategy(strategy_, t, 0);
   }
   template <class S = Strategy, std::enable_if_t<std::is_default_constructible_v<S>, int> = 0>
   explicit communicator(Transport& t, options o = options::from_env()) : communicator(t, Strategy{}, o) {}
@@ -54,6 +54,13 @@ class communicator {
   int size() const { return transport_->size(); }
   Transport& transport() noexcept { return *transport_; }
   const Strategy& strategy() const noexcept { return strategy_; }
+
+  /// Every candidate the strategy's planner weighed for `bytes` per rank,
+  /// best first, with predicted times per phase (strategies with a planner only).
+  template <class S = Strategy>
+  auto explain(std::size_t bytes) const -> decltype(std::declval<const S&>().explain(bytes)) {
+    return strategy_.explain(bytes);
+  }
   const options& opts() const noexcept { return opts_; }
   /// Changes settings; every rank must use the same chunk size.
   void set_options(const options& o) {
@@ -119,6 +126,17 @@ class communicator {
   }
 
  private:
+  // Strategies validate against the group size, or against the transport
+  // itself when they need more (auto_strategy takes its default link costs).
+  template <class S>
+  static auto validate_strategy(S& s, Transport& t, int) -> decltype(s.validate(t), void()) {
+    s.validate(t);
+  }
+  template <class S>
+  static void validate_strategy(S& s, Transport& t, long) {
+    s.validate(t.size());
+  }
+
   void check_pair(const char* what, const const_buffer_view& in, const const_buffer_view& out) const {
     if (in.type != out.type)
       throw invalid_argument(std::string(what) + ": input is " + name_of(in.type) + ", output is " +

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
 #include "../core/error.hpp"
 
@@ -90,7 +91,7 @@ class dynamic_extents {
     if (dims_ == 0) throw topology_error("a box needs at least one dimension");
   }
   dynamic_extents(std::initializer_list<int> e) : dynamic_extents(e.begin(), e.end()) {}
-  template <int... E>
+  template <int... E, std::enable_if_t<(sizeof...(E) > 0), int> = 0>  // never deduced from a braced list
   dynamic_extents(const extents<E...>& b) {
     for (std::size_t d = 0; d < b.dims; ++d) push(b.extent(d));
   }

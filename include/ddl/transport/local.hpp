@@ -49,6 +49,11 @@ class local_transport {
  public:
   /// Sends (per peer) and receives a rank may have in flight at once.
   static constexpr int max_in_flight = 32;
+  /// Link costs the planner assumes for in-process ranks unless
+  /// `DDL_TOPOLOGY` says otherwise: per-flow bandwidth of a fused
+  /// receive-and-reduce on these machines, and one hand-off between threads.
+  static constexpr double default_bandwidth = 4e9;
+  static constexpr double default_latency = 8e-6;
 
   class request {
    public:

@@ -1,0 +1,99 @@
+#pragma once
+/// \file
+/// `ddl::auto_strategy`: asks the planner on every call which algorithm fits
+/// this message size on this topology, so a small gradient takes recursive
+/// doubling and a large one the multi-ring. The topology comes from the
+/// constructor, else `DDL_TOPOLOGY`, else one level with the transport's
+/// default link costs.
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include "planner.hpp"
+
+namespace ddl {
+
+/// Link costs a transport assumes when nobody measured or described them:
+/// `T::default_bandwidth` (bytes/s) and `T::default_latency` (s) when the
+/// transport declares them, else 1 GB/s and 10 us.
+template <class T, class = void>
+struct default_link {
+  static constexpr double bandwidth = 1e9, latency = 10e-6;
+};
+template <class T>
+struct default_link<T, std::void_t<decltype(T::default_bandwidth), decltype(T::default_latency)>> {
+  static constexpr double bandwidth = T::default_bandwidth, latency = T::default_latency;
+};
+
+/// Picks the cheapest strategy per call from the cost model.
+/// Example:
+/// \code
+///   ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t);   // DDL_TOPOLOGY or defaults
+///   std::puts(comm.explain(64 << 20).c_str());                             // why it chose what it chose
+/// \endcode
+class auto_strategy {
+ public:
+  static constexpr const char* name = "auto";
+
+  /// Topology taken at validation: `DDL_TOPOLOGY`, else the transport's defaults.
+  auto_strategy() = default;
+  /// A fixed topology; its ranks must match the group's.
+  explicit auto_strategy(const topology& t) : topology_(t), given_(true) {}
+
+  template <class Transport>
+  void validate(const Transport& t) {
+    using L = default_link<Transport>;
+    if (!given_) topology_ = topology::from_env(t.size(), topology::uniform(t.size(), L::bandwidth, L::latency));
+    topology_.check(t.size());
+    last_bytes_ = ~std::size_t{0};
+  }
+  const ddl::topology& topo() const noexcept { return topology_; }
+  std::string describe() const { return name; }
+
+  /// The plan for `bytes` per rank (cached for the last size asked).
+  plan choose(std::size_t bytes, candidates which = candidates::all) const {
+    if (bytes != last_bytes_ || which != last_which_) {
+      last_ = best_plan(topology_, static_cast<double>(bytes), which);
+      last_bytes_ = bytes;
+      last_which_ = which;
+    }
+    return last_;
+  }
+  /// Every candidate for `bytes`, best first, with predicted times per phase.
+  std::string explain(std::size_t bytes) const { return ddl::explain(topology_, static_cast<double>(bytes)); }
+
+  static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
+  static std::size_t all_reduce_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
+
+  template <class Transport>
+  void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
+                  const detail::call_context& c) const {
+    const plan p = choose(count * size_of(c.red.type));
+    switch (p.algo) {
+      case algorithm::recursive_doubling: recursive_doubling::all_reduce(t, in, out, count, c); return;
+      case algorithm::halving_doubling: halving_doubling::all_reduce(t, in, out, count, c); return;
+      case algorithm::multi_ring: detail::multi_ring_all_reduce(t, box_of(topology_, p), in, out, count, c); return;
+    }
+  }
+  template <class Transport>
+  void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
+                      const detail::call_context& c) const {
+    const plan p = choose(count * size_of(c.red.type), candidates::multi_ring_only);
+    detail::multi_ring_reduce_scatter(t, box_of(topology_, p), in, work, out, count, c);
+  }
+  template <class Transport>
+  void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
+                  const detail::call_context& c) const {
+    const plan p = choose(count * size_of(c.red.type), candidates::multi_ring_only);
+    detail::multi_ring_all_gather(t, box_of(topology_, p), own, out, count, c);
+  }
+
+ private:
+  ddl::topology topology_;
+  bool given_ = false;
+  mutable plan last_{};
+  mutable std::size_t last_bytes_ = ~std::size_t{0};
+  mutable candidates last_which_ = candidates::all;
+};
+
+}  // namespace ddl

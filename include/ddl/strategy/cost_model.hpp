@@ -1,0 +1,183 @@
+#pragma once
+/// \file
+/// The cost model: predicted seconds of each candidate strategy on a
+/// topology for a message of S bytes. Pure `constexpr` functions, so a
+/// static topology is planned at compile time and the simulator (and the
+/// tests) can check the same numbers.
+///
+/// Network model. Ranks are numbered innermost level first (column-major over
+/// the levels' extents). A message between two ranks crosses the links of
+/// their lowest common level L (the highest level whose coordinate differs).
+/// A "unit" of level L is one group of the level below (e.g. a node for the
+/// rack level): it holds g_L = prod_{i<L} extent_i ranks and `links_L` links
+/// (default g_L: one per rank). If F flows leave one unit at once, each gets
+///     B_flow(L, F) = B_L * min(1, links_L / F).
+/// A step costs bytes / B_flow + alpha of the slowest link it uses.
+///
+///  * Ring over a dimension spanning levels [lo, hi), m = prod extents ranks:
+///      t = 2 (m-1) (S_dim / (m B) + alpha)
+///    B = min over the spanned levels of B_flow(L, F_L), F_L = g_L / r_L the
+///    number of this dimension's rings that touch one unit (r_L ranks of a
+///    ring share a unit, and a ring leaves a unit once); alpha = the largest
+///    latency spanned. A flat ring is the one dimension spanning all levels:
+///    2 (n-1) (S / (n B_min) + alpha_max), the paper's formula.
+///  * Multi-ring: dimensions are runs of adjacent levels, reduced in some
+///    order; dimension j sees S_j = S / (m_1 ... m_(j-1)); t = sum of its rings.
+///  * Recursive doubling (p = largest power of two <= n, nearest partner
+///    first): t = sum over the log2(p) exchanges of (S / B_flow + alpha) of
+///    the level the exchange crosses, every rank of a unit sending at once
+///    (F = g_L), plus 2 (S / B + alpha) for the fold when n != p.
+///  * Halving-doubling: exchange k moves S / 2^(k+1) each way, twice (the
+///    halving and the doubling): t = sum 2 (S / 2^(k+1) / B_flow + alpha),
+///    plus the same fold.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "../topology/extents.hpp"
+#include "../topology/topology.hpp"
+
+namespace ddl {
+
+/// Which algorithm a plan runs.
+enum class algorithm : std::uint8_t { multi_ring, recursive_doubling, halving_doubling };
+
+constexpr const char* name_of(algorithm a) noexcept {
+  switch (a) {
+    case algorithm::multi_ring: return "multi_ring";
+    case algorithm::recursive_doubling: return "recursive_doubling";
+    case algorithm::halving_doubling: return "halving_doubling";
+  }
+  return "?";
+}
+
+/// A candidate strategy with its predicted time.
+struct plan {
+  algorithm algo = algorithm::multi_ring;
+  /// multi_ring: dimension d spans levels [bounds[d], bounds[d+1]).
+  std::size_t dims = 0;
+  std::array<int, max_dims + 1> bounds{};
+  /// multi_ring: order[j] = dimension reduced j-th.
+  std::array<int, max_dims> order{};
+  /// Predicted seconds in all.
+  double seconds = 0;
+  /// Predicted seconds per phase: per dimension in reduction order
+  /// (multi_ring), or per exchange step (doubling; fold last).
+  std::array<double, 2 * max_dims + 2> phase{};
+  std::size_t phases = 0;
+
+  /// Ranks along dimension d (product of its levels' extents).
+  constexpr int extent(const level* lv, std::size_t d) const {
+    int m = 1;
+    for (int l = bounds[d]; l < bounds[d + 1]; ++l) m *= lv[l].extent;
+    return m;
+  }
+};
+
+namespace cost {
+
+/// Ranks in one unit of level `l` (a group of the level below).
+constexpr int ranks_below(const level* lv, int l) {
+  int g = 1;
+  for (int i = 0; i < l; ++i) g *= lv[i].extent;
+  return g;
+}
+
+/// Bandwidth one of `flows` concurrent flows out of a unit gets at level `l`.
+constexpr double flow_bandwidth(const level* lv, int l, int flows) {
+  const int links = lv[l].links ? lv[l].links : ranks_below(lv, l);
+  return flows <= links ? lv[l].bandwidth : lv[l].bandwidth * links / flows;
+}
+
+/// Seconds for the rings of one dimension spanning levels [lo, hi) to
+/// reduce-scatter and all-gather `bytes` per rank: 2 (m-1) (bytes/(m B) + alpha).
+constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes) {
+  int m = 1;
+  for (int l = lo; l < hi; ++l) m *= lv[l].extent;
+  if (m == 1) return 0;
+  double b = 0, alpha = 0;
+  int r = 1;  // ranks of one ring inside a unit of level l
+  for (int l = lo; l < hi; ++l) {
+    if (lv[l].extent > 1) {
+      const double bl = flow_bandwidth(lv, l, ranks_below(lv, l) / r);
+      b = (b == 0 || bl < b) ? bl : b;
+      alpha = lv[l].latency > alpha ? lv[l].latency : alpha;
+    }
+    r *= lv[l].extent;
+  }
+  return 2.0 * (m - 1) * (bytes / (m * b) + alpha);
+}
+
+/// Fills `p.seconds` and `p.phase` for a multi-ring plan.
+constexpr void price_multi_ring(const level* lv, plan& p, double bytes) {
+  double data = bytes, total = 0;
+  for (std::size_t j = 0; j < p.dims; ++j) {
+    const int d = p.order[j];
+    const double t = ring_dimension(lv, p.bounds[d], p.bounds[d + 1], data);
+    p.phase[j] = t;
+    total += t;
+    data /= p.extent(lv, static_cast<std::size_t>(d));
+  }
+  p.phases = p.dims;
+  p.seconds = total;
+}
+
+/// Lowest common level of ranks a and b (the highest differing coordinate).
+constexpr int common_level(const level* lv, std::size_t k, int a, int b) {
+  int top = 0;
+  for (std::size_t l = 0; l < k; ++l) {
+    if (a % lv[l].extent != b % lv[l].extent) top = static_cast<int>(l);
+    a /= lv[l].extent;
+    b /= lv[l].extent;
+  }
+  return top;
+}
+
+/// Fills `p.seconds` and `p.phase` for recursive doubling or halving-doubling.
+constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double bytes) {
+  int n = 1;
+  for (std::size_t l = 0; l < k; ++l) n *= lv[l].extent;
+  int p2 = 1;
+  while (p2 * 2 <= n) p2 *= 2;
+  const int rem = n - p2;
+  auto real = [rem](int nr) { return nr < rem ? 2 * nr + 1 : nr + rem; };
+  const bool halving = p.algo == algorithm::halving_doubling;
+  double total = 0, part = bytes;
+  std::size_t ph = 0;
+  for (int mask = 1; mask < p2; mask <<= 1) {
+    const int l = common_level(lv, k, real(0), real(mask));
+    const double b = flow_bandwidth(lv, l, ranks_below(lv, l));
+    double t = 0;
+    if (halving) {
+      part /= 2;
+      t = 2 * (part / b + lv[l].latency);
+    } else {
+      t = bytes / b + lv[l].latency;
+    }
+    p.phase[ph++] = t;
+    total += t;
+  }
+  if (rem > 0) {
+    const int l = common_level(lv, k, 0, 1);
+    const double t = 2 * (bytes / lv[l].bandwidth + lv[l].latency);
+    p.phase[ph++] = t;
+    total += t;
+  }
+  p.phases = ph;
+  p.seconds = total;
+}
+
+/// Predicted seconds of `p` (any algorithm) for `bytes` per rank; fills its phases.
+constexpr void price(const level* lv, std::size_t k, plan& p, double bytes) {
+  if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes);
+  else price_doubling(lv, k, p, bytes);
+}
+
+/// Uniform ring, the closed form every model must agree with:
+/// 2 (n-1) (S / (n B) + alpha).
+constexpr double uniform_ring(int n, double bytes, double bandwidth, double latency) {
+  return n == 1 ? 0.0 : 2.0 * (n - 1) * (bytes / (n * bandwidth) + latency);
+}
+
+}  // namespace cost
+}  // namespace ddl

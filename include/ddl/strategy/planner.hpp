@@ -1,0 +1,180 @@
+#pragma once
+/// \file
+/// The planner: enumerates every candidate — each multi-ring whose
+/// dimensions are runs of adjacent levels, in every order (the flat ring is
+/// the one with a single dimension), recursive doubling and halving-doubling
+/// — prices each with the cost model and picks the cheapest. `constexpr`,
+/// so a static topology yields a type: `ddl::plan_t<Topology, Bytes>`.
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cost_model.hpp"
+#include "doubling.hpp"
+#include "multi_ring.hpp"
+
+namespace ddl {
+
+/// Which candidates a planner may choose.
+enum class candidates : std::uint8_t { all, multi_ring_only };
+
+namespace detail {
+constexpr bool next_permutation(std::array<int, max_dims>& a, std::size_t n) {
+  if (n < 2) return false;
+  std::size_t i = n - 1;
+  while (i > 0 && a[i - 1] >= a[i]) --i;
+  if (i == 0) return false;
+  std::size_t j = n - 1;
+  while (a[j] <= a[i - 1]) --j;
+  const int t = a[i - 1];
+  a[i - 1] = a[j];
+  a[j] = t;
+  for (std::size_t l = i, r = n - 1; l < r; ++l, --r) {
+    const int u = a[l];
+    a[l] = a[r];
+    a[r] = u;
+  }
+  return true;
+}
+}  // namespace detail
+
+/// Calls `f(plan)` for every candidate, priced for `bytes` per rank.
+/// Enumeration order is fixed (multi-rings by composition then order, then
+/// recursive doubling, then halving-doubling), so ties break the same way
+/// on every rank and at compile time.
+template <class F>
+constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, F&& f,
+                                  candidates which = candidates::all) {
+  const unsigned compositions = 1u << (k - 1);
+  for (unsigned cuts = 0; cuts < compositions; ++cuts) {
+    plan p{};
+    p.algo = algorithm::multi_ring;
+    p.bounds[0] = 0;
+    std::size_t dims = 0;
+    for (std::size_t l = 1; l < k; ++l)
+      if (cuts & (1u << (l - 1))) p.bounds[++dims] = static_cast<int>(l);
+    p.bounds[++dims] = static_cast<int>(k);
+    p.dims = dims;
+    for (std::size_t d = 0; d < dims; ++d) p.order[d] = static_cast<int>(d);
+    do {
+      cost::price(lv, k, p, bytes);
+      f(p);
+    } while (detail::next_permutation(p.order, dims));
+  }
+  if (which == candidates::all) {
+    for (algorithm a : {algorithm::recursive_doubling, algorithm::halving_doubling}) {
+      plan p{};
+      p.algo = a;
+      cost::price(lv, k, p, bytes);
+      f(p);
+    }
+  }
+}
+
+/// The cheapest candidate for `bytes` per rank (first one on ties).
+constexpr plan best_plan(const level* lv, std::size_t k, double bytes, candidates which = candidates::all) {
+  plan best{};
+  bool have = false;
+  for_each_candidate(lv, k, bytes, [&](const plan& p) {
+    if (!have || p.seconds < best.seconds) {
+      best = p;
+      have = true;
+    }
+  }, which);
+  return best;
+}
+inline plan best_plan(const topology& t, double bytes, candidates which = candidates::all) {
+  return best_plan(t.data(), t.count(), bytes, which);
+}
+
+/// Every candidate, cheapest first.
+inline std::vector<plan> all_plans(const topology& t, double bytes, candidates which = candidates::all) {
+  std::vector<plan> v;
+  for_each_candidate(t.data(), t.count(), bytes, [&](const plan& p) { v.push_back(p); }, which);
+  std::stable_sort(v.begin(), v.end(), [](const plan& a, const plan& b) { return a.seconds < b.seconds; });
+  return v;
+}
+
+/// The box and order a multi-ring plan runs on.
+inline detail::ring_box box_of(const topology& t, const plan& p) {
+  std::array<int, max_dims> e{};
+  for (std::size_t d = 0; d < p.dims; ++d) e[d] = p.extent(t.data(), d);
+  detail::ring_box rb{dynamic_extents(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(p.dims)), p.order};
+  return rb;
+}
+
+/// One line naming a plan, e.g. `multi_ring 4x16x4` or `multi_ring 64x4 order 1,0`.
+inline std::string describe(const topology& t, const plan& p) {
+  if (p.algo != algorithm::multi_ring) return name_of(p.algo);
+  if (p.dims == 1) return "ring (flat, " + std::to_string(t.size()) + ")";
+  return std::string("multi_ring ") + box_of(t, p).str();
+}
+
+/// A table of every candidate, best first, with its predicted time per phase.
+inline std::string explain(const topology& t, double bytes, candidates which = candidates::all) {
+  char line[512];
+  std::string s;
+  std::snprintf(line, sizeof line, "# planner: %.0f bytes on topology %s (%d ranks)\n", bytes, t.str().c_str(), t.size());
+  s += line;
+  std::snprintf(line, sizeof line, "# %-34s %12s   %s\n", "candidate", "predicted", "per phase (ms): dimensions in order | exchanges, fold");
+  s += line;
+  bool first = true;
+  for (const plan& p : all_plans(t, bytes, which)) {
+    std::string phases;
+    for (std::size_t i = 0; i < p.phases; ++i) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%s%.4g", i ? " " : "", p.phase[i] * 1e3);
+      phases += b;
+    }
+    std::snprintf(line, sizeof line, "%s %-34s %9.4f ms   %s\n", first ? "*" : " ", describe(t, p).c_str(),
+                  p.seconds * 1e3, phases.c_str());
+    s += line;
+    first = false;
+  }
+  return s;
+}
+
+namespace detail {
+template <class Topology, std::size_t Bytes>
+struct static_plan {
+  static constexpr plan value = best_plan(Topology::levels.data(), Topology::count, static_cast<double>(Bytes));
+};
+
+template <class Topology, std::size_t Bytes, algorithm A = static_plan<Topology, Bytes>::value.algo>
+struct plan_type;
+template <class Topology, std::size_t Bytes>
+struct plan_type<Topology, Bytes, algorithm::recursive_doubling> {
+  using type = recursive_doubling;
+};
+template <class Topology, std::size_t Bytes>
+struct plan_type<Topology, Bytes, algorithm::halving_doubling> {
+  using type = halving_doubling;
+};
+template <class Topology, std::size_t Bytes, class Seq>
+struct multi_ring_type;
+template <class Topology, std::size_t Bytes, std::size_t... I>
+struct multi_ring_type<Topology, Bytes, std::index_sequence<I...>> {
+  static constexpr plan p = static_plan<Topology, Bytes>::value;
+  using type = multi_ring<extents<p.extent(Topology::levels.data(), I)...>, dim_order<p.order[I]...>>;
+};
+template <class Topology, std::size_t Bytes>
+struct plan_type<Topology, Bytes, algorithm::multi_ring> {
+  using type = typename multi_ring_type<Topology, Bytes,
+                                        std::make_index_sequence<static_plan<Topology, Bytes>::value.dims>>::type;
+};
+}  // namespace detail
+
+/// The strategy the planner picks for a static topology and message size, as a type.
+/// Example: `ddl::communicator<ddl::plan_t<paper_topology, 350'000'000>, T> comm(t);`
+template <class Topology, std::size_t Bytes>
+using plan_t = typename detail::plan_type<Topology, Bytes>::type;
+
+/// The plan itself (algorithm, dimensions, order, predicted seconds), at compile time.
+template <class Topology, std::size_t Bytes>
+inline constexpr plan plan_v = detail::static_plan<Topology, Bytes>::value;
+
+}  // namespace ddl

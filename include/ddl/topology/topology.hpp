@@ -1,0 +1,226 @@
+#pragma once
+/// \file
+/// Topology descriptors: a list of levels, innermost first. Each level has
+/// an extent (how many groups of the level below it joins), the bandwidth of
+/// one link, the per-step latency, and how many links one group of the level
+/// below shares to reach its peers at this level (e.g. a node of 4 GPUs with
+/// 2 NICs: `links = 2` at the node level; 0 = one link per rank, no sharing).
+///
+/// Two forms feed one planner: `ddl::topology` (a run-time value, parsed from
+/// `DDL_TOPOLOGY`) and `ddl::static_topology<ddl::level_c<...>...>` (a type
+/// with `constexpr` costs).
+///
+/// `DDL_TOPOLOGY` syntax: levels separated by commas, innermost first; each
+/// `extent:bandwidth:latency[:links]`, e.g. `4:20GB/s:3us,16:10GB/s:5us,4:9.5GB/s:8us`.
+/// Bandwidth units: B/s KB/s MB/s GB/s (powers of 1000), KiB/s MiB/s GiB/s,
+/// Kbit/s Mbit/s Gbit/s (also tc's kbit mbit gbit). Latency units: s ms us ns.
+#include <array>
+#include <cctype>
+#include <cstdio>
+#include <initializer_list>
+#include <utility>
+#include <cstdlib>
+#include <string>
+
+#include "../core/error.hpp"
+#include "extents.hpp"
+
+namespace ddl {
+
+/// One level of a topology.
+struct level {
+  int extent = 1;          ///< groups of the level below joined at this level
+  double bandwidth = 1e9;  ///< bytes/s of one link, one direction
+  double latency = 1e-6;   ///< seconds per communication step at this level
+  int links = 0;           ///< links one group of the level below shares here; 0 = one per rank
+};
+
+/// A level as a type, for static topologies: bandwidth in bytes/s, latency in ns.
+template <int Extent, long long BytesPerSecond, long long LatencyNs, int Links = 0>
+struct level_c {
+  static_assert(Extent > 0, "ddl: a level's extent must be positive");
+  static_assert(BytesPerSecond > 0, "ddl: a level's bandwidth must be positive");
+  static_assert(LatencyNs >= 0, "ddl: a level's latency must not be negative");
+  static_assert(Links >= 0, "ddl: a level's link count must not be negative");
+  static constexpr level value{Extent, static_cast<double>(BytesPerSecond), static_cast<double>(LatencyNs) * 1e-9,
+                               Links};
+};
+
+/// A topology known at compile time.
+/// Example: `using paper = ddl::static_topology<ddl::level_c<4, 20'000'000'000, 3000>,
+///                                              ddl::level_c<16, 10'000'000'000, 5000>,
+///                                              ddl::level_c<4, 9'500'000'000, 8000>>;`
+template <class... Levels>
+struct static_topology {
+  static_assert(sizeof...(Levels) >= 1 && sizeof...(Levels) <= max_dims,
+                "ddl: a topology has between 1 and ddl::max_dims levels");
+  static constexpr std::size_t count = sizeof...(Levels);
+  static constexpr std::array<level, count> levels{Levels::value...};
+  static constexpr int size = (Levels::value.extent * ...);
+};
+
+/// A topology known at run time.
+class topology {
+ public:
+  topology() = default;
+  template <class It>
+  topology(It first, It last) {
+    for (; first != last; ++first) add(*first);
+  }
+  topology(std::initializer_list<level> l) : topology(l.begin(), l.end()) {}
+  template <class... L>
+  topology(static_topology<L...>) : topology(static_topology<L...>::levels.begin(), static_topology<L...>::levels.end()) {}
+
+  /// One level of `ranks` ranks, every link alike.
+  static topology uniform(int ranks, double bandwidth, double latency) {
+    return topology{level{ranks, bandwidth, latency, 0}};
+  }
+
+  /// Parses the `DDL_TOPOLOGY` syntax. Throws `topology_error` naming the
+  /// level and field at fault, with a caret under it.
+  static topology parse(const std::string& text, const char* source = "DDL_TOPOLOGY");
+
+  /// `DDL_TOPOLOGY` if set (and not `auto`), else `fallback`. Throws
+  /// `topology_error` if its ranks differ from `ranks` (same on every rank).
+  static topology from_env(int ranks, const topology& fallback) {
+    const char* s = std::getenv("DDL_TOPOLOGY");
+    topology t = (s && *s && std::string(s) != "auto") ? parse(s) : fallback;
+    t.check(ranks);
+    return t;
+  }
+
+  std::size_t count() const noexcept { return count_; }
+  const level& operator[](std::size_t i) const { return levels_[i]; }
+  level& operator[](std::size_t i) { return levels_[i]; }
+  const level* data() const noexcept { return levels_.data(); }
+  int size() const {
+    int p = 1;
+    for (std::size_t i = 0; i < count_; ++i) p *= levels_[i].extent;
+    return p;
+  }
+  void add(const level& l) {
+    if (count_ == max_dims) throw topology_error("a topology has at most " + std::to_string(max_dims) + " levels");
+    if (l.extent < 1 || !(l.bandwidth > 0) || l.latency < 0 || l.links < 0)
+      throw topology_error("level " + std::to_string(count_ + 1) + " needs extent >= 1, bandwidth > 0, latency >= 0");
+    levels_[count_++] = l;
+  }
+  /// Throws `topology_error` unless the levels hold exactly `ranks` ranks.
+  void check(int ranks) const {
+    if (size() != ranks)
+      throw topology_error("topology " + str() + " describes " + std::to_string(size()) + " ranks but the group has " +
+                           std::to_string(ranks));
+  }
+  /// `extent:bandwidth:latency[:links]` per level, as `DDL_TOPOLOGY` takes it.
+  std::string str() const {
+    std::string s;
+    for (std::size_t i = 0; i < count_; ++i) {
+      const auto& l = levels_[i];
+      s += (i ? "," : "") + std::to_string(l.extent) + ":" + format_number(l.bandwidth / 1e9) + "GB/s:" +
+           format_number(l.latency * 1e6) + "us" + (l.links ? ":" + std::to_string(l.links) : "");
+    }
+    return s;
+  }
+
+ private:
+  static std::string format_number(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+  }
+  std::array<level, max_dims> levels_{};
+  std::size_t count_ = 0;
+};
+
+namespace detail {
+
+// Splits "a:b:c" keeping each piece's offset in the whole string.
+struct field {
+  std::string text;
+  std::size_t at;
+};
+
+[[noreturn]] inline void topology_parse_error(const char* source, const std::string& whole, std::size_t at,
+                                              std::size_t len, const std::string& why) {
+  std::string caret(at, ' ');
+  caret += std::string(len ? len : 1, '^');
+  throw topology_error(std::string(source) + ": " + why + "\n  " + whole + "\n  " + caret);
+}
+
+inline double parse_quantity(const char* source, const std::string& whole, const field& f, const char* what,
+                             const std::pair<const char*, double>* units, std::size_t nunits, const char* unit_list) {
+  const std::string& s = f.text;
+  std::size_t pos = 0;
+  while (pos < s.size() && (std::isdigit(static_cast<unsigned char>(s[pos])) || s[pos] == '.' || s[pos] == 'e' ||
+                            s[pos] == 'E' || ((s[pos] == '-' || s[pos] == '+') && pos > 0 && (s[pos - 1] == 'e' || s[pos - 1] == 'E'))))
+    ++pos;
+  if (pos == 0) topology_parse_error(source, whole, f.at, s.size(), std::string(what) + " '" + s + "' does not start with a number");
+  char* end = nullptr;
+  const std::string num = s.substr(0, pos);
+  const double v = std::strtod(num.c_str(), &end);
+  if (*end != '\0') topology_parse_error(source, whole, f.at, pos, std::string(what) + " '" + num + "' is not a number");
+  const std::string unit = s.substr(pos);
+  for (std::size_t i = 0; i < nunits; ++i)
+    if (unit == units[i].first) return v * units[i].second;
+  topology_parse_error(source, whole, f.at + pos, unit.size(),
+                       std::string(what) + " '" + s + "': unknown unit '" + unit + "' (use " + unit_list + ")");
+}
+
+}  // namespace detail
+
+inline topology topology::parse(const std::string& text, const char* source) {
+  static const std::pair<const char*, double> bw_units[] = {
+      {"B/s", 1.0},        {"KB/s", 1e3},       {"MB/s", 1e6},       {"GB/s", 1e9},          {"TB/s", 1e12},
+      {"KiB/s", 1024.0},   {"MiB/s", 1048576.0}, {"GiB/s", 1073741824.0},
+      {"bit/s", 0.125},    {"Kbit/s", 125.0},   {"Mbit/s", 125e3},   {"Gbit/s", 125e6},      {"Gb/s", 125e6},
+      {"Mb/s", 125e3},     {"kbit", 125.0},     {"mbit", 125e3},     {"gbit", 125e6}};
+  static const std::pair<const char*, double> lat_units[] = {{"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}};
+  topology t;
+  if (text.empty()) detail::topology_parse_error(source, text, 0, 1, "empty topology");
+  std::size_t start = 0;
+  int lvl = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::size_t stop = comma == std::string::npos ? text.size() : comma;
+    ++lvl;
+    std::array<detail::field, 5> f{};
+    std::size_t nf = 0, p = start;
+    while (p <= stop) {
+      const std::size_t colon = text.find(':', p);
+      const std::size_t e = (colon == std::string::npos || colon > stop) ? stop : colon;
+      if (nf == f.size())
+        detail::topology_parse_error(source, text, p, stop - p, "level " + std::to_string(lvl) + " has too many fields (extent:bandwidth:latency[:links])");
+      f[nf++] = {text.substr(p, e - p), p};
+      p = e + 1;
+    }
+    const std::string where = "level " + std::to_string(lvl) + " ('" + text.substr(start, stop - start) + "')";
+    if (nf < 3)
+      detail::topology_parse_error(source, text, start, stop - start,
+                                   where + " needs extent:bandwidth:latency[:links], got " + std::to_string(nf) + " field(s)");
+    level l;
+    char* end = nullptr;
+    const long ext = std::strtol(f[0].text.c_str(), &end, 10);
+    if (f[0].text.empty() || *end != '\0' || ext < 1 || ext > 1 << 24)
+      detail::topology_parse_error(source, text, f[0].at, f[0].text.size(), where + ": extent '" + f[0].text + "' is not a positive integer");
+    l.extent = static_cast<int>(ext);
+    l.bandwidth = detail::parse_quantity(source, text, f[1], (where + ": bandwidth").c_str(), bw_units,
+                                         sizeof bw_units / sizeof bw_units[0], "B/s, KB/s, MB/s, GB/s, GiB/s, Mbit/s, Gbit/s");
+    if (!(l.bandwidth > 0)) detail::topology_parse_error(source, text, f[1].at, f[1].text.size(), where + ": bandwidth must be positive");
+    l.latency = detail::parse_quantity(source, text, f[2], (where + ": latency").c_str(), lat_units,
+                                       sizeof lat_units / sizeof lat_units[0], "s, ms, us, ns");
+    if (l.latency < 0) detail::topology_parse_error(source, text, f[2].at, f[2].text.size(), where + ": latency must not be negative");
+    if (nf == 4) {
+      const long links = std::strtol(f[3].text.c_str(), &end, 10);
+      if (f[3].text.empty() || *end != '\0' || links < 1)
+        detail::topology_parse_error(source, text, f[3].at, f[3].text.size(), where + ": links '" + f[3].text + "' is not a positive integer");
+      l.links = static_cast<int>(links);
+    }
+    if (nf > 4) detail::topology_parse_error(source, text, f[4].at, f[4].text.size(), where + " has too many fields");
+    if (t.count_ == max_dims) detail::topology_parse_error(source, text, start, stop - start, "more than 8 levels");
+    t.levels_[t.count_++] = l;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return t;
+}
+
+}  // namespace ddl

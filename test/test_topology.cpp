@@ -1,0 +1,235 @@
+// Boxes, topologies, the cost model and the planner.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "matrix.hpp"
+
+using namespace ddl_test;
+
+// The paper's cluster (§4.3, §5): 4 racks x 16 nodes x 4 GPUs, links of
+// ~20 GB/s (NVLink), ~10 GB/s (in rack), ~9.5 GB/s (across racks); per-step
+// latencies 3/5/8 us (our assumption: the paper gives none). Every rank has
+// its own link at every level (links = 0).
+using paper_topology = ddl::static_topology<ddl::level_c<4, 20'000'000'000, 3000>,
+                                            ddl::level_c<16, 10'000'000'000, 5000>,
+                                            ddl::level_c<4, 9'500'000'000, 8000>>;
+
+TEST_CASE("rank_of(coord_of(r)) == r for static, dynamic and mixed boxes") {
+  const ddl::extents<4, 3, 2> s;
+  const ddl::extents<4, ddl::dynamic, 2> m(3);
+  const ddl::dynamic_extents d{4, 3, 2};
+  static_assert(ddl::extents<4, 3, 2>::is_static && !ddl::extents<4, ddl::dynamic, 2>::is_static);
+  static_assert(ddl::rank_of(ddl::extents<4, 3, 2>{}, ddl::coord_of(ddl::extents<4, 3, 2>{}, 17)) == 17);
+  CHECK(s.size() == 24);
+  CHECK(m.size() == 24);
+  CHECK(d.size() == 24);
+  for (int r = 0; r < 24; ++r) {
+    const auto c = ddl::coord_of(s, r);
+    CHECK(ddl::rank_of(s, c) == r);
+    CHECK(ddl::rank_of(m, ddl::coord_of(m, r)) == r);
+    CHECK(ddl::rank_of(d, ddl::coord_of(d, r)) == r);
+    CHECK(c == ddl::coord_of(m, r));
+    CHECK(c == ddl::coord_of(d, r));
+    CHECK(c[0] == r % 4);  // dimension 0 varies fastest
+    for (std::size_t k = 0; k < 3; ++k) CHECK((c[k] >= 0 && c[k] < s.extent(k)));
+  }
+  // Neighbours along dimension 1 are stride(1) = 4 ranks apart.
+  CHECK(ddl::rank_of(d, {1, 2, 0}) - ddl::rank_of(d, {1, 1, 0}) == d.stride(1));
+  CHECK_THROWS_AS(ddl::dynamic_extents({4, 0}), ddl::topology_error);
+  CHECK_THROWS_AS((ddl::extents<2, ddl::dynamic>(-3)), ddl::topology_error);
+}
+
+TEST_CASE("a box that does not match the group throws topology_error on every rank") {
+  std::atomic<int> errors{0};
+  ddl::local_fabric::run(6, [&](ddl::local_transport& t) {
+    try {
+      ddl::communicator<ddl::multi_ring<ddl::dynamic_extents>, ddl::local_transport> comm(
+          t, ddl::multi_ring<ddl::dynamic_extents>({2, 2}));
+    } catch (const ddl::topology_error& e) {
+      if (std::string(e.what()).find("box 2x2 holds 4 ranks but the group has 6") != std::string::npos) ++errors;
+    }
+    try {
+      ddl::communicator<ddl::multi_ring<ddl::extents<2, 2, 2>>, ddl::local_transport> comm(t);
+    } catch (const ddl::topology_error&) {
+      ++errors;
+    }
+  });
+  CHECK(errors == 12);
+  CHECK_THROWS_AS(ddl::multi_ring<ddl::dynamic_extents>({2, 3}, {0, 0}), ddl::topology_error);
+}
+
+TEST_CASE("DDL_TOPOLOGY parses units and points at the offending field") {
+  const auto t = ddl::topology::parse("4:20GB/s:3us,16:10GB/s:5us:2,4:9.5GB/s:8us");
+  REQUIRE(t.count() == 3);
+  CHECK(t.size() == 256);
+  CHECK(t[0].bandwidth == doctest::Approx(20e9));
+  CHECK(t[0].latency == doctest::Approx(3e-6));
+  CHECK(t[1].links == 2);
+  CHECK(t[2].bandwidth == doctest::Approx(9.5e9));
+  const auto u = ddl::topology::parse("2:1gbit:1ms,3:200Mbit/s:250ns,2:2GiB/s:1s");
+  CHECK(u[0].bandwidth == doctest::Approx(125e6));
+  CHECK(u[0].latency == doctest::Approx(1e-3));
+  CHECK(u[1].bandwidth == doctest::Approx(25e6));
+  CHECK(u[1].latency == doctest::Approx(250e-9));
+  CHECK(u[2].bandwidth == doctest::Approx(2147483648.0));
+  CHECK(ddl::topology::parse(t.str()).str() == t.str());
+
+  auto error_of = [](const char* s) {
+    try {
+      ddl::topology::parse(s);
+    } catch (const ddl::topology_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  // The caret line sits under the bad unit: "GX/s" starts at offset 18 of the string.
+  const std::string e1 = error_of("4:20GB/s:3us,16:10GX/s:5us");
+  CHECK(e1.find("level 2") != std::string::npos);
+  CHECK(e1.find("unknown unit 'GX/s'") != std::string::npos);
+  CHECK(e1.find("\n  " + std::string(18, ' ') + "^^^^") != std::string::npos);
+  CHECK(error_of("4:20GB/s").find("needs extent:bandwidth:latency") != std::string::npos);
+  CHECK(error_of("0:20GB/s:3us").find("extent '0' is not a positive integer") != std::string::npos);
+  CHECK(error_of("4:fastGB/s:3us").find("bandwidth 'fastGB/s' does not start with a number") != std::string::npos);
+  CHECK(error_of("4:1GB/s:3parsecs").find("latency '3parsecs': unknown unit") != std::string::npos);
+  CHECK(error_of("4:1GB/s:3us:0").find("links '0'") != std::string::npos);
+  CHECK(error_of("").find("empty") != std::string::npos);
+
+  setenv("DDL_TOPOLOGY", "2:1GB/s:1us,3:1GB/s:1us", 1);
+  CHECK(ddl::topology::from_env(6, ddl::topology::uniform(6, 1, 1)).count() == 2);
+  CHECK_THROWS_AS(ddl::topology::from_env(8, ddl::topology::uniform(8, 1, 1)), ddl::topology_error);
+  unsetenv("DDL_TOPOLOGY");
+}
+
+TEST_CASE("cost model: a uniform ring is 2(n-1)(S/(nB) + alpha)") {
+  for (int n : {1, 2, 3, 7, 16, 255})
+    for (double s : {1.0, 4096.0, 1e6, 350e6}) {
+      const auto t = ddl::topology::uniform(n, 12.5e9, 4e-6);
+      ddl::plan p{};
+      p.dims = 1;
+      p.bounds = {0, 1};
+      ddl::cost::price(t.data(), t.count(), p, s);
+      const double formula = n == 1 ? 0 : 2.0 * (n - 1) * (s / (n * 12.5e9) + 4e-6);
+      CHECK(p.seconds == doctest::Approx(formula).epsilon(1e-12));
+      CHECK(ddl::cost::uniform_ring(n, s, 12.5e9, 4e-6) == doctest::Approx(formula).epsilon(1e-12));
+    }
+}
+
+TEST_CASE("cost model: the paper's 256 GPUs at 350 MB and 100 MB, computed by hand") {
+  const ddl::topology t(paper_topology{});
+  // Flat ring, bounded by the slowest link (9.5 GB/s) and latency (8 us):
+  //   350 MB: 2*255*(350e6/(256*9.5e9) + 8e-6) = 510 * 151.914 us = 77.476 ms
+  //   100 MB: 2*255*(100e6/(256*9.5e9) + 8e-6) = 510 *  49.118 us = 25.050 ms
+  // Multi-ring 4x16x4, GPUs then nodes then racks:
+  //   350 MB: 6*(350e6/(4*20e9)+3us) + 30*(87.5e6/(16*10e9)+5us) + 6*(5.46875e6/(4*9.5e9)+8us)
+  //         = 26.268 + 16.556 + 0.911 = 43.736 ms
+  //   100 MB: 7.518 + 4.838 + 0.295 = 12.650 ms
+  // Halving-doubling, nearest partner first: exchanges 1,2 inside a node,
+  // 4..32 across nodes, 64,128 across racks, each 2*(S/2^(k+1)/B + alpha):
+  //   350 MB: 43.604 ms; 100 MB: 12.518 ms (same bytes per link as the
+  //   multi-ring, 16 latency steps instead of 42).
+  struct expect { double bytes, flat, multi, hd; };
+  for (const expect& e : {expect{350e6, 77.4764e-3, 43.7357e-3, 43.6037e-3}, expect{100e6, 25.0504e-3, 12.6502e-3, 12.5182e-3}}) {
+    CAPTURE(e.bytes);
+    const auto plans = ddl::all_plans(t, e.bytes);
+    double flat = 0, multi = 0, hd = 0;
+    for (const auto& p : plans) {
+      if (p.algo == ddl::algorithm::multi_ring && p.dims == 1) flat = p.seconds;
+      if (p.algo == ddl::algorithm::multi_ring && p.dims == 3 && p.order[0] == 0 && p.order[1] == 1 && p.order[2] == 2)
+        multi = p.seconds;
+      if (p.algo == ddl::algorithm::halving_doubling) hd = p.seconds;
+    }
+    CHECK(flat == doctest::Approx(e.flat).epsilon(1e-5));
+    CHECK(multi == doctest::Approx(e.multi).epsilon(1e-5));
+    CHECK(hd == doctest::Approx(e.hd).epsilon(1e-5));
+    // The best multi-ring is 4x16x4 in natural order; the planner overall picks halving-doubling.
+    const auto best_ring = ddl::best_plan(t, e.bytes, ddl::candidates::multi_ring_only);
+    CHECK(best_ring.seconds == doctest::Approx(e.multi).epsilon(1e-5));
+    CHECK(ddl::describe(t, best_ring) == "multi_ring 4x16x4");
+    CHECK(ddl::best_plan(t, e.bytes).algo == ddl::algorithm::halving_doubling);
+    CHECK(plans.front().seconds <= plans.back().seconds);
+  }
+  // The paper's claim: under 100 ms for 350 MB.
+  CHECK(ddl::best_plan(t, 350e6).seconds < 0.1);
+}
+
+TEST_CASE("planner: latency-bound sizes take recursive doubling, bandwidth-bound ones do not") {
+  const ddl::topology t(paper_topology{});
+  CHECK(ddl::best_plan(t, 1024).algo == ddl::algorithm::recursive_doubling);
+  const auto big = ddl::best_plan(t, 256e6);
+  CHECK(big.algo != ddl::algorithm::recursive_doubling);
+  CHECK(!(big.algo == ddl::algorithm::multi_ring && big.dims == 1));  // not the flat ring
+  // On one uniform level with a large latency, the ring never wins small messages.
+  const auto u = ddl::topology::uniform(12, 10e9, 50e-6);
+  CHECK(ddl::best_plan(u, 4096).algo == ddl::algorithm::recursive_doubling);
+}
+
+TEST_CASE("planner: a slow outer level gets the least data") {
+  // 3 ranks per node on fast links, 5 nodes on a link 20x slower. The best
+  // plan reduces the slow level last, when each rank holds 1/3 of the data.
+  const auto t = ddl::topology::parse("3:20GB/s:2us,5:1GB/s:20us");
+  const auto p = ddl::best_plan(t, 64e6);
+  REQUIRE(p.algo == ddl::algorithm::multi_ring);
+  REQUIRE(p.dims == 2);
+  CHECK(p.order[0] == 0);
+  CHECK(p.order[1] == 1);
+  // The reverse order is predicted much slower.
+  ddl::plan rev = p;
+  rev.order = {1, 0};
+  ddl::cost::price(t.data(), t.count(), rev, 64e6);
+  CHECK(rev.seconds > 2 * p.seconds);
+  // Shared links make a level slower: 3 GPUs sharing 1 NIC triples its cost.
+  const auto shared = ddl::topology::parse("3:20GB/s:2us,5:1GB/s:20us:1");
+  CHECK(ddl::best_plan(shared, 64e6).seconds > 2 * p.seconds);
+}
+
+TEST_CASE("plan_t of a static topology is the run-time planner's choice") {
+  using small_t = ddl::plan_t<paper_topology, 1024>;
+  using large_t = ddl::plan_t<paper_topology, 350'000'000>;
+  static_assert(std::is_same_v<small_t, ddl::recursive_doubling>);
+  static_assert(std::is_same_v<large_t, ddl::halving_doubling>);
+  using two_level = ddl::static_topology<ddl::level_c<3, 20'000'000'000, 2000>, ddl::level_c<5, 1'000'000'000, 20000>>;
+  using ring_t = ddl::plan_t<two_level, 64'000'000>;
+  static_assert(std::is_same_v<ring_t, ddl::multi_ring<ddl::extents<3, 5>, ddl::dim_order<0, 1>>>);
+  const ddl::topology rt(paper_topology{});
+  for (double bytes : {1024.0, 350e6}) {
+    const auto a = ddl::best_plan(rt, bytes);
+    const auto b = bytes < 1e4 ? ddl::plan_v<paper_topology, 1024> : ddl::plan_v<paper_topology, 350'000'000>;
+    CHECK(a.algo == b.algo);
+    CHECK(a.dims == b.dims);
+    CHECK(a.seconds == doctest::Approx(b.seconds));
+  }
+  const auto c = ddl::best_plan(ddl::topology(two_level{}), 64e6);
+  CHECK(c.algo == ddl::algorithm::multi_ring);
+  CHECK(ddl::plan_v<two_level, 64'000'000>.order == c.order);
+}
+
+TEST_CASE("explain lists every candidate, best first, with per-phase times") {
+  const ddl::topology t(paper_topology{});
+  const std::string s = ddl::explain(t, 350e6);
+  CHECK(s.find("* halving_doubling") != std::string::npos);
+  CHECK(s.find("multi_ring 4x16x4 order 2,1,0") != std::string::npos);
+  CHECK(s.find("ring (flat, 256)") != std::string::npos);
+  CHECK(s.find("recursive_doubling") != std::string::npos);
+  std::size_t lines = 0;
+  for (char ch : s) lines += ch == '\n';
+  CHECK(lines == 2 + 13);  // header lines + 11 multi-rings + 2 doubling algorithms
+  ddl::local_fabric::run(2, [](ddl::local_transport& tr) {
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr);
+    const std::string e = comm.explain(1 << 20);
+    if (e.find("ring (flat, 2)") == std::string::npos) throw std::runtime_error("explain misses the flat ring");
+  });
+}
+
+TEST_CASE("auto: every size on a three-level topology equals the exact reference (and so the ring) bit for bit") {
+  // Costs chosen so that small sizes take recursive doubling and large ones
+  // a multi-ring, on 12 ranks (not a power of two).
+  const auto topo = ddl::topology::parse("2:20GB/s:1us,3:2GB/s:30us,2:0.5GB/s:100us");
+  CHECK(ddl::best_plan(topo, 64).algo == ddl::algorithm::recursive_doubling);
+  CHECK(ddl::best_plan(topo, 64e6).algo == ddl::algorithm::multi_ring);
+  failure_log log;
+  run_matrix<ddl::auto_strategy>(12, matrix_counts(12, 300007), log, ddl::options{}, ddl::auto_strategy(topo));
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
