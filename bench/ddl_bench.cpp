@@ -30,6 +30,17 @@
 
 #include "support.hpp"
 
+#ifdef DDL_BENCH_MPI
+#include <ddl/mpi.hpp>
+#endif
+#ifdef DDL_BENCH_GLOO
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
+#endif
+
 #ifndef DDL_BENCH_COMMIT
 #define DDL_BENCH_COMMIT "unknown"
 #endif
@@ -49,12 +60,13 @@ struct settings {
   ddl::dtype type = ddl::dtype::float32;
   ddl::op oper = ddl::op::sum;
   std::size_t chunk_bytes = 0;  // 0: the library default
+  std::vector<std::string> baselines;  // mpi, gloo
 };
 
 [[noreturn]] void usage(const std::string& error) {
   std::fprintf(stderr,
                "ddl-bench: %s\n"
-               "usage: ddl-bench [--transport local] [--ranks N]\n"
+               "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo]\n"
                "                 [--strategy ring|multi_ring|recursive_doubling|halving_doubling|auto|all[,...]]\n"
                "                 [--dims AxBx...] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1]\n"
@@ -96,6 +108,7 @@ settings parse(int argc, char** argv) {
       else if (a == "-o") s.oper = ddl::parse_op(value());
       else if (a == "--ranks") s.ranks = std::stoi(value());
       else if (a == "--transport") s.transport = value();
+      else if (a == "--baseline") s.baselines = split(value(), ',');
       else if (a == "--strategy") s.strategies = split(value(), ',');
       else if (a == "--dims") s.dims = value();
       else if (a == "--explain") s.explain = true;
@@ -109,7 +122,10 @@ settings parse(int argc, char** argv) {
       usage(e.what());
     }
   }
-  if (s.transport != "local") usage("unknown transport '" + s.transport + "' (available: local)");
+  if (s.transport != "local" && s.transport != "mpi") usage("unknown transport '" + s.transport + "' (available: local, mpi)");
+  for (const auto& b : s.baselines)
+    if (b != "mpi" && b != "gloo") usage("unknown baseline '" + b + "' (available: mpi, gloo; they need --transport mpi)");
+  if (!s.baselines.empty() && s.transport != "mpi") usage("--baseline needs --transport mpi (run under mpirun)");
   if (s.strategies.size() == 1 && s.strategies[0] == "all") s.strategies.assign(std::begin(strategy_names), std::end(strategy_names));
   for (const auto& name : s.strategies)
     if (std::find(std::begin(strategy_names), std::end(strategy_names), name) == std::end(strategy_names))
@@ -155,7 +171,7 @@ double median(std::vector<double> v) {
 }
 
 struct result {
-  double t_oop = 0, t_ip = 0;
+  double t_oop = 0, t_ip = 0;  // < 0: not measured
   long wrong_oop = 0, wrong_ip = 0;
   std::string note;
 };
@@ -165,17 +181,20 @@ struct row {
   std::vector<result> impls;
 };
 
-// One implementation as seen by a rank thread: a communicator behind two calls.
+// One implementation as seen by a rank: a communicator (or a baseline)
+// behind two calls. `oop` may be empty (the baseline has no out-of-place
+// form); `prepare` runs untimed before each size (baselines that bind buffers).
 struct impl {
   std::string label;
   std::function<void(const std::byte*, std::byte*, std::size_t)> oop;
   std::function<void(std::byte*, std::size_t)> ip;
-  std::function<std::string(std::size_t)> note;
+  std::function<std::string(std::size_t)> note = [](std::size_t) { return std::string(); };
+  std::function<void(std::byte*, std::size_t)> prepare;
 };
 
-template <class Strategy>
-impl make_impl(std::string label, ddl::local_transport& t, Strategy st, const ddl::options& o, const settings& s) {
-  auto comm = std::make_shared<ddl::communicator<Strategy, ddl::local_transport>>(t, std::move(st), o);
+template <class Strategy, class Transport>
+impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options& o, const settings& s) {
+  auto comm = std::make_shared<ddl::communicator<Strategy, Transport>>(t, std::move(st), o);
   const ddl::dtype dt = s.type;
   const ddl::op op = s.oper;
   impl m;
@@ -184,19 +203,33 @@ impl make_impl(std::string label, ddl::local_transport& t, Strategy st, const dd
     comm->all_reduce(ddl::const_buffer_view{in, n, dt, {}}, ddl::buffer_view{out, n, dt, {}}, op);
   };
   m.ip = [comm, dt, op](std::byte* buf, std::size_t n) { comm->all_reduce(ddl::buffer_view{buf, n, dt, {}}, op); };
-  m.note = [comm](std::size_t bytes) -> std::string {
-    if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
+  if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
+    m.note = [comm](std::size_t bytes) {
       const auto& strat = comm->strategy();
       return ddl::describe(strat.topo(), strat.choose(bytes));
-    } else {
-      (void)bytes;
-      return "";
-    }
-  };
+    };
+  }
   return m;
 }
 
-std::vector<row> run(const settings& s, const ddl::topology& topo) {
+template <class Transport>
+std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::topology& topo, const ddl::options& opts) {
+  std::vector<impl> impls;
+  for (const auto& name : s.strategies) {
+    if (name == "ring") impls.push_back(make_impl("ddl:ring", t, ddl::ring{}, opts, s));
+    else if (name == "recursive_doubling") impls.push_back(make_impl("ddl:rec_doubling", t, ddl::recursive_doubling{}, opts, s));
+    else if (name == "halving_doubling") impls.push_back(make_impl("ddl:halv_doubling", t, ddl::halving_doubling{}, opts, s));
+    else if (name == "auto") impls.push_back(make_impl("ddl:auto", t, ddl::auto_strategy(topo), opts, s));
+    else {
+      const auto box = bench_box(topo);
+      impls.push_back(make_impl("ddl:multi_ring", t, ddl::multi_ring<ddl::dynamic_extents>(box), opts, s));
+      impls.back().note = [box](std::size_t) { return box.str(); };
+    }
+  }
+  return impls;
+}
+
+std::vector<std::size_t> sweep(const settings& s) {
   const std::size_t es = ddl::size_of(s.type);
   std::vector<std::size_t> sizes;
   for (double b = static_cast<double>(s.min_bytes); b <= static_cast<double>(s.max_bytes) * 1.0000001; b *= s.factor) {
@@ -204,115 +237,302 @@ std::vector<row> run(const settings& s, const ddl::topology& topo) {
     if (bytes && (sizes.empty() || sizes.back() != bytes)) sizes.push_back(bytes);
     if (s.factor <= 1) break;
   }
+  return sizes;
+}
+
+// One rank's sweep over every implementation, on buffers allocated once and
+// touched once (first touch runs at ~0.4 GB/s here). With `shared_expected`
+// the ranks are threads that each fill their block of one expected array;
+// otherwise each rank computes every expected value itself. Returns this
+// rank's view: its own times and its own wrong counts.
+template <class Barrier>
+std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& impls, Barrier&& barrier,
+                            std::byte* shared_expected) {
+  const std::size_t es = ddl::size_of(s.type);
+  const auto sizes = sweep(s);
   const std::size_t cap = sizes.empty() ? es : sizes.back();
-  const std::size_t nimpl = s.strategies.size();
+  std::unique_ptr<std::byte[]> in_buf(new std::byte[cap]), out_buf(new std::byte[cap]), own_expected;
+  std::memset(in_buf.get(), 0, cap);
+  std::memset(out_buf.get(), 0, cap);
+  std::byte* expected = shared_expected;
+  if (!expected) {
+    own_expected.reset(new std::byte[cap]);
+    expected = own_expected.get();
+  }
+  std::byte* in = in_buf.get();
+  std::byte* out = out_buf.get();
   std::vector<row> rows(sizes.size());
-  for (auto& r : rows) r.impls.resize(nimpl);
-  // Buffers are allocated once, touched once by their owning thread, and
-  // reused by every size and strategy: first touch costs ~0.4 GB/s here.
-  std::vector<std::unique_ptr<std::byte[]>> ins(s.ranks), outs(s.ranks);
-  std::unique_ptr<std::byte[]> expected(new std::byte[cap]);
-  ddl_test::thread_barrier bar(s.ranks);
-  ddl::options opts = ddl::options::from_env();
-  if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
-  std::mutex m;
 
-  ddl::local_fabric::run(s.ranks, [&](ddl::local_transport& t) {
-    const int r = t.rank(), n = t.size();
-    ins[r].reset(new std::byte[cap]);
-    outs[r].reset(new std::byte[cap]);
-    std::memset(ins[r].get(), 0, cap);
-    std::memset(outs[r].get(), 0, cap);
-    std::byte* in = ins[r].get();
-    std::byte* out = outs[r].get();
-    std::vector<impl> impls;
-    for (const auto& name : s.strategies) {
-      if (name == "ring") impls.push_back(make_impl("ddl:ring", t, ddl::ring{}, opts, s));
-      else if (name == "recursive_doubling") impls.push_back(make_impl("ddl:rec_doubling", t, ddl::recursive_doubling{}, opts, s));
-      else if (name == "halving_doubling") impls.push_back(make_impl("ddl:halv_doubling", t, ddl::halving_doubling{}, opts, s));
-      else if (name == "auto") impls.push_back(make_impl("ddl:auto", t, ddl::auto_strategy(topo), opts, s));
-      else {
-        const auto box = bench_box(topo);
-        impls.push_back(make_impl("ddl:multi_ring", t, ddl::multi_ring<ddl::dynamic_extents>(box), opts, s));
-        impls.back().note = [box](std::size_t) { return box.str(); };
-      }
+  auto measure = [&](auto&& prepare, auto&& body) {
+    std::vector<double> ts;
+    for (int it = 0; it < s.warmup + s.iters; ++it) {
+      prepare();
+      barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      body();
+      barrier();
+      const auto t1 = std::chrono::steady_clock::now();
+      if (it >= s.warmup) ts.push_back(std::chrono::duration<double>(t1 - t0).count());
     }
+    return median(ts);
+  };
 
-    auto measure = [&](auto&& prepare, auto&& body) {
-      std::vector<double> ts;
-      for (int it = 0; it < s.warmup + s.iters; ++it) {
-        prepare();
-        bar.arrive_and_wait();
-        const auto t0 = std::chrono::steady_clock::now();
-        body();
-        bar.arrive_and_wait();
-        const auto t1 = std::chrono::steady_clock::now();
-        if (it >= s.warmup) ts.push_back(std::chrono::duration<double>(t1 - t0).count());
-      }
-      return median(ts);
-    };
-
-    ddl::visit_dtype(s.type, [&](auto tag) {
-      using T = decltype(tag);
-      for (std::size_t k = 0; k < sizes.size(); ++k) {
-        const std::size_t bytes = sizes[k], count = bytes / es;
-        T* I = reinterpret_cast<T*>(in);
-        T* O = reinterpret_cast<T*>(out);
-        T* E = reinterpret_cast<T*>(expected.get());
-        for (std::size_t i = 0; i < count; ++i) I[i] = ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, r, i));
-        const ddl::block mine = ddl::block_of(count, n, r);
+  ddl::visit_dtype(s.type, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const std::size_t bytes = sizes[k], count = bytes / es;
+      T* I = reinterpret_cast<T*>(in);
+      T* O = reinterpret_cast<T*>(out);
+      T* E = reinterpret_cast<T*>(expected);
+      for (std::size_t i = 0; i < count; ++i) I[i] = ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, r, i));
+      const ddl::block fill = shared_expected ? ddl::block_of(count, n, r) : ddl::block{0, count};
+      if (s.check)
+        for (std::size_t i = fill.offset; i < fill.offset + fill.size; ++i) E[i] = ddl_test::expected_value<T>(s.oper, n, i);
+      auto count_wrong = [&] {
+        long w = 0;
         if (s.check)
-          for (std::size_t i = mine.offset; i < mine.offset + mine.size; ++i) E[i] = ddl_test::expected_value<T>(s.oper, n, i);
-        auto count_wrong = [&] {
-          long w = 0;
-          if (s.check)
-            for (std::size_t i = 0; i < count; ++i) w += !ddl_test::same_bits(O[i], E[i]);
-          return w;
-        };
-        auto nothing = [] {};
-        const double floor_s = measure(nothing, [&] { std::memcpy(out, in, bytes); });
-        bar.arrive_and_wait();  // expected[] complete
-        for (std::size_t j = 0; j < impls.size(); ++j) {
-          const double t_oop = measure(nothing, [&] { impls[j].oop(in, out, count); });
-          const long w_oop = count_wrong();
-          const double t_ip = measure([&] { std::memcpy(out, in, bytes); }, [&] { impls[j].ip(out, count); });
-          const long w_ip = count_wrong();
-          std::lock_guard<std::mutex> lock(m);
-          row& rw = rows[k];
-          result& res = rw.impls[j];
-          rw.bytes = bytes;
-          rw.count = count;
-          if (r == 0) {
-            rw.floor_s = floor_s;
-            res.t_oop = t_oop;
-            res.t_ip = t_ip;
-            res.note = impls[j].note(bytes);
-          }
-          res.wrong_oop += w_oop;
-          res.wrong_ip += w_ip;
+          for (std::size_t i = 0; i < count; ++i) w += !ddl_test::same_bits(O[i], E[i]);
+        return w;
+      };
+      auto nothing = [] {};
+      row& rw = rows[k];
+      rw.bytes = bytes;
+      rw.count = count;
+      rw.impls.resize(impls.size());
+      rw.floor_s = measure(nothing, [&] { std::memcpy(out, in, bytes); });
+      barrier();  // expected[] complete
+      for (std::size_t j = 0; j < impls.size(); ++j) {
+        result& res = rw.impls[j];
+        if (impls[j].prepare) impls[j].prepare(out, count);
+        if (impls[j].oop) {
+          res.t_oop = measure(nothing, [&] { impls[j].oop(in, out, count); });
+          res.wrong_oop = count_wrong();
+        } else {
+          res.t_oop = -1;
         }
-        bar.arrive_and_wait();  // nobody rewrites expected[] while others count
+        res.t_ip = measure([&] { std::memcpy(out, in, bytes); }, [&] { impls[j].ip(out, count); });
+        res.wrong_ip = count_wrong();
+        res.note = impls[j].note(bytes);
       }
-    });
+      barrier();  // nobody rewrites expected[] while others count
+    }
   });
   return rows;
 }
 
+// Rows of rank 0 with every rank's wrong counts added in.
+void add_wrong(std::vector<row>& into, const std::vector<row>& from) {
+  for (std::size_t k = 0; k < into.size(); ++k)
+    for (std::size_t j = 0; j < into[k].impls.size(); ++j) {
+      into[k].impls[j].wrong_oop += from[k].impls[j].wrong_oop;
+      into[k].impls[j].wrong_ip += from[k].impls[j].wrong_ip;
+    }
+}
+
+std::vector<row> run_local(const settings& s, const ddl::topology& topo, std::vector<std::string>& labels) {
+  ddl::options opts = ddl::options::from_env();
+  if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
+  const auto sizes = sweep(s);
+  std::unique_ptr<std::byte[]> expected(new std::byte[sizes.empty() ? 8 : sizes.back()]);
+  ddl_test::thread_barrier bar(s.ranks);
+  std::vector<std::vector<row>> per_rank(static_cast<std::size_t>(s.ranks));
+  std::mutex m;
+  ddl::local_fabric::run(s.ranks, [&](ddl::local_transport& t) {
+    auto impls = ddl_impls(t, s, topo, opts);
+    if (t.rank() == 0) {
+      std::lock_guard<std::mutex> lock(m);
+      for (const auto& i : impls) labels.push_back(i.label);
+    }
+    per_rank[static_cast<std::size_t>(t.rank())] =
+        rank_sweep(t.rank(), t.size(), s, impls, [&] { bar.arrive_and_wait(); }, expected.get());
+  });
+  std::vector<row> rows = per_rank[0];
+  for (std::size_t r = 1; r < per_rank.size(); ++r) add_wrong(rows, per_rank[r]);
+  return rows;
+}
+
+#ifdef DDL_BENCH_MPI
+MPI_Datatype mpi_type(ddl::dtype t) {
+  switch (t) {
+    case ddl::dtype::int32: return MPI_INT32_T;
+    case ddl::dtype::int64: return MPI_INT64_T;
+    case ddl::dtype::float32: return MPI_FLOAT;
+    case ddl::dtype::float64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+MPI_Op mpi_op(ddl::op o) {
+  switch (o) {
+    case ddl::op::sum: return MPI_SUM;
+    case ddl::op::prod: return MPI_PROD;
+    case ddl::op::min: return MPI_MIN;
+    case ddl::op::max: return MPI_MAX;
+    default: return MPI_OP_NULL;
+  }
+}
+
+#ifdef DDL_BENCH_GLOO
+template <class T>
+const gloo::ReductionFunction<T>* gloo_fn(ddl::op o) {
+  switch (o) {
+    case ddl::op::prod: return gloo::ReductionFunction<T>::product;
+    case ddl::op::min: return gloo::ReductionFunction<T>::min;
+    case ddl::op::max: return gloo::ReductionFunction<T>::max;
+    default: return gloo::ReductionFunction<T>::sum;
+  }
+}
+
+// Gloo over TCP on loopback, rendezvous through a file store every rank sees.
+struct gloo_baseline {
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::string dir;
+
+  gloo_baseline(MPI_Comm comm) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    char path[256] = "";
+    if (rank == 0) {
+      std::snprintf(path, sizeof path, "/tmp/ddl-bench-gloo-XXXXXX");
+      if (!mkdtemp(path)) throw std::runtime_error("mkdtemp failed");
+    }
+    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, comm);
+    dir = path;
+    gloo::rendezvous::FileStore store(dir);
+    gloo::transport::tcp::attr attr;
+    attr.hostname = "127.0.0.1";
+    auto dev = gloo::transport::tcp::CreateDevice(attr);
+    context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->connectFullMesh(store, dev);
+    MPI_Barrier(comm);
+    if (rank == 0) std::system(("rm -rf " + dir).c_str());
+  }
+
+  template <template <class> class Algo>
+  impl make(const std::string& label, const settings& s) {
+    impl m;
+    m.label = label;
+    auto algo = std::make_shared<std::shared_ptr<gloo::Algorithm>>();
+    auto ctx = context;
+    const ddl::dtype dt = s.type;
+    const ddl::op op = s.oper;
+    m.prepare = [algo, ctx, dt, op](std::byte* buf, std::size_t count) {
+      algo->reset();
+      ddl::visit_dtype(dt, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int64_t> ||
+                      std::is_same_v<T, std::int32_t>) {
+          using G = std::conditional_t<std::is_same_v<T, std::int32_t>, int, T>;
+          *algo = std::make_shared<Algo<G>>(ctx, std::vector<G*>{reinterpret_cast<G*>(buf)}, static_cast<int>(count),
+                                            gloo_fn<G>(op));
+        }
+      });
+    };
+    m.ip = [algo](std::byte*, std::size_t) { (*algo)->run(); };
+    return m;
+  }
+};
+#endif
+
+std::vector<row> run_mpi(const settings& s, std::vector<std::string>& labels, ddl::topology& topo, std::string& found) {
+  ddl::mpi_cluster cluster(MPI_COMM_WORLD);
+  auto& t = cluster.transport();
+  found = cluster.report();
+  topo = cluster.topo();
+  if (!s.dims.empty()) {  // --dims re-shapes the detected costs' extents
+    ddl::topology shaped;
+    const auto& base = cluster.topo();
+    std::size_t l = 0;
+    for (const auto& e : split(s.dims, 'x')) {
+      ddl::level lv = base[std::min(l++, base.count() - 1)];
+      lv.extent = std::stoi(e);
+      shaped.add(lv);
+    }
+    shaped.check(t.size());
+    topo = shaped;
+  }
+  ddl::options opts = ddl::options::from_env();
+  if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
+  auto impls = ddl_impls(t, s, topo, opts);
+  const MPI_Comm comm = t.comm();
+  for (const auto& b : s.baselines) {
+    if (b == "mpi") {
+      const MPI_Datatype dt = mpi_type(s.type);
+      const MPI_Op op = mpi_op(s.oper);
+      if (dt == MPI_DATATYPE_NULL || op == MPI_OP_NULL) {
+        found += std::string("; MPI_Allreduce not compared: MPI has no ") + (dt == MPI_DATATYPE_NULL ? "datatype for " + std::string(ddl::name_of(s.type)) : "avg op");
+        continue;
+      }
+      impl m;
+      m.label = "MPI_Allreduce";
+      m.oop = [=](const std::byte* in, std::byte* out, std::size_t n) {
+        MPI_Allreduce(in, out, static_cast<int>(n), dt, op, comm);
+      };
+      m.ip = [=](std::byte* buf, std::size_t n) { MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(n), dt, op, comm); };
+      impls.push_back(std::move(m));
+    } else {
+#ifdef DDL_BENCH_GLOO
+      if (s.oper == ddl::op::avg || s.type == ddl::dtype::float16 || s.type == ddl::dtype::bfloat16) {
+        found += "; gloo not compared for this dtype/op";
+        continue;
+      }
+      static gloo_baseline g(comm);
+      impls.push_back(g.make<gloo::AllreduceRingChunked>("gloo:ring_chunked", s));
+      impls.push_back(g.make<gloo::AllreduceHalvingDoubling>("gloo:halving_doubl", s));
+#else
+      found += "; gloo not compared: ddl-bench was built without Gloo (install libgloo-dev and reconfigure)";
+#endif
+    }
+  }
+  for (const auto& i : impls) labels.push_back(i.label);
+  std::vector<row> rows = rank_sweep(t.rank(), t.size(), s, impls, [comm] { MPI_Barrier(comm); }, nullptr);
+  // Wrong counts of every rank, summed on rank 0.
+  std::vector<long> w;
+  for (const auto& rw : rows)
+    for (const auto& res : rw.impls) {
+      w.push_back(res.wrong_oop);
+      w.push_back(res.wrong_ip);
+    }
+  std::vector<long> total(w.size());
+  MPI_Reduce(w.data(), total.data(), static_cast<int>(w.size()), MPI_LONG, MPI_SUM, 0, comm);
+  std::size_t i = 0;
+  for (auto& rw : rows)
+    for (auto& res : rw.impls) {
+      res.wrong_oop = total[i++];
+      res.wrong_ip = total[i++];
+    }
+  return rows;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const settings s = parse(argc, argv);
+  settings s = parse(argc, argv);
+#ifdef DDL_BENCH_MPI
+  std::unique_ptr<ddl::mpi_session> mpi;
+  if (s.transport == "mpi") {
+    mpi = std::make_unique<ddl::mpi_session>(argc, argv);
+    MPI_Comm_size(MPI_COMM_WORLD, &s.ranks);
+  }
+#endif
   std::vector<row> rows;
+  std::vector<std::string> labels;
   ddl::topology topo;
+  std::string found;
+  int rank = 0;
   try {
-    topo = bench_topology(s);
-    if (s.explain) {
-      for (double b = static_cast<double>(s.min_bytes); b <= static_cast<double>(s.max_bytes) * 1.0000001; b *= s.factor) {
-        std::printf("%s\n", ddl::explain(topo, b).c_str());
-        if (s.factor <= 1) break;
-      }
+    if (s.transport == "mpi") {
+#ifdef DDL_BENCH_MPI
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      rows = run_mpi(s, labels, topo, found);
+#else
+      usage("this ddl-bench was built without MPI (configure with DDL_ENABLE_MPI=ON)");
+#endif
+    } else {
+      topo = bench_topology(s);
+      rows = run_local(s, topo, labels);
     }
-    rows = run(s, topo);
   } catch (const ddl::error& e) {
     std::fprintf(stderr, "ddl-bench: %s\n", e.what());
     return 1;
@@ -320,16 +540,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ddl-bench: --dims must look like 2x2x2\n");
     return 2;
   }
+  if (rank != 0) return 0;
+  if (s.explain) {
+    for (const auto& rw : rows) std::printf("%s\n", ddl::explain(topo, static_cast<double>(rw.bytes)).c_str());
+  }
   const int n = s.ranks;
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 0.0;
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
   long wrong_total = 0;
   auto wrong_str = [&](long w) { return s.check ? std::to_string(w) : std::string("N/A"); };
-  std::vector<std::string> labels;
-  for (const auto& name : s.strategies)
-    labels.push_back(name == "recursive_doubling" ? "ddl:rec_doubling"
-                     : name == "halving_doubling" ? "ddl:halv_doubling" : "ddl:" + name);
 
   if (s.csv) {
     std::printf("size,count,type,redop,impl,placement,time_us,algbw_GBps,busbw_GBps,wrong,floor_us,floor_eff,ranks,transport,note\n");
@@ -341,6 +561,7 @@ int main(int argc, char** argv) {
         for (int p = 0; p < 2; ++p) {
           const result& res = rw.impls[j];
           const double t = p ? res.t_ip : res.t_oop;
+          if (t < 0) continue;
           const long w = p ? res.wrong_ip : res.wrong_oop;
           wrong_total += w;
           std::printf("%zu,%zu,%s,%s,%s,%s,%.3f,%.4f,%.4f,%s,%.3f,%.4f,%d,%s,%s\n", rw.bytes, rw.count,
@@ -351,16 +572,17 @@ int main(int argc, char** argv) {
     }
   } else {
     std::string names;
-    for (const auto& x : s.strategies) names += (names.empty() ? "" : ",") + x;
-    std::printf("# ddl-bench all_reduce: transport %s, %d ranks, strategies %s, %d iterations (+%d warm-up), median time\n",
+    for (const auto& x : labels) names += (names.empty() ? "" : ",") + x;
+    std::printf("# ddl-bench all_reduce: transport %s, %d ranks, %s; %d iterations (+%d warm-up), median time\n",
                 s.transport.c_str(), n, names.c_str(), s.iters, s.warmup);
-    std::printf("# topology (auto, multi_ring): %s\n", topo.str().c_str());
+    std::printf("# topology (auto, multi_ring): %s%s%s\n", topo.str().c_str(), found.empty() ? "" : "  <- ",
+                found.c_str());
     std::printf("# machine: %s, %s, %ld cores; commit %s\n", host, cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN),
                 DDL_BENCH_COMMIT);
-    std::printf("# floor:copy = the same %d threads each copying their own buffer (2nS bytes of traffic, the least\n"
+    std::printf("# floor:copy = the same %d ranks each copying their own buffer (2nS bytes of traffic, the least\n"
                 "#   any all-reduce causes); floor_eff = t_floor / t (ring ideal: 2n/(5(n-1)) = %.0f%%)\n",
                 n, n > 1 ? 100.0 * 2 * n / (5.0 * (n - 1)) : 100.0);
-    const char* hfmt = "#%11s %12s %8s %6s %17s %10s %8s %8s %6s %6s %10s %8s %8s %6s %6s  %s\n";
+    const char* hfmt = "#%11s %12s %8s %6s %18s %10s %8s %8s %6s %6s %10s %8s %8s %6s %6s  %s\n";
     std::printf("#\n");
     std::printf(hfmt, "", "", "", "", "", "out-of-place", "", "", "", "", "in-place", "", "", "", "", "");
     std::printf(hfmt, "size", "count", "type", "redop", "impl", "time", "algbw", "busbw", "#wrong", "floor", "time",
@@ -368,16 +590,20 @@ int main(int argc, char** argv) {
     std::printf(hfmt, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "_eff", "(us)", "(GB/s)",
                 "(GB/s)", "", "_eff", "");
     for (const row& rw : rows) {
-      std::printf(" %11zu %12zu %8s %6s %17s %10.1f %8.2f %8.2f %6s %6s\n", rw.bytes, rw.count, ddl::name_of(s.type),
+      std::printf(" %11zu %12zu %8s %6s %18s %10.1f %8.2f %8.2f %6s %6s\n", rw.bytes, rw.count, ddl::name_of(s.type),
                   ddl::name_of(s.oper), "floor:copy", rw.floor_s * 1e6, rw.bytes / rw.floor_s / 1e9,
                   rw.bytes / rw.floor_s / 1e9 * bus, "-", "1.00");
       for (std::size_t j = 0; j < rw.impls.size(); ++j) {
         const result& res = rw.impls[j];
         wrong_total += res.wrong_oop + res.wrong_ip;
-        std::printf(" %11zu %12zu %8s %6s %17s %10.1f %8.2f %8.2f %6s %6.2f %10.1f %8.2f %8.2f %6s %6.2f  %s\n",
-                    rw.bytes, rw.count, ddl::name_of(s.type), ddl::name_of(s.oper), labels[j].c_str(),
-                    res.t_oop * 1e6, rw.bytes / res.t_oop / 1e9, rw.bytes / res.t_oop / 1e9 * bus,
-                    wrong_str(res.wrong_oop).c_str(), rw.floor_s / res.t_oop, res.t_ip * 1e6,
+        char oop[128] = "";
+        if (res.t_oop >= 0)
+          std::snprintf(oop, sizeof oop, "%10.1f %8.2f %8.2f %6s %6.2f", res.t_oop * 1e6, rw.bytes / res.t_oop / 1e9,
+                        rw.bytes / res.t_oop / 1e9 * bus, wrong_str(res.wrong_oop).c_str(), rw.floor_s / res.t_oop);
+        else
+          std::snprintf(oop, sizeof oop, "%10s %8s %8s %6s %6s", "-", "-", "-", "-", "-");
+        std::printf(" %11zu %12zu %8s %6s %18s %s %10.1f %8.2f %8.2f %6s %6.2f  %s\n", rw.bytes, rw.count,
+                    ddl::name_of(s.type), ddl::name_of(s.oper), labels[j].c_str(), oop, res.t_ip * 1e6,
                     rw.bytes / res.t_ip / 1e9, rw.bytes / res.t_ip / 1e9 * bus, wrong_str(res.wrong_ip).c_str(),
                     rw.floor_s / res.t_ip, res.note.c_str());
       }

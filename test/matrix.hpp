@@ -21,15 +21,19 @@ inline std::vector<std::size_t> matrix_counts(int n, std::size_t large) {
   return {s.begin(), s.end()};
 }
 
-template <class Strategy>
-void run_matrix(int n, const std::vector<std::size_t>& counts, failure_log& log, ddl::options opts = {},
-                const Strategy& strategy = Strategy{}) {
+// One rank's share of the matrix over any transport. With `shared`, the
+// ranks are threads that split the work of filling `expected` and meet at
+// `barrier`; without, each rank fills all of its own `expected`.
+template <class Strategy, class Transport, class Barrier>
+void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_log& log, const ddl::options& opts,
+                 const Strategy& strategy, std::byte* expected_bytes, bool shared, Barrier&& barrier) {
   const std::size_t maxc = *std::max_element(counts.begin(), counts.end());
   const std::size_t bytes = std::max<std::size_t>(maxc, 1) * 8;
-  std::vector<std::byte> expected(bytes);
-  thread_barrier bar(n);
-  ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
-    ddl::communicator<Strategy, ddl::local_transport> comm(t, strategy, opts);
+  const int n = t.size();
+  struct { Barrier& b; void arrive_and_wait() { b(); } } bar{barrier};
+  struct { std::byte* p; std::byte* data() const { return p; } } expected{expected_bytes};
+  {
+    ddl::communicator<Strategy, Transport> comm(t, strategy, opts);
     const int r = t.rank();
     std::vector<std::byte> in(bytes), out(bytes), keep(bytes);
     auto where = [&](const char* coll, const char* placement, ddl::dtype dt, ddl::op o, std::size_t count,
@@ -62,7 +66,8 @@ void run_matrix(int n, const std::vector<std::size_t>& counts, failure_log& log,
           };
           for (ddl::op o : ddl::all_ops) {
             bar.arrive_and_wait();  // everyone is done reading E
-            for (std::size_t i = mine.offset; i < mine.offset + mine.size; ++i) E[i] = expected_value<T>(o, n, i);
+            const ddl::block fill = shared ? mine : ddl::block{0, count};
+            for (std::size_t i = fill.offset; i < fill.offset + fill.size; ++i) E[i] = expected_value<T>(o, n, i);
             for (std::size_t i = 0; i < count; ++i) I[i] = to_element<T>(input_value(dt, o, r, i));
             std::memcpy(keep.data(), in.data(), cb);
             bar.arrive_and_wait();  // E is complete
@@ -88,11 +93,12 @@ void run_matrix(int n, const std::vector<std::size_t>& counts, failure_log& log,
           }
           // all_gather: element i comes from the rank whose block holds i.
           bar.arrive_and_wait();
-          for (int q = 0; q < n; ++q) {
+          for (int q = shared ? r : 0; q < (shared ? r + 1 : n); ++q) {  // shared: each fills its own block
             const ddl::block b = ddl::block_of(count, n, q);
             for (std::size_t i = b.offset; i < b.offset + b.size; ++i)
               E[i] = to_element<T>(input_value(dt, ddl::op::sum, q, i));
           }
+          bar.arrive_and_wait();  // E complete
           std::memcpy(in.data(), E + mine.offset, mine.size * sizeof(T));
           std::memcpy(keep.data(), in.data(), mine.size * sizeof(T));
           std::memset(out.data(), sentinel, cb);
@@ -108,6 +114,17 @@ void run_matrix(int n, const std::vector<std::size_t>& counts, failure_log& log,
         }
       });
     }
+  }
+}
+
+template <class Strategy>
+void run_matrix(int n, const std::vector<std::size_t>& counts, failure_log& log, ddl::options opts = {},
+                const Strategy& strategy = Strategy{}) {
+  const std::size_t maxc = *std::max_element(counts.begin(), counts.end());
+  std::vector<std::byte> expected(std::max<std::size_t>(maxc, 1) * 8);
+  thread_barrier bar(n);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+    matrix_rank(t, counts, log, opts, strategy, expected.data(), true, [&] { bar.arrive_and_wait(); });
   });
 }
 

@@ -13,11 +13,18 @@
 using namespace ddl_test;
 using namespace std::chrono_literals;
 
+TYPE_TO_STRING(ddl::ring);
+TYPE_TO_STRING(ddl::recursive_doubling);
+TYPE_TO_STRING(ddl::halving_doubling);
+TYPE_TO_STRING(ddl::multi_ring<ddl::dynamic_extents>);
+
 static_assert(ddl::is_transport_v<ddl::local_transport>);
 static_assert(ddl::check_transport<ddl::local_transport>());
 static_assert(ddl::has_fused_reduce_v<ddl::local_transport>);
 static_assert(!ddl::accepts_device_memory_v<ddl::local_transport>);
 static_assert(!ddl::is_transport_v<int>);
+static_assert(ddl::is_transport_v<ddl::group_view<ddl::local_transport>>);
+static_assert(ddl::has_fused_reduce_v<ddl::group_view<ddl::local_transport>>);
 
 namespace {
 // A transport that forwards only the required members, so strategies take
@@ -173,32 +180,45 @@ TEST_CASE("generic pipeline: receive into scratch, then reduce (transport withou
   }
 }
 
-TEST_CASE("results are bit-identical on every rank and across runs (non-integer data)") {
-  // Random floats make sums round; the ring still reduces each block in one
-  // fixed order, so every rank must hold the same bits, run after run.
+TEST_CASE_TEMPLATE("results are bit-identical on every rank and across runs (non-integer data)", S, ddl::ring,
+                   ddl::recursive_doubling, ddl::halving_doubling, ddl::multi_ring<ddl::dynamic_extents>) {
+  // Random floats make sums round. Each strategy still combines in one
+  // fixed order (the ring per block; the doubling algorithms always as
+  // lower rank (op) higher rank), so every rank must hold the same bits, run
+  // after run. min/max on values with -0/+0 ties check operand order too.
   for (int n : {3, 8, 13}) {
     for (ddl::dtype dt : {ddl::dtype::float32, ddl::dtype::float64, ddl::dtype::float16, ddl::dtype::bfloat16}) {
-      CAPTURE(n);
-      CAPTURE(ddl::name_of(dt));
-      const std::size_t count = 100003;
-      const std::size_t bytes = count * ddl::size_of(dt);
-      std::vector<std::vector<std::byte>> results(static_cast<std::size_t>(n) * 2, std::vector<std::byte>(bytes));
-      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
-        ddl::communicator<ddl::ring, ddl::local_transport> comm(t);
-        ddl::visit_dtype(dt, [&](auto tag) {
-          using T = decltype(tag);
-          std::mt19937 gen(1234u + static_cast<unsigned>(t.rank()));
-          std::normal_distribution<double> dist(0.0, 1.0);
-          std::vector<T> in(count);
-          for (auto& v : in) v = T(static_cast<float>(dist(gen)));
-          for (int run = 0; run < 2; ++run) {
-            auto& out = results[static_cast<std::size_t>(run * n + t.rank())];
-            comm.all_reduce(ddl::host_view(std::as_const(in)),
-                            ddl::host_view(reinterpret_cast<T*>(out.data()), count), ddl::op::sum);
-          }
+      for (ddl::op op : {ddl::op::sum, ddl::op::min, ddl::op::avg}) {
+        CAPTURE(n);
+        CAPTURE(ddl::name_of(dt));
+        CAPTURE(ddl::name_of(op));
+        const std::size_t count = 30011;
+        const std::size_t bytes = count * ddl::size_of(dt);
+        std::vector<std::vector<std::byte>> results(static_cast<std::size_t>(n) * 2, std::vector<std::byte>(bytes));
+        S strategy = [&] {
+          if constexpr (std::is_same_v<S, ddl::multi_ring<ddl::dynamic_extents>>)
+            return n == 8 ? S({2, 4}, {1, 0}) : S({n});
+          else
+            return S{};
+        }();
+        ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+          ddl::communicator<S, ddl::local_transport> comm(t, strategy);
+          ddl::visit_dtype(dt, [&](auto tag) {
+            using T = decltype(tag);
+            std::mt19937 gen(1234u + static_cast<unsigned>(t.rank()));
+            std::normal_distribution<double> dist(0.0, 1.0);
+            std::vector<T> in(count);
+            for (std::size_t i = 0; i < count; ++i)
+              in[i] = T(static_cast<float>(i % 97 == 0 ? ((t.rank() & 1) ? -0.0 : 0.0) : dist(gen)));
+            for (int run = 0; run < 2; ++run) {
+              auto& out = results[static_cast<std::size_t>(run * n + t.rank())];
+              comm.all_reduce(ddl::host_view(std::as_const(in)),
+                              ddl::host_view(reinterpret_cast<T*>(out.data()), count), op);
+            }
+          });
         });
-      });
-      for (std::size_t k = 1; k < results.size(); ++k) CHECK(results[k] == results[0]);
+        for (std::size_t k = 1; k < results.size(); ++k) CHECK(results[k] == results[0]);
+      }
     }
   }
 }

@@ -1,0 +1,7 @@
+#pragma once
+/// \file
+/// The MPI back-end: everything in `ddl.hpp` plus `ddl::mpi_transport`,
+/// `ddl::mpi_session` and topology detection. Link the `ddl::mpi` target.
+#include "../ddl.hpp"
+#include "transport/mpi.hpp"
+#include "topology/detect_mpi.hpp"

@@ -1,0 +1,193 @@
+// The MPI transport as real processes under mpiexec: the correctness
+// matrix of every strategy, topology detection on a faked two-node layout,
+// bad input giving the same error on every rank, and deadlines.
+// Only failing ranks print; every rank exits non-zero if any rank failed.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <ddl/mpi.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "matrix.hpp"
+
+using namespace ddl_test;
+using namespace std::chrono_literals;
+
+namespace {
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+// Sum of a per-rank count over all ranks.
+int all_sum(int v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return v;
+}
+
+template <class Strategy>
+void mpi_matrix(ddl::mpi_transport& t, const Strategy& s, std::size_t large = 65539) {
+  failure_log log;
+  const auto counts = matrix_counts(t.size(), large);
+  std::vector<std::byte> expected(large * 8);
+  matrix_rank(t, counts, log, ddl::options{}, s, expected.data(), false, [] {});
+  const int failures = all_sum(static_cast<int>(log.count()));
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(failures == 0);
+}
+
+// A box for n ranks: n = a * b with a the largest factor <= sqrt(n).
+ddl::multi_ring<ddl::dynamic_extents> box_for(int n) {
+  int a = 1;
+  for (int f = 1; f * f <= n; ++f)
+    if (n % f == 0) a = f;
+  return ddl::multi_ring<ddl::dynamic_extents>(ddl::dynamic_extents{a, n / a}, {1, 0});
+}
+}  // namespace
+
+TEST_CASE("mpi: every strategy passes the matrix") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  mpi_matrix(t, ddl::ring{}, (std::size_t{1} << 20) + 3);
+  mpi_matrix(t, ddl::recursive_doubling{});
+  mpi_matrix(t, ddl::halving_doubling{});
+  mpi_matrix(t, box_for(t.size()));
+  mpi_matrix(t, ddl::auto_strategy{}, 300007);
+}
+
+TEST_CASE("mpi: a faked two-node layout is detected and renumbered node by node") {
+  const int n = world_size(), r = world_rank();
+  if (n < 2 || n % 2) return;  // needs two equal "nodes"
+  // Interleaved on purpose: even world ranks on node 0, odd on node 1.
+  ddl::detect_options o;
+  o.node_colour = r % 2;
+  ddl::mpi_cluster cluster(MPI_COMM_WORLD, o);
+  const auto& L = cluster.layout();
+  CHECK(L.nodes == 2);
+  CHECK(L.uniform);
+  CHECK(L.node == r % 2);
+  // After renumbering, ranks 0..n/2-1 are node 0: the innermost dimension stays inside a node.
+  CHECK(cluster.transport().rank() == L.node * (n / 2) + L.local_rank);
+  const auto& topo = cluster.topo();
+  REQUIRE(topo.count() == (n > 2 ? 2u : 1u));
+  CHECK(topo.size() == n);
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(cluster.transport(), ddl::auto_strategy(topo));
+  std::vector<std::int64_t> g(10007);
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<std::int64_t>(i) * (cluster.transport().rank() + 1);
+  comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  bool ok = true;
+  for (std::size_t i = 0; i < g.size(); ++i) ok = ok && g[i] == static_cast<std::int64_t>(i) * n * (n + 1) / 2;
+  CHECK(ok);
+}
+
+TEST_CASE("mpi: nodes of different sizes fall back to one flat level") {
+  const int n = world_size(), r = world_rank();
+  if (n < 3) return;
+  ddl::detect_options o;
+  o.node_colour = r == 0 ? 0 : 1;  // 1 + (n-1)
+  ddl::mpi_cluster cluster(MPI_COMM_WORLD, o);
+  CHECK(!cluster.layout().uniform);
+  CHECK(cluster.topo().count() == 1);
+  CHECK(cluster.report().find("different rank counts") != std::string::npos);
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(cluster.transport(), ddl::auto_strategy(cluster.topo()));
+  std::vector<float> g(333, 1.0f);
+  comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  CHECK(g[332] == static_cast<float>(n));
+}
+
+TEST_CASE("mpi: a box that does not match the world is the same error on every rank") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  int caught = 0;
+  try {
+    ddl::communicator<ddl::multi_ring<ddl::dynamic_extents>, ddl::mpi_transport> comm(
+        t, ddl::multi_ring<ddl::dynamic_extents>({t.size() + 1}));
+  } catch (const ddl::topology_error& e) {
+    caught = std::string(e.what()).find("but the group has " + std::to_string(t.size())) != std::string::npos;
+  }
+  CHECK(all_sum(caught) == t.size());
+}
+
+TEST_CASE("mpi: inconsistent DDL_TOPOLOGY across ranks is the same error on every rank, no hang") {
+  const int n = world_size(), r = world_rank();
+  if (n < 2) return;
+  const std::string mine = r == 0 ? "1:1GB/s:1us," + std::to_string(n) + ":1GB/s:1us" : std::to_string(n) + ":1GB/s:1us";
+  setenv("DDL_TOPOLOGY", mine.c_str(), 1);
+  int caught = 0;
+  try {
+    ddl::mpi_cluster cluster(MPI_COMM_WORLD);
+  } catch (const ddl::topology_error& e) {
+    caught = std::string(e.what()).find("DDL_TOPOLOGY differs between ranks") != std::string::npos;
+  }
+  unsetenv("DDL_TOPOLOGY");
+  CHECK(all_sum(caught) == n);
+  // A consistent but wrong-sized one: also everywhere.
+  setenv("DDL_TOPOLOGY", (std::to_string(n + 1) + ":1GB/s:1us").c_str(), 1);
+  caught = 0;
+  try {
+    ddl::mpi_cluster cluster(MPI_COMM_WORLD);
+  } catch (const ddl::topology_error&) {
+    caught = 1;
+  }
+  unsetenv("DDL_TOPOLOGY");
+  CHECK(all_sum(caught) == n);
+}
+
+TEST_CASE("mpi: probing fills link costs") {
+  ddl::detect_options o;
+  o.probe = true;
+  o.node_colour = world_size() >= 4 && world_size() % 2 == 0 ? world_rank() % 2 : 0;
+  ddl::mpi_cluster cluster(MPI_COMM_WORLD, o);
+  if (world_size() > 1) {
+    CHECK(cluster.report().find("probed") != std::string::npos);
+    for (std::size_t l = 0; l < cluster.topo().count(); ++l) {
+      CHECK(cluster.topo()[l].bandwidth > 1e6);
+      CHECK(cluster.topo()[l].latency > 0);
+    }
+  }
+}
+
+TEST_CASE("mpi stall: a rank that never joins gives timeout_error on the others") {
+  // Run alone (its own CTest entry): after it, cancelled messages may linger.
+  const int n = world_size(), r = world_rank();
+  if (n < 2) return;
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  ddl::options o;
+  o.timeout = 500ms;
+  int timed_out = 0;
+  if (r != n - 1) {
+    ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
+    std::vector<float> g(1000, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+    } catch (const ddl::timeout_error& e) {
+      timed_out = e.collective() == std::string("all_reduce") && e.peer() >= 0 && e.peer() < n;
+    }
+    CHECK(std::chrono::steady_clock::now() - start < 10s);
+  }
+  CHECK(all_sum(timed_out) == n - 1);
+}
+
+int main(int argc, char** argv) {
+  ddl::mpi_session mpi(argc, argv);
+  doctest::Context ctx;
+  ctx.applyCommandLine(argc, argv);
+  // Only failing ranks print: every rank runs quietly, then rank 0 prints the
+  // summary and any rank with failures prints its own report.
+  const int rank = world_rank();
+  ctx.setOption("no-version", true);
+  ctx.setOption("no-colors", true);
+  const char* verbose = std::getenv("DDL_TEST_VERBOSE");
+  ctx.setOption("minimal", !(verbose && rank == 0));
+  const int rc = ctx.run();
+  const int failed = all_sum(rc != 0 ? 1 : 0);
+  if (rank == 0) std::printf("mpi tests on %d ranks: %d rank(s) failed\n", world_size(), failed);
+  return failed ? 1 : 0;
+}
