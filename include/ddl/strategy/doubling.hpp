@@ -79,17 +79,31 @@ void fold_out(Transport& t, const fold_plan& f, std::byte* out, std::size_t byte
   run_step(t, d, c, c.base_tag + 3, phase_name{"unfold", 0, 1});
 }
 
+/// reduce_scatter and all_gather of the all-reduce-only algorithms: the ring's.
+struct ring_scatter_gather {
+  void validate(int) const {}
+  static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
+  template <class Transport>
+  static void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
+                             const call_context& c) {
+    ring::reduce_scatter(t, in, work, out, count, c);
+  }
+  template <class Transport>
+  static void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
+                         const call_context& c) {
+    ring::all_gather(t, own, out, count, c);
+  }
+};
+
 }  // namespace detail
 
 /// Recursive doubling: log2(p) exchanges of the whole buffer. Best when the
 /// per-step latency dominates (small messages). Needs `count` elements of
 /// workspace (it double-buffers: a partner reads one buffer while the
 /// result goes to the other). `reduce_scatter` and `all_gather` use the ring.
-struct recursive_doubling {
+struct recursive_doubling : detail::ring_scatter_gather {
   static constexpr const char* name = "recursive_doubling";
-  void validate(int) const {}
   std::string describe() const { return name; }
-  static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
   static std::size_t all_reduce_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
 
   template <class Transport>
@@ -119,27 +133,15 @@ struct recursive_doubling {
     }
     detail::fold_out(t, f, out, bytes, c);
   }
-  template <class Transport>
-  static void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
-                             const detail::call_context& c) {
-    ring::reduce_scatter(t, in, work, out, count, c);
-  }
-  template <class Transport>
-  static void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
-                         const detail::call_context& c) {
-    ring::all_gather(t, own, out, count, c);
-  }
 };
 
 /// Recursive halving-doubling (Rabenseifner): a reduce-scatter by recursive
 /// halving, then an all-gather by recursive doubling. The ring's bandwidth
 /// term with log2(p) steps instead of p-1. `reduce_scatter` and `all_gather`
 /// use the ring.
-struct halving_doubling {
+struct halving_doubling : detail::ring_scatter_gather {
   static constexpr const char* name = "halving_doubling";
-  void validate(int) const {}
   std::string describe() const { return name; }
-  static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
   static std::size_t all_reduce_workspace(std::size_t, dtype, int) { return 0; }
 
   template <class Transport>
@@ -200,16 +202,6 @@ struct halving_doubling {
       }
     }
     detail::fold_out(t, f, out, count * es, c);
-  }
-  template <class Transport>
-  static void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
-                             const detail::call_context& c) {
-    ring::reduce_scatter(t, in, work, out, count, c);
-  }
-  template <class Transport>
-  static void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
-                         const detail::call_context& c) {
-    ring::all_gather(t, own, out, count, c);
   }
 };
 

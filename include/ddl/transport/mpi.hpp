@@ -47,26 +47,8 @@ namespace detail {
 /// Example: `int main(int argc, char** argv) { ddl::mpi_session mpi(argc, argv); ... }`
 class mpi_session {
  public:
-  mpi_session(int& argc, char**& argv, int required = MPI_THREAD_FUNNELED) {
-    int done = 0;
-    MPI_Initialized(&done);
-    if (!done) {
-      int provided = 0;
-      DDL_MPI_CHECK(MPI_Init_thread(&argc, &argv, required, &provided));
-      owner_ = true;
-    }
-  }
-  mpi_session() {
-    int argc = 0;
-    char** argv = nullptr;
-    int done = 0;
-    MPI_Initialized(&done);
-    if (!done) {
-      int provided = 0;
-      DDL_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
-      owner_ = true;
-    }
-  }
+  mpi_session(int& argc, char**& argv, int required = MPI_THREAD_FUNNELED) { init(&argc, &argv, required); }
+  mpi_session() { init(nullptr, nullptr, MPI_THREAD_FUNNELED); }
   ~mpi_session() {
     int fin = 0;
     MPI_Finalized(&fin);
@@ -76,6 +58,14 @@ class mpi_session {
   mpi_session& operator=(const mpi_session&) = delete;
 
  private:
+  void init(int* argc, char*** argv, int required) {
+    int done = 0;
+    MPI_Initialized(&done);
+    if (done) return;
+    int provided = 0;
+    DDL_MPI_CHECK(MPI_Init_thread(argc, argv, required, &provided));
+    owner_ = true;
+  }
   bool owner_ = false;
 };
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Speed-up of ddl over its baselines, from ddl-bench runs over MPI.
+
+usage: mpi_ratios.py RUN1.txt RUN2.txt ...   (same configuration, repeated)
+
+Ratios are taken inside each run (baseline time / ddl time, both measured
+side by side on the same buffers), then summarised as the median and the
+min-max over the runs. Gloo is in-place only, so every ratio uses the
+in-place column; the out-of-place ddl vs MPI_Allreduce ratio is given too.
+"""
+import statistics
+import sys
+
+def parse(path):
+    rows = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) < 11 or not f[0].isdigit() or f[4] == "floor:copy":
+            continue
+        size, impl = int(f[0]), f[4]
+        oop = None if f[5] == "-" else float(f[5])
+        ip = float(f[10])
+        rows[(size, impl)] = (oop, ip)
+    return rows
+
+def fmt(v):
+    return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
+
+runs = [parse(p) for p in sys.argv[1:]]
+sizes = sorted({k[0] for r in runs for k in r})
+print("| size | ddl:auto in-place us (median) | MPI_Allreduce / ddl, in-place | MPI_Allreduce / ddl, out-of-place | best Gloo / ddl, in-place |")
+print("|---|---|---|---|---|")
+for s in sizes:
+    t, mpi_ip, mpi_oop, gloo = [], [], [], []
+    for r in runs:
+        d = r.get((s, "ddl:auto"))
+        if not d:
+            continue
+        t.append(d[1])
+        m = r.get((s, "MPI_Allreduce"))
+        if m:
+            mpi_ip.append(m[1] / d[1])
+            if m[0] and d[0]:
+                mpi_oop.append(m[0] / d[0])
+        g = [r[k][1] for k in r if k[0] == s and k[1].startswith("gloo:")]
+        if g:
+            gloo.append(min(g) / d[1])
+    print(f"| {s} | {statistics.median(t):.1f} ({min(t):.0f}-{max(t):.0f}) | {fmt(mpi_ip)} | {fmt(mpi_oop)} | {fmt(gloo)} |")
