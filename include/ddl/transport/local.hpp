@@ -211,17 +211,28 @@ class local_fabric {
   // compare-and-swap fail after the sender cancelled and reposted.
   enum : std::uint64_t { s_free = 0, s_posted = 1, s_claimed = 2, s_done = 3, s_mask = 7 };
 
+  // `t` and `seq` are read by the receiver before it claims the slot, so
+  // they are atomics (relaxed: the generation in `state` decides whether
+  // what was read still belongs to the message claimed). `data` and `size`
+  // are read only after a successful claim.
   struct send_slot {
     std::atomic<std::uint64_t> state{s_free};
-    tag t = 0;
-    std::uint64_t seq = 0;
+    std::atomic<tag> t{0};
+    std::atomic<std::uint64_t> seq{0};
     const std::byte* data = nullptr;
     std::size_t size = 0;
   };
-  struct alignas(64) channel {  // sender -> receiver; fields written by the sender only
+  // Sender -> receiver. `published` is the number of messages ever posted,
+  // stored after each post: a receiver that reads it first sees every
+  // message with a smaller sequence number in the slots, so picking the
+  // smallest one below it is FIFO-correct even though the slot scan is not
+  // atomic (without it, a scan could pass an empty slot that an older
+  // message then fills, and match a newer one first).
+  struct alignas(64) channel {
     std::array<send_slot, K> slots;
-    std::uint64_t next_seq = 0;
-    std::uint64_t generation = 0;
+    std::atomic<std::uint64_t> published{0};
+    std::uint64_t next_seq = 0;     // sender only
+    std::uint64_t generation = 0;   // sender only
   };
   struct recv_entry {
     bool done = false;
@@ -283,12 +294,13 @@ inline local_transport::request local_transport::isend(int peer, const_bytes dat
   for (int i = 0; i < local_fabric::K; ++i) {
     auto& s = ch.slots[i];
     if ((s.state.load(std::memory_order_acquire) & local_fabric::s_mask) != local_fabric::s_free) continue;
-    s.t = t;
-    s.seq = ch.next_seq++;
+    s.t.store(t, std::memory_order_relaxed);
+    s.seq.store(ch.next_seq++, std::memory_order_relaxed);
     s.data = data.data;
     s.size = data.size;
     const std::uint64_t gen = ++ch.generation;
     s.state.store((gen << 3) | local_fabric::s_posted, std::memory_order_release);
+    ch.published.store(ch.next_seq, std::memory_order_release);
     fabric_->ranks_[peer].bell.notify();
     request r;
     r.owner_ = this;
@@ -354,14 +366,17 @@ inline bool local_transport::progress() {
     for (;;) {
       int best = -1;
       std::uint64_t best_word = 0, best_seq = 0;
+      const std::uint64_t published = ch->published.load(std::memory_order_acquire);
       for (int i = 0; i < local_fabric::K; ++i) {
         const std::uint64_t w = ch->slots[i].state.load(std::memory_order_acquire);
         if ((w & local_fabric::s_mask) != local_fabric::s_posted) continue;
-        if (ch->slots[i].t != e.t) continue;
-        if (best < 0 || ch->slots[i].seq < best_seq) {
+        if (ch->slots[i].t.load(std::memory_order_relaxed) != e.t) continue;
+        const std::uint64_t seq = ch->slots[i].seq.load(std::memory_order_relaxed);
+        if (seq >= published) continue;  // newer than the snapshot: an older one may not be visible yet
+        if (best < 0 || seq < best_seq) {
           best = i;
           best_word = w;
-          best_seq = ch->slots[i].seq;
+          best_seq = seq;
         }
       }
       if (best < 0) break;
