@@ -30,8 +30,6 @@ void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_l
   const std::size_t maxc = *std::max_element(counts.begin(), counts.end());
   const std::size_t bytes = std::max<std::size_t>(maxc, 1) * 8;
   const int n = t.size();
-  struct { Barrier& b; void arrive_and_wait() { b(); } } bar{barrier};
-  struct { std::byte* p; std::byte* data() const { return p; } } expected{expected_bytes};
   {
     ddl::communicator<Strategy, Transport> comm(t, strategy, opts);
     const int r = t.rank();
@@ -47,7 +45,7 @@ void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_l
     for (ddl::dtype dt : ddl::all_dtypes) {
       ddl::visit_dtype(dt, [&](auto tag) {
         using T = decltype(tag);
-        T* E = reinterpret_cast<T*>(expected.data());
+        T* E = reinterpret_cast<T*>(expected_bytes);
         T* I = reinterpret_cast<T*>(in.data());
         T* O = reinterpret_cast<T*>(out.data());
         for (std::size_t count : counts) {
@@ -65,12 +63,12 @@ void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_l
             if (cb && std::memcmp(in.data(), keep.data(), cb) != 0) log.add(where(coll, "input modified", dt, o, count, 0));
           };
           for (ddl::op o : ddl::all_ops) {
-            bar.arrive_and_wait();  // everyone is done reading E
+            barrier();  // everyone is done reading E
             const ddl::block fill = shared ? mine : ddl::block{0, count};
             for (std::size_t i = fill.offset; i < fill.offset + fill.size; ++i) E[i] = expected_value<T>(o, n, i);
             for (std::size_t i = 0; i < count; ++i) I[i] = to_element<T>(input_value(dt, o, r, i));
             std::memcpy(keep.data(), in.data(), cb);
-            bar.arrive_and_wait();  // E is complete
+            barrier();  // E is complete
 
             std::memset(out.data(), sentinel, cb);
             comm.all_reduce(ddl::host_view(static_cast<const T*>(I), count), ddl::host_view(O, count), o);
@@ -92,13 +90,13 @@ void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_l
             check_range(O + mine.offset, mine.offset, mine.size, "reduce_scatter", "in-place", o);
           }
           // all_gather: element i comes from the rank whose block holds i.
-          bar.arrive_and_wait();
+          barrier();
           for (int q = shared ? r : 0; q < (shared ? r + 1 : n); ++q) {  // shared: each fills its own block
             const ddl::block b = ddl::block_of(count, n, q);
             for (std::size_t i = b.offset; i < b.offset + b.size; ++i)
               E[i] = to_element<T>(input_value(dt, ddl::op::sum, q, i));
           }
-          bar.arrive_and_wait();  // E complete
+          barrier();  // E complete
           std::memcpy(in.data(), E + mine.offset, mine.size * sizeof(T));
           std::memcpy(keep.data(), in.data(), mine.size * sizeof(T));
           std::memset(out.data(), sentinel, cb);
@@ -110,7 +108,7 @@ void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_l
           std::memcpy(O + mine.offset, I, mine.size * sizeof(T));
           comm.all_gather(ddl::host_view(static_cast<const T*>(O + mine.offset), mine.size), ddl::host_view(O, count));
           check_range(O, 0, count, "all_gather", "in-place", ddl::op::sum);
-          bar.arrive_and_wait();  // E is read by everyone before the next count rewrites it
+          barrier();  // E is read by everyone before the next count rewrites it
         }
       });
     }

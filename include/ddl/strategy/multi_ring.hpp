@@ -218,8 +218,9 @@ void multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in
   }
 }
 
-/// Moves flat block `from_idx` held by this rank to the rank that owns it in
-/// the plain `block_of` numbering (after a nested reduce-scatter), or the
+/// With `to_rank_order`, moves the flat block this rank holds after a nested
+/// reduce-scatter (`nested_index(rank)`, at `src`) to the rank that owns it in
+/// `block_of` numbering, receiving its own block into `dst`; without, the
 /// reverse (before a nested all-gather). One step of S/n bytes; nothing when
 /// the nested order already equals rank order.
 template <class Transport>
