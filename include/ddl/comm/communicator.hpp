@@ -13,6 +13,7 @@
 #include "../core/buffer.hpp"
 #include "../core/config.hpp"
 #include "../core/error.hpp"
+#include "../core/memory.hpp"
 #include "../strategy/partition.hpp"
 #include "../strategy/step.hpp"
 #include "../transport/concept.hpp"
@@ -49,6 +50,26 @@ class communicator {
   template <class S = Strategy, std::enable_if_t<std::is_default_constructible_v<S>, int> = 0>
   explicit communicator(Transport& t, options o = options::from_env()) : communicator(t, Strategy{}, o) {}
   communicator(Transport& t, Strategy s) : communicator(t, std::move(s), options::from_env()) {}
+  communicator(const communicator&) = delete;
+  communicator& operator=(const communicator&) = delete;
+  communicator(communicator&& o) noexcept
+      : transport_(o.transport_), strategy_(std::move(o.strategy_)), opts_(o.opts_), sequence_(o.sequence_),
+        mem_(o.mem_), workspace_(std::exchange(o.workspace_, nullptr)),
+        workspace_size_(std::exchange(o.workspace_size_, 0)) {}
+  communicator& operator=(communicator&& o) noexcept {
+    if (this != &o) {
+      release_workspace();
+      transport_ = o.transport_;
+      strategy_ = std::move(o.strategy_);
+      opts_ = o.opts_;
+      sequence_ = o.sequence_;
+      mem_ = o.mem_;
+      workspace_ = std::exchange(o.workspace_, nullptr);
+      workspace_size_ = std::exchange(o.workspace_size_, 0);
+    }
+    return *this;
+  }
+  ~communicator() { release_workspace(); }
 
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
@@ -69,8 +90,12 @@ class communicator {
   }
   /// Bytes of workspace held now (grown on demand, never shrunk, reused).
   std::size_t workspace_bytes() const noexcept { return workspace_size_; }
-  /// Grows the workspace up front, so no call allocates later.
-  void reserve_workspace(std::size_t bytes) { workspace(bytes); }
+  /// Grows the workspace up front (in the memory of buffers at `where`), so
+  /// no call allocates later.
+  void reserve_workspace(std::size_t bytes, const location& where = {}) {
+    use_memory(memory_for(*transport_, where));
+    workspace(bytes);
+  }
 
   /// Every rank's `out` = the element-wise `o` of every rank's `in`.
   /// \pre `in.count == out.count`, same dtype; `in` and `out` are the same
@@ -82,7 +107,7 @@ class communicator {
                              std::to_string(out.count));
     check_disjoint_or_same("all_reduce", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
     if (in.count == 0) return;
-    auto c = context("all_reduce", in.type, o, strategy_.all_reduce_workspace(in.count, in.type, size()));
+    auto c = context("all_reduce", out.where, in.type, o, strategy_.all_reduce_workspace(in.count, in.type, size()));
     strategy_.all_reduce(*transport_, in.byte_data(), out.byte_data(), in.count, c);
   }
   /// In-place all-reduce.
@@ -103,7 +128,7 @@ class communicator {
     if (!in_place) check_disjoint_or_same("reduce_scatter", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
     if (in.count == 0) return;
     const std::size_t extra = in_place ? 0 : strategy_.reduce_scatter_workspace(in.count, in.type, size());
-    auto c = context("reduce_scatter", in.type, o, extra);
+    auto c = context("reduce_scatter", out.where, in.type, o, extra);
     std::byte* work = in_place ? out.byte_data() - mine.offset * es : c.work;
     strategy_.reduce_scatter(*transport_, in.byte_data(), work, out.byte_data(), in.count, c);
   }
@@ -121,7 +146,7 @@ class communicator {
     const bool in_place = in.byte_data() == out.byte_data() + mine.offset * es;
     if (!in_place) check_disjoint_or_same("all_gather", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
     if (out.count == 0) return;
-    auto c = context("all_gather", in.type, op::sum, 0);
+    auto c = context("all_gather", out.where, in.type, op::sum, 0);
     strategy_.all_gather(*transport_, in.byte_data(), out.byte_data(), out.count, c);
   }
 
@@ -172,8 +197,10 @@ class communicator {
     }
   }
 
-  detail::call_context context(const char* collective, dtype t, op o, std::size_t extra) {
+  detail::call_context context(const char* collective, const location& where, dtype t, op o, std::size_t extra) {
+    use_memory(memory_for(*transport_, where));
     detail::call_context c;
+    c.mem = &mem_;
     c.collective = collective;
     c.strategy = Strategy::name;
     c.red = reduction{t, o};
@@ -186,21 +213,34 @@ class communicator {
     return c;
   }
 
+  // The workspace lives in the memory of the buffers being reduced; a call
+  // on another kind of memory (host after device) releases and re-allocates.
+  void use_memory(const memory_ops& m) {
+    if (m.allocate != mem_.allocate || m.ctx != mem_.ctx) release_workspace();
+    mem_ = m;
+  }
+  void release_workspace() noexcept {
+    if (workspace_) mem_.release(mem_.ctx, workspace_, workspace_size_);
+    workspace_ = nullptr;
+    workspace_size_ = 0;
+  }
+
   std::byte* workspace(std::size_t bytes) {
     if (bytes > workspace_size_) {
       // Uninitialised on purpose: pages are touched by first use, once.
-      workspace_.reset();  // release first: peak memory is the new size, not both
-      workspace_.reset(new std::byte[bytes]);
+      release_workspace();  // release first: peak memory is the new size, not both
+      workspace_ = mem_.allocate(mem_.ctx, bytes);
       workspace_size_ = bytes;
     }
-    return workspace_.get();
+    return workspace_;
   }
 
   Transport* transport_;
   Strategy strategy_;
   options opts_;
   std::uint64_t sequence_ = 0;
-  std::unique_ptr<std::byte[]> workspace_;
+  memory_ops mem_ = host_memory_ops();
+  std::byte* workspace_ = nullptr;
   std::size_t workspace_size_ = 0;
 };
 

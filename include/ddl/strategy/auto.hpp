@@ -25,6 +25,24 @@ struct default_link<T, std::void_t<decltype(T::default_bandwidth), decltype(T::d
   static constexpr double bandwidth = T::default_bandwidth, latency = T::default_latency;
 };
 
+namespace detail {
+template <class T, class = void>
+struct knows_topology : std::false_type {};
+template <class T>
+struct knows_topology<T, std::void_t<decltype(std::declval<const T&>().topology())>> : std::true_type {};
+
+/// Runs plan `p` (any algorithm) on topology `topo`.
+template <class Transport>
+void run_plan_all_reduce(Transport& t, const topology& topo, const plan& p, const std::byte* in, std::byte* out,
+                         std::size_t count, const call_context& c) {
+  switch (p.algo) {
+    case algorithm::recursive_doubling: recursive_doubling::all_reduce(t, in, out, count, c); return;
+    case algorithm::halving_doubling: halving_doubling::all_reduce(t, in, out, count, c); return;
+    case algorithm::multi_ring: multi_ring_all_reduce(t, box_of(topo, p), in, out, count, c); return;
+  }
+}
+}  // namespace detail
+
 /// Picks the cheapest strategy per call from the cost model.
 /// Example:
 /// \code
@@ -35,7 +53,8 @@ class auto_strategy {
  public:
   static constexpr const char* name = "auto";
 
-  /// Topology taken at validation: `DDL_TOPOLOGY`, else the transport's defaults.
+  /// Topology taken at validation: the transport's own when it knows it (the
+  /// simulator), else `DDL_TOPOLOGY`, else the transport's default link costs.
   auto_strategy() = default;
   /// A fixed topology; its ranks must match the group's.
   explicit auto_strategy(const topology& t) : topology_(t), given_(true) {}
@@ -43,7 +62,11 @@ class auto_strategy {
   template <class Transport>
   void validate(const Transport& t) {
     using L = default_link<Transport>;
-    if (!given_) topology_ = topology::from_env(t.size(), topology::uniform(t.size(), L::bandwidth, L::latency));
+    if constexpr (detail::knows_topology<Transport>::value) {
+      if (!given_) topology_ = t.topology();
+    } else {
+      if (!given_) topology_ = topology::from_env(t.size(), topology::uniform(t.size(), L::bandwidth, L::latency));
+    }
     topology_.check(t.size());
     last_bytes_ = ~std::size_t{0};
   }
@@ -68,12 +91,7 @@ class auto_strategy {
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
                   const detail::call_context& c) const {
-    const plan p = choose(count * size_of(c.red.type));
-    switch (p.algo) {
-      case algorithm::recursive_doubling: recursive_doubling::all_reduce(t, in, out, count, c); return;
-      case algorithm::halving_doubling: halving_doubling::all_reduce(t, in, out, count, c); return;
-      case algorithm::multi_ring: detail::multi_ring_all_reduce(t, box_of(topology_, p), in, out, count, c); return;
-    }
+    detail::run_plan_all_reduce(t, topology_, choose(count * size_of(c.red.type)), in, out, count, c);
   }
   template <class Transport>
   void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
@@ -94,6 +112,51 @@ class auto_strategy {
   mutable plan last_{};
   mutable std::size_t last_bytes_ = ~std::size_t{0};
   mutable candidates last_which_ = candidates::all;
+};
+
+/// Runs one given plan (e.g. an entry of `all_plans`) on its topology: what
+/// `auto_strategy` would run had the planner chosen it. `reduce_scatter` and
+/// `all_gather` run the plan's multi-ring (the flat ring for doubling plans).
+/// Example:
+/// \code
+///   for (const ddl::plan& p : ddl::all_plans(topo, bytes))
+///     ddl::communicator<ddl::planned, T> comm(t, ddl::planned(topo, p));
+/// \endcode
+class planned {
+ public:
+  static constexpr const char* name = "planned";
+  planned(const topology& t, const plan& p) : topology_(t), plan_(p) {}
+  void validate(int ranks) const { topology_.check(ranks); }
+  std::string describe() const { return ddl::describe(topology_, plan_); }
+  const plan& which() const noexcept { return plan_; }
+
+  static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
+  std::size_t all_reduce_workspace(std::size_t count, dtype t, int) const {
+    return plan_.algo == algorithm::recursive_doubling ? count * size_of(t) : 0;
+  }
+  template <class Transport>
+  void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
+                  const detail::call_context& c) const {
+    detail::run_plan_all_reduce(t, topology_, plan_, in, out, count, c);
+  }
+  template <class Transport>
+  void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
+                      const detail::call_context& c) const {
+    detail::multi_ring_reduce_scatter(t, ring_box(), in, work, out, count, c);
+  }
+  template <class Transport>
+  void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
+                  const detail::call_context& c) const {
+    detail::multi_ring_all_gather(t, ring_box(), own, out, count, c);
+  }
+
+ private:
+  detail::ring_box ring_box() const {
+    if (plan_.algo == algorithm::multi_ring) return box_of(topology_, plan_);
+    return detail::ring_box::natural(dynamic_extents{topology_.size()});
+  }
+  topology topology_;
+  plan plan_;
 };
 
 }  // namespace ddl

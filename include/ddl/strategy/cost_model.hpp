@@ -25,8 +25,9 @@
 ///    order; dimension j sees S_j = S / (m_1 ... m_(j-1)); t = sum of its rings.
 ///  * Recursive doubling (p = largest power of two <= n, nearest partner
 ///    first): t = sum over the log2(p) exchanges of (S / B_flow + alpha) of
-///    the level the exchange crosses, every rank of a unit sending at once
-///    (F = g_L), plus 2 (S / B + alpha) for the fold when n != p.
+///    the level the exchange crosses (its slowest pair's, when pairs differ),
+///    every rank of a unit sending at once (F = g_L), plus 2 (S / B + alpha)
+///    for the fold when n != p (again its slowest pair's).
 ///  * Halving-doubling: exchange k moves S / 2^(k+1) each way, twice (the
 ///    halving and the doubling): t = sum 2 (S / 2^(k+1) / B_flow + alpha),
 ///    plus the same fold.
@@ -144,22 +145,36 @@ constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double by
   const bool halving = p.algo == algorithm::halving_doubling;
   double total = 0, part = bytes;
   std::size_t ph = 0;
+  // An exchange lasts as long as its slowest pair: with folded ranks or
+  // extents that are not powers of two, pairs at one distance can cross
+  // different levels (ranks 3 and 7 of a 2x3x5 box cross racks at mask 2).
+  auto slowest = [&](int mask, double b_pair) {
+    double t = 0;
+    for (int nr = 0; nr < p2; ++nr) {
+      const int l = common_level(lv, k, real(nr), real(nr ^ mask));
+      const double tp = b_pair / flow_bandwidth(lv, l, ranks_below(lv, l)) + lv[l].latency;
+      t = tp > t ? tp : t;
+    }
+    return t;
+  };
   for (int mask = 1; mask < p2; mask <<= 1) {
-    const int l = common_level(lv, k, real(0), real(mask));
-    const double b = flow_bandwidth(lv, l, ranks_below(lv, l));
     double t = 0;
     if (halving) {
       part /= 2;
-      t = 2 * (part / b + lv[l].latency);
+      t = 2 * slowest(mask, part);
     } else {
-      t = bytes / b + lv[l].latency;
+      t = slowest(mask, bytes);
     }
     p.phase[ph++] = t;
     total += t;
   }
   if (rem > 0) {
-    const int l = common_level(lv, k, 0, 1);
-    const double t = 2 * (bytes / lv[l].bandwidth + lv[l].latency);
+    double t = 0;
+    for (int r = 0; r < 2 * rem; r += 2) {
+      const int l = common_level(lv, k, r, r + 1);
+      const double tp = 2 * (bytes / lv[l].bandwidth + lv[l].latency);
+      t = tp > t ? tp : t;
+    }
     p.phase[ph++] = t;
     total += t;
   }

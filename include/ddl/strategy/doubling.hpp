@@ -17,8 +17,6 @@
 /// Bit-identical results: partners always combine as (lower rank's value) op
 /// (higher rank's value), so both compute the same bits; halving-doubling
 /// reduces each block in one place and then only copies.
-#include <cstring>
-
 #include "multi_ring.hpp"
 #include "step.hpp"
 
@@ -128,8 +126,8 @@ struct recursive_doubling : detail::ring_scatter_gather {
         detail::run_step(t, d, c, c.base_tag + 2, detail::phase_name{"exchange", step, steps});
         cur = dst;
       }
-      if (cur != out) std::memcpy(out, cur, bytes);
-      host::finalize(out, count, c.red, t.size());
+      detail::local_copy(c, out, cur, bytes);
+      detail::local_finalize(c, out, count, t.size());
     }
     detail::fold_out(t, f, out, bytes, c);
   }
@@ -180,8 +178,8 @@ struct halving_doubling : detail::ring_scatter_gather {
         src = out;
       }
       const block own = range(lo, hi);
-      if (src != out && own.size) std::memcpy(out + own.offset * es, src + own.offset * es, own.size * es);
-      host::finalize(out + own.offset * es, own.size, c.red, t.size());
+      detail::local_copy(c, out + own.offset * es, src + own.offset * es, own.size * es);
+      detail::local_finalize(c, out + own.offset * es, own.size, t.size());
       // All-gather by recursive doubling, retracing the halvings.
       step = 0;
       for (int mask = p >> 1; mask >= 1; mask >>= 1, ++step) {

@@ -21,7 +21,6 @@
 /// split evenly among the d_j members, so every slice is contiguous and
 /// uneven counts are handled once, by the flat split.
 #include <array>
-#include <cstring>
 #include <string>
 
 #include "../core/buffer.hpp"
@@ -65,7 +64,7 @@ void ring_reduce_scatter(Group& g, const Part& part, const std::byte* in, std::b
   const std::size_t es = size_of(c.red.type);
   if (n == 1) {
     const block b = part(0);
-    if (own != in + b.offset * es && b.size) std::memmove(own, in + b.offset * es, b.size * es);
+    local_copy(c, own, in + b.offset * es, b.size * es);
     return;
   }
   const int right = (r + 1) % n, left = (r + n - 1) % n;
@@ -94,7 +93,7 @@ void ring_all_gather(Group& g, const Part& part, const std::byte* own, std::byte
   const int n = g.size(), r = g.rank();
   const std::size_t es = size_of(c.red.type);
   const block mine = part(r);
-  if (own != out + mine.offset * es && mine.size) std::memmove(out + mine.offset * es, own, mine.size * es);
+  local_copy(c, out + mine.offset * es, own, mine.size * es);
   if (n == 1) return;
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   auto mod = [n](int x) { return ((x % n) + n) % n; };
@@ -209,7 +208,7 @@ void multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in
     src = out;
   }
   const block own = block_of(count, t.size(), L.mine);
-  host::finalize(out + own.offset * es, own.size, c.red, t.size());
+  local_finalize(c, out + own.offset * es, own.size, t.size());
   // All-gather retraces the dimensions in reverse.
   for (std::size_t j = L.count; j-- > 0;) {
     auto& lv = L.at[j];
@@ -241,7 +240,7 @@ void permute_blocks(Transport& t, const ring_box& rb, const std::byte* src, std:
   const block sb = block_of(count, n, to_rank_order ? send_to : r);
   const block rbk = block_of(count, n, to_rank_order ? r : recv_from);
   if (send_to == r) {
-    if (src != dst && sb.size) std::memmove(dst, src, sb.size * es);
+    local_copy(c, dst, src, sb.size * es);
     return;
   }
   step_desc d;
@@ -272,7 +271,7 @@ void multi_ring_reduce_scatter(Transport& t, const ring_box& rb, const std::byte
   }
   const block held = block_of(count, n, L.mine);
   std::byte* result = identity ? out : work + held.offset * es;
-  host::finalize(result, held.size, c.red, n);
+  local_finalize(c, result, held.size, n);
   if (!identity) permute_blocks(t, rb, result, out, count, true, c, c.base_tag + 4 * max_dims);
 }
 

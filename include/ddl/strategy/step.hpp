@@ -16,7 +16,7 @@
 
 #include "../core/config.hpp"
 #include "../core/error.hpp"
-#include "../reduce/host.hpp"
+#include "../core/memory.hpp"
 #include "../transport/concept.hpp"
 
 namespace ddl {
@@ -32,7 +32,17 @@ struct call_context {
   std::byte* scratch = nullptr; ///< >= pipeline_depth * chunk_bytes when the transport has no fused reduce
   std::size_t scratch_bytes = 0;
   std::byte* work = nullptr;    ///< the strategy's own workspace (`all_reduce_workspace` bytes)
+  const memory_ops* mem = nullptr;  ///< local copies and reductions for these buffers
 };
+
+/// Local copy of `bytes` (ranges may overlap) in the call's memory.
+inline void local_copy(const call_context& c, std::byte* dst, const std::byte* src, std::size_t bytes) {
+  if (bytes && dst != src) c.mem->copy(c.mem->ctx, dst, src, bytes);
+}
+/// The op's final touch (`avg` divides) on `count` elements.
+inline void local_finalize(const call_context& c, std::byte* data, std::size_t count, int ranks) {
+  if (count) c.mem->finalize(c.mem->ctx, data, count, c.red, ranks);
+}
 
 /// One step: send `send_bytes` from `send` to `send_peer`, receive
 /// `recv_bytes` from `recv_peer` into `recv`, as `local (op) received` when
@@ -101,9 +111,9 @@ void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, c
         auto [off, len] = slice(r_done, s.recv_bytes);
         const std::byte* got = c.scratch + (r_done % depth) * chunk;
         if (cc.red.received_first)
-          host::reduce(s.recv + off, got, s.local + off, len / esize, cc.red);
+          c.mem->reduce(c.mem->ctx, s.recv + off, got, s.local + off, len / esize, cc.red);
         else
-          host::reduce(s.recv + off, s.local + off, got, len / esize, cc.red);
+          c.mem->reduce(c.mem->ctx, s.recv + off, s.local + off, got, len / esize, cc.red);
       }
     }
     ++r_done;

@@ -1,0 +1,293 @@
+// ddl-sim: what would this cluster do? Runs ddl's strategies on the
+// virtual-time transport (`ddl::sim_transport`) over a described network.
+//
+//   ddl-sim --preset paper --bytes 350e6 --strategy all
+//   ddl-sim --topology 4:20GB/s:3us,16:10GB/s:5us,16:9.5GB/s:8us --bytes 350e6 --strategy auto
+//   ddl-sim --preset paper --scaling --model resnet50 --csv out.csv --plot out.png
+//
+// Per strategy it prints the cost model's prediction, the simulated time, the
+// level that bounded the run (the highest level crossed by messages in
+// flight the longest) and that level's busiest link. In --scaling mode it
+// prints speed-up and scaling efficiency from 1 to N GPUs for a model's
+// compute time and gradient size, with and without overlapping the
+// all-reduce with the backward pass.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <ddl.hpp>
+
+namespace {
+
+struct preset {
+  const char* name;
+  const char* levels[3];  // node (4 GPUs), rack (nodes), across racks
+  const char* note;
+};
+// The paper's network (§4.3, §5): 4 GPUs per node over NVLink (~20 GB/s),
+// 16 nodes per rack (~10 GB/s), racks over a director switch (~9.5 GB/s).
+// The paper leaves open whether the network figures are per GPU or per node;
+// `paper` gives every GPU its own link (S822LC nodes have two EDR ports, so
+// ~10 GB/s per GPU means ~40 GB/s per node), `paper-node-links` one shared
+// link per node. Latencies are ours (the paper gives none): 3, 5, 8 us.
+const preset presets[] = {
+    {"paper", {"20GB/s:3us", "10GB/s:5us", "9.5GB/s:8us"}, "per-GPU links"},
+    {"paper-node-links", {"20GB/s:3us", "10GB/s:5us:1", "9.5GB/s:8us:1"}, "one link per node (4 GPUs share it)"},
+};
+
+struct model_preset {
+  const char* name;
+  double grad_bytes;
+  double compute_s;  // one iteration on one GPU
+  const char* note;
+};
+// Gradient sizes from the paper (§4.2, §5.1, §5.2). Compute per iteration is
+// not in the paper; derived from it where possible (see paper-reproduction.md):
+//   resnet50: Torch, 90 epochs of 1.28M images in 50 min on 256 GPUs at
+//     batch 32 -> 0.213 s per iteration at 84% efficiency -> 0.179 s alone.
+//   resnet50-caffe: 23 ms overhead at 95% efficiency -> 0.437 s alone.
+//   resnet101-22k: batch 20 per GPU; assumed 0.45 s (ResNet-101 is ~1.9x
+//     ResNet-50's work, at 20/32 of the batch, on IBM-Caffe).
+const model_preset models[] = {
+    {"resnet50", 100e6, 0.179, "ResNet-50 1K, Torch, batch 32/GPU"},
+    {"resnet50-caffe", 100e6, 0.437, "ResNet-50 1K, IBM-Caffe, batch 32/GPU"},
+    {"resnet101-22k", 350e6, 0.45, "ResNet-101 22K, IBM-Caffe, batch 20/GPU"},
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "ddl-sim: %s\n"
+               "usage: ddl-sim [--preset paper|paper-node-links | --topology SPEC] [--bytes N]\n"
+               "               [--strategy all|auto|ring|recursive_doubling|halving_doubling|multi_ring]\n"
+               "               [--chunk BYTES] [--csv FILE]\n"
+               "       ddl-sim --scaling [--preset ...] [--model resnet50|resnet50-caffe|resnet101-22k]\n"
+               "               [--grad-bytes N] [--compute SECONDS] [--max-gpus N] [--csv FILE] [--plot FILE.png]\n"
+               "SPEC uses DDL_TOPOLOGY's syntax, e.g. 4:20GB/s:3us,16:10GB/s:5us,4:9.5GB/s:8us\n",
+               why.c_str());
+  std::exit(2);
+}
+
+double parse_number(const std::string& flag, const std::string& v) {
+  // Accepts 350e6 or 350M (MiB) alike.
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (end && *end == '\0' && d >= 0) return d;
+  try {
+    return static_cast<double>(ddl::detail::parse_bytes(flag.c_str(), v));
+  } catch (const ddl::error& e) {
+    usage(e.what());
+  }
+}
+
+long peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024;
+}
+
+struct outcome {
+  double seconds = 0, wall = 0;
+  ddl::sim_report rep;
+};
+
+// One all-reduce of `bytes` (float32, phantom) with strategy `s`.
+template <class Strategy>
+outcome simulate(ddl::sim_fabric& f, const Strategy& s, double bytes, std::size_t chunk) {
+  const std::size_t count = static_cast<std::size_t>(bytes) / 4;
+  const auto t0 = std::chrono::steady_clock::now();
+  outcome o;
+  o.rep = f.run([&](ddl::sim_transport& t) {
+    ddl::options opt = ddl::options::from_env();
+    opt.chunk_bytes = chunk;
+    ddl::communicator<Strategy, ddl::sim_transport> comm(t, s, opt);
+    void* p = t.phantom_buffer(count * 4);
+    comm.all_reduce(ddl::buffer_view{p, count, ddl::dtype::float32, {}}, ddl::op::sum);
+  });
+  o.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  o.seconds = o.rep.seconds;
+  return o;
+}
+
+std::string level_name(const ddl::topology& t, int l) {
+  char b[64];
+  std::snprintf(b, sizeof b, "level %d (%d x %g GB/s)", l + 1, t[static_cast<std::size_t>(l)].extent,
+                t[static_cast<std::size_t>(l)].bandwidth / 1e9);
+  return b;
+}
+
+// The preset's levels for n GPUs: 4 per node, up to 16 nodes per rack, then racks.
+ddl::topology scaled(const preset& p, int n) {
+  std::string spec;
+  const int node = std::min(n, 4);
+  spec = std::to_string(node) + ":" + p.levels[0];
+  if (n > 4) spec += "," + std::to_string(std::min(n / 4, 16)) + ":" + p.levels[1];
+  if (n > 64) spec += "," + std::to_string(n / 64) + ":" + p.levels[2];
+  return ddl::topology::parse(spec);
+}
+
+int run_strategies(const ddl::topology& topo, const std::string& which, double bytes, std::size_t chunk,
+                   const std::string& csv) {
+  ddl::sim_fabric fab(topo, ddl::sim_options{true});
+  std::printf("# ddl-sim: all-reduce of %.0f bytes (float32, sum) on %s, %d ranks, chunk %zu bytes\n", bytes,
+              topo.str().c_str(), topo.size(), chunk);
+  std::printf("# model = cost model (strategy/cost_model.hpp); sim = sim_transport running the strategy code\n");
+  std::printf("# %-34s %11s %11s %7s  %-28s %-26s %9s %7s\n", "strategy", "model_ms", "sim_ms", "sim/mod",
+              "bound by", "busiest link (busy %)", "messages", "wall_s");
+  std::FILE* out = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
+  if (!csv.empty() && !out) usage("cannot write " + csv);
+  if (out) std::fprintf(out, "strategy,bytes,ranks,model_ms,sim_ms,bound_level,messages,wall_s\n");
+  const ddl::plan best = ddl::best_plan(topo, bytes);
+  auto line = [&](const std::string& name, double model, const outcome& o, bool chosen) {
+    const auto& b = o.rep.busiest;
+    char busy[64];
+    std::snprintf(busy, sizeof busy, "%s (%.0f%%)", b.str().c_str(), o.seconds > 0 ? 100 * b.busy_seconds / o.seconds : 0.0);
+    std::printf("%s %-34s %11.3f %11.3f %7.3f  %-28s %-26s %9zu %7.2f\n", chosen ? "*" : " ", name.c_str(),
+                model * 1e3, o.seconds * 1e3, model > 0 ? o.seconds / model : 0.0,
+                level_name(topo, o.rep.bound_level).c_str(), busy, o.rep.messages, o.wall);
+    if (out)
+      std::fprintf(out, "%s,%.0f,%d,%.6f,%.6f,%d,%zu,%.3f\n", name.c_str(), bytes, topo.size(), model * 1e3,
+                   o.seconds * 1e3, o.rep.bound_level + 1, o.rep.messages, o.wall);
+    std::fflush(stdout);
+  };
+  bool any = false;
+  for (const ddl::plan& p : ddl::all_plans(topo, bytes)) {
+    const std::string name = ddl::describe(topo, p);
+    const bool is_ring = p.algo == ddl::algorithm::multi_ring && p.dims == 1;
+    bool take = which == "all";
+    if (which == "ring") take = is_ring;
+    if (which == "multi_ring") take = p.algo == ddl::algorithm::multi_ring && p.dims > 1;
+    if (which == "recursive_doubling" || which == "halving_doubling") take = which == ddl::name_of(p.algo);
+    if (!take) continue;
+    any = true;
+    const bool chosen = p.algo == best.algo && p.dims == best.dims && p.bounds == best.bounds && p.order == best.order;
+    line(name, p.seconds, simulate(fab, ddl::planned(topo, p), bytes, chunk), chosen);
+  }
+  if (which == "auto" || which == "all") {
+    any = true;
+    line("auto -> " + ddl::describe(topo, best), best.seconds, simulate(fab, ddl::auto_strategy(topo), bytes, chunk),
+         false);
+  }
+  if (!any) usage("unknown strategy '" + which + "'");
+  std::printf("# planner's choice marked *; peak memory %ld MiB\n", peak_rss_mib());
+  if (out) std::fclose(out);
+  return 0;
+}
+
+int run_scaling(const preset& pr, const model_preset& m, int max_gpus, std::size_t chunk, const std::string& csv,
+                const std::string& plot) {
+  std::printf("# ddl-sim --scaling: %s on the %s network (%s)\n", m.note, pr.name, pr.note);
+  std::printf("# gradients %.0f bytes, compute %.3f s per iteration on one GPU\n", m.grad_bytes, m.compute_s);
+  std::printf("# no overlap: t = compute + allreduce; overlap: t = max(compute, compute/3 + allreduce)\n");
+  std::printf("#   (the all-reduce starts with the backward pass, taken as 2/3 of compute)\n");
+  std::printf("# efficiency = t(1 GPU) / t(n GPUs) (the paper's §3.1); speed-up = n x efficiency\n");
+  std::printf("# %5s %-34s %-24s %10s %12s %8s %8s %8s %8s\n", "gpus", "topology", "plan", "comm_ms",
+              "over_4gpu_ms", "eff", "speedup", "eff_ovl", "spd_ovl");
+  std::FILE* out = std::fopen(csv.c_str(), "w");
+  if (!out) usage("cannot write " + csv);
+  std::fprintf(out, "gpus,plan,comm_ms,overhead_vs_4_ms,efficiency,speedup,efficiency_overlap,speedup_overlap\n");
+  double comm4 = 0;
+  for (int n = 1; n <= max_gpus; n *= 2) {
+    double comm = 0;
+    std::string topo_s = "-", plan_s = "-";
+    if (n > 1) {
+      const ddl::topology topo = scaled(pr, n);
+      ddl::sim_fabric fab(topo, ddl::sim_options{true});
+      const ddl::plan best = ddl::best_plan(topo, m.grad_bytes);
+      comm = simulate(fab, ddl::auto_strategy(topo), m.grad_bytes, chunk).seconds;
+      topo_s = topo.str();
+      plan_s = ddl::describe(topo, best);
+    }
+    if (n == 4) comm4 = comm;
+    const double t1 = m.compute_s;
+    const double t_plain = m.compute_s + comm;
+    const double t_ovl = std::max(m.compute_s, m.compute_s / 3 + comm);
+    const double eff = t1 / t_plain, eff_o = t1 / t_ovl;
+    const double over = n >= 4 ? (comm - comm4) * 1e3 : 0.0;
+    std::printf("  %5d %-34s %-24s %10.3f %12.3f %8.3f %8.1f %8.3f %8.1f\n", n, topo_s.c_str(), plan_s.c_str(),
+                comm * 1e3, over, eff, n * eff, eff_o, n * eff_o);
+    std::fprintf(out, "%d,%s,%.6f,%.6f,%.5f,%.3f,%.5f,%.3f\n", n, plan_s.c_str(), comm * 1e3, over, eff, n * eff,
+                 eff_o, n * eff_o);
+    std::fflush(stdout);
+  }
+  std::fclose(out);
+  if (!plot.empty()) {
+    const std::string gp = plot + ".gp";
+    std::ofstream g(gp);
+    g << "set terminal pngcairo size 900,420 font ',10'\nset output '" << plot << "'\n"
+      << "set datafile separator ','\nset key top left\nset logscale x 2\nset grid\nset multiplot layout 1,2 title '"
+      << m.note << " on the " << pr.name << " network (ddl-sim)'\n"
+      << "set xlabel 'GPUs'\nset ylabel 'speed-up'\nset logscale y 2\n"
+      << "plot '" << csv << "' skip 1 u 1:1 w l dt 2 lc 'gray' t 'linear', '' skip 1 u 1:6 w lp t 'no overlap', "
+      << "'' skip 1 u 1:8 w lp t 'overlap'\n"
+      << "unset logscale y\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\n"
+      << "plot '" << csv << "' skip 1 u 1:5 w lp t 'no overlap', '' skip 1 u 1:7 w lp t 'overlap'\n"
+      << "unset multiplot\n";
+    g.close();
+    const std::string cmd = "gnuplot " + gp;
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "ddl-sim: gnuplot failed (is it installed?); %s kept\n", gp.c_str());
+    else std::printf("# plot: %s\n", plot.c_str());
+  }
+  std::printf("# peak memory %ld MiB\n", peak_rss_mib());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string topo_spec, strategy = "all", csv, plot, preset_name = "paper", model_name = "resnet50";
+  double bytes = 350e6, grad = -1, compute = -1;
+  std::size_t chunk = std::size_t{1} << 20;
+  int max_gpus = 256;
+  bool scaling = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--topology") topo_spec = value();
+    else if (a == "--preset") preset_name = value();
+    else if (a == "--bytes") bytes = parse_number(a, value());
+    else if (a == "--strategy") strategy = value();
+    else if (a == "--chunk") chunk = static_cast<std::size_t>(parse_number(a, value()));
+    else if (a == "--csv") csv = value();
+    else if (a == "--plot") plot = value();
+    else if (a == "--scaling") scaling = true;
+    else if (a == "--model") model_name = value();
+    else if (a == "--grad-bytes") grad = parse_number(a, value());
+    else if (a == "--compute") compute = parse_number(a, value());
+    else if (a == "--max-gpus") max_gpus = std::atoi(value().c_str());
+    else if (a == "-h" || a == "--help") usage("help");
+    else usage("unknown flag '" + a + "'");
+  }
+  if (chunk < 64) usage("--chunk must be at least 64 bytes");
+  const preset* pr = nullptr;
+  for (const auto& p : presets)
+    if (preset_name == p.name) pr = &p;
+  if (!pr) usage("unknown preset '" + preset_name + "'");
+  try {
+    if (scaling) {
+      const model_preset* mp = nullptr;
+      for (const auto& m : models)
+        if (model_name == m.name) mp = &m;
+      if (!mp) usage("unknown model '" + model_name + "'");
+      model_preset m = *mp;
+      if (grad >= 0) m.grad_bytes = grad;
+      if (compute >= 0) m.compute_s = compute;
+      if (max_gpus < 1 || (max_gpus > 64 && max_gpus % 64) || max_gpus > 8 * 4096) usage("--max-gpus must be a power of two up to 32768");
+      return run_scaling(*pr, m, max_gpus, chunk, csv.empty() ? "ddl-sim-scaling.csv" : csv, plot);
+    }
+    const ddl::topology topo = topo_spec.empty() ? scaled(*pr, 256) : ddl::topology::parse(topo_spec, "--topology");
+    if (topo_spec.empty()) std::printf("# preset %s: %s\n", pr->name, pr->note);
+    return run_strategies(topo, strategy, bytes, chunk, csv);
+  } catch (const ddl::error& e) {
+    std::fprintf(stderr, "ddl-sim: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,826 @@
+#pragma once
+/// \file
+/// `sim_transport`: the Transport concept in virtual time, over a network
+/// described by a `ddl::topology`. It answers "what would this cluster do?"
+/// by running the very strategy code the other transports run, one
+/// cooperative fiber per rank, under a discrete-event scheduler.
+///
+/// Network model (the same as the cost model's, see `cost_model.hpp`, but
+/// played out message by message rather than summed):
+///  * Ranks are numbered innermost level first. A unit of level l is a group
+///    of g_l = extent_0 ... extent_(l-1) ranks (a unit of level 0 is a rank);
+///    it has `links_l` links (default g_l) of bandwidth B_l, out and in.
+///  * A message from a to b crosses, for every level l up to their lowest
+///    common level L (levels of extent 1 have no links), the egress of a's
+///    unit and the ingress of b's unit. It starts alpha_max after both sides
+///    have posted it (rendezvous; alpha_max = the largest latency on its path),
+///    then moves at the rate of its connection (the ordered pair a -> b).
+///  * A connection uses one link per level: on each resource (a unit's
+///    egress or ingress at one level) the F connections active there get
+///    min(B_l, links_l B_l / F) each; a connection's rate is the smallest of
+///    its shares; messages of one connection split its rate evenly. Rates
+///    change whenever a connection starts or stops. This is proportional
+///    sharing per resource, not max-min fairness: a connection throttled
+///    elsewhere does not give its unused share away.
+///  * Local copies and reductions take no virtual time (the network bounds
+///    every algorithm here; the cost model makes the same assumption).
+///
+/// Buffers are real or phantom. Real: messages move and reduce data at
+/// their completion, so results can be checked bit for bit. Phantom
+/// (`sim_options::phantom`): only sizes exist; `phantom_buffer` hands out
+/// addresses in a reserved, inaccessible region, copies and reductions do
+/// nothing, and any stray access faults. That is how 4096 ranks x 350 MB fit.
+///
+/// Nothing hangs: when every unfinished rank waits and no message is in
+/// flight, the waits throw `timeout_error` naming the peer (a deadlock in
+/// virtual time). A rank that throws makes the others' waits throw.
+///
+/// Example:
+/// \code
+///   ddl::sim_fabric f(ddl::topology::parse("4:20GB/s:3us,16:10GB/s:5us,4:9.5GB/s:8us"), {true});
+///   auto rep = f.run([](ddl::sim_transport& t) {
+///     ddl::communicator<ddl::auto_strategy, ddl::sim_transport> comm(t);
+///     auto* g = static_cast<float*>(t.phantom_buffer(350'000'000));
+///     comm.all_reduce(ddl::buffer_view{g, 350'000'000 / 4, ddl::dtype::float32}, ddl::op::sum);
+///   });
+///   std::printf("%.2f ms\n", rep.seconds * 1e3);
+/// \endcode
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../core/memory.hpp"
+#include "../reduce/host.hpp"
+#include "../topology/topology.hpp"
+#include "concept.hpp"
+
+namespace ddl {
+
+/// Settings of a simulation.
+struct sim_options {
+  /// Sizes only, no data (see `sim_transport::phantom_buffer`).
+  bool phantom = false;
+  /// Stack of each rank's fiber (virtual memory; only touched pages count).
+  std::size_t stack_bytes = std::size_t{256} << 10;
+};
+
+/// One direction of one unit's links at one level.
+struct sim_link {
+  int level = 0;
+  int unit = 0;
+  bool egress = true;
+  double capacity = 0;      ///< links x bandwidth, bytes/s
+  double bytes = 0;         ///< bytes carried
+  double busy_seconds = 0;  ///< time with at least one connection active
+  std::string str() const {
+    return "level " + std::to_string(level + 1) + " unit " + std::to_string(unit) + (egress ? " out" : " in");
+  }
+};
+
+/// What a simulation measured.
+struct sim_report {
+  double seconds = 0;                 ///< virtual time when the last rank finished
+  std::vector<double> rank_seconds;   ///< per rank
+  std::size_t messages = 0;           ///< point-to-point messages
+  double bytes = 0;                   ///< bytes sent in all
+  /// Per level, innermost first.
+  struct level_stats {
+    double bytes = 0;           ///< bytes that left a unit over this level's links
+    double busiest = 0;         ///< largest busy fraction of one of its links
+    double top_seconds = 0;     ///< time with a message in flight whose highest level is this one
+  };
+  std::vector<level_stats> levels;
+  /// The level that took the most time as the highest level messages crossed
+  /// (what bounds the collective), and that level's link busy longest.
+  int bound_level = 0;
+  sim_link busiest;
+  std::vector<sim_link> links;        ///< every link, levels innermost first
+};
+
+class sim_fabric;
+
+/// One rank's handle on a `sim_fabric`; used from that rank's fiber only.
+class sim_transport {
+ public:
+  class request {
+   public:
+    request() = default;
+    request(request&& o) noexcept : fab_(o.fab_), op_(o.op_), gen_(o.gen_) { o.fab_ = nullptr; }
+    request& operator=(request&& o) noexcept {
+      if (this != &o) {
+        release();
+        fab_ = o.fab_;
+        op_ = o.op_;
+        gen_ = o.gen_;
+        o.fab_ = nullptr;
+      }
+      return *this;
+    }
+    request(const request&) = delete;
+    request& operator=(const request&) = delete;
+    ~request() { release(); }
+    bool active() const noexcept { return fab_ != nullptr; }
+
+   private:
+    friend class sim_transport;
+    friend class sim_fabric;
+    inline void release() noexcept;
+    sim_fabric* fab_ = nullptr;
+    std::uint32_t op_ = 0, gen_ = 0;
+  };
+
+  int rank() const noexcept { return rank_; }
+  inline int size() const noexcept;
+  /// The network being simulated (`auto_strategy` plans on it).
+  inline const ddl::topology& topology() const noexcept;
+  /// Virtual seconds since the start of the run.
+  inline double now() const noexcept;
+
+  inline request isend(int peer, const_bytes data, tag t);
+  inline request irecv(int peer, mutable_bytes data, tag t);
+  inline request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t);
+  /// Blocks this rank's fiber until `r` completes in virtual time. The
+  /// deadline is not used: virtual time cannot stall, a deadlock is detected.
+  inline void wait(request& r, deadline);
+  /// Host operations on real buffers; no-ops (and phantom workspace) when phantom.
+  inline memory_ops memory(const location& where);
+  /// `bytes` of phantom memory (phantom runs only): an address range no
+  /// one may touch. Slots 0..3 are distinct ranges (e.g. input and output),
+  /// shared by every rank.
+  inline void* phantom_buffer(std::size_t bytes, int slot = 0);
+
+ private:
+  friend class sim_fabric;
+  sim_fabric* fab_ = nullptr;
+  int rank_ = 0;
+};
+
+/// The simulated cluster: a topology, its links, the scheduler, the ranks.
+class sim_fabric {
+ public:
+  explicit sim_fabric(const ddl::topology& topo, sim_options o = {}) : topo_(topo), opts_(o) {
+    if (topo.count() == 0) throw invalid_argument("sim_fabric: the topology has no levels");
+    n_ = topo.size();
+    build_links();
+  }
+  sim_fabric(const sim_fabric&) = delete;
+  sim_fabric& operator=(const sim_fabric&) = delete;
+  ~sim_fabric() {
+    for (auto& r : phantom_) munmap(r.first, r.second);
+  }
+
+  int size() const noexcept { return n_; }
+  const ddl::topology& topology() const noexcept { return topo_; }
+  const sim_options& options() const noexcept { return opts_; }
+
+  /// Runs `f(sim_transport&)` once per rank, each in its own fiber, to the
+  /// end in virtual time. Rethrows the first rank's exception (after every
+  /// rank has stopped). Callable again: virtual time restarts at zero.
+  template <class F>
+  sim_report run(F&& f) {
+    reset();
+    std::function<void(sim_transport&)> body(std::forward<F>(f));
+    body_ = &body;
+    ranks_.assign(static_cast<std::size_t>(n_), rank_state{});
+    transports_.assign(static_cast<std::size_t>(n_), sim_transport{});
+    for (int r = 0; r < n_; ++r) {
+      transports_[r].fab_ = this;
+      transports_[r].rank_ = r;
+      start_fiber(r);
+    }
+    schedule();
+    for (auto& rs : ranks_) munmap(rs.stack, rs.stack_size);
+    body_ = nullptr;
+    if (first_error_) std::rethrow_exception(std::exchange(first_error_, nullptr));
+    return report();
+  }
+
+ private:
+  friend class sim_transport;
+
+  // --- ranks as fibers ------------------------------------------------------
+  enum class fstate : std::uint8_t { ready, blocked, done };
+  struct rank_state {
+    ucontext_t ctx{};
+    void* stack = nullptr;
+    std::size_t stack_size = 0;
+    fstate state = fstate::ready;
+    bool woken = false;  ///< queued to run
+    double end = 0;
+    std::exception_ptr error;
+  };
+
+  static sim_fabric*& current_fabric() {
+    static thread_local sim_fabric* f = nullptr;
+    return f;
+  }
+  static void fiber_entry() {
+    sim_fabric* f = current_fabric();
+    const int r = f->running_;
+    try {
+      (*f->body_)(f->transports_[r]);
+    } catch (...) {
+      f->ranks_[r].error = std::current_exception();
+      if (!f->first_error_) f->first_error_ = f->ranks_[r].error;
+      f->failed_ = true;
+      f->wake_all_blocked();
+    }
+    f->ranks_[r].state = fstate::done;
+    f->ranks_[r].end = f->now_;
+    // returning resumes the scheduler (uc_link)
+  }
+
+  void start_fiber(int r) {
+    rank_state& rs = ranks_[r];
+    const std::size_t page = 4096;
+    rs.stack_size = (opts_.stack_bytes + page - 1) / page * page + page;
+    rs.stack = mmap(nullptr, rs.stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                    -1, 0);
+    if (rs.stack == MAP_FAILED) throw transport_error("sim_fabric: cannot map a fiber stack");
+    mprotect(rs.stack, page, PROT_NONE);  // guard page: an overflow faults
+    getcontext(&rs.ctx);
+    rs.ctx.uc_stack.ss_sp = rs.stack;
+    rs.ctx.uc_stack.ss_size = rs.stack_size;
+    rs.ctx.uc_link = &sched_ctx_;
+    makecontext(&rs.ctx, &sim_fabric::fiber_entry, 0);
+    wake(r);
+  }
+
+  void wake(int r) {
+    rank_state& rs = ranks_[r];
+    if (rs.state == fstate::done || rs.woken) return;
+    rs.woken = true;
+    ready_.push_back(r);
+  }
+  void wake_all_blocked() {
+    for (int r = 0; r < n_; ++r)
+      if (ranks_[r].state == fstate::blocked) wake(r);
+  }
+  /// From a fiber: give the CPU back to the scheduler until woken.
+  void block(int r) {
+    ranks_[r].state = fstate::blocked;
+    swapcontext(&ranks_[r].ctx, &sched_ctx_);
+  }
+
+  void schedule() {
+    current_fabric() = this;
+    for (;;) {
+      while (!ready_.empty()) {
+        const int r = ready_.front();
+        ready_.pop_front();
+        rank_state& rs = ranks_[r];
+        rs.woken = false;
+        if (rs.state == fstate::done) continue;
+        rs.state = fstate::ready;
+        running_ = r;
+        swapcontext(&sched_ctx_, &rs.ctx);
+        running_ = -1;
+      }
+      if (events_.empty()) {
+        bool any = false;
+        for (int r = 0; r < n_; ++r)
+          if (ranks_[r].state != fstate::done) any = true;
+        if (!any) break;
+        deadlocked_ = true;  // every live rank waits on something that cannot come
+        wake_all_blocked();
+        continue;
+      }
+      const event e = events_.top();
+      events_.pop();
+      now_ = e.time;
+      if (e.kind == event::activate) activate(e.msg);
+      else if (msgs_[e.msg].version == e.version && msgs_[e.msg].live) complete(e.msg);
+    }
+    current_fabric() = nullptr;
+  }
+
+  // --- operations, matching, messages ---------------------------------------
+  struct op_rec {
+    std::uint32_t gen = 0;
+    bool used = false, send = false, fused = false, done = false, cancelled = false;
+    int rank = 0, peer = 0;
+    tag tg = 0;
+    std::size_t bytes = 0;
+    const std::byte* src = nullptr;  // send: data
+    std::byte* dst = nullptr;        // recv: destination
+    const std::byte* local = nullptr;
+    reduction red{};
+    std::uint32_t msg = 0;
+    bool matched = false;
+    std::string error;
+  };
+  struct msg_rec {
+    bool live = false;
+    std::uint32_t send_op = 0, recv_op = 0, conn = 0, version = 0;
+    std::size_t bytes = 0;
+    double remaining = 0, rate = 0, last = 0;
+    bool active = false;
+  };
+  struct conn_rec {
+    std::vector<std::uint32_t> links;  // resource indices
+    std::vector<std::uint32_t> msgs;   // active messages
+    int top = 0;                       // highest level crossed
+    double latency = 0, rate = 0;
+    std::uint64_t stamp = 0;
+  };
+  struct link_rec {
+    sim_link info;
+    double per_conn = 0;                // one link's bandwidth
+    std::vector<std::uint32_t> conns;   // active connections
+    double busy_since = 0;
+  };
+  struct event {
+    enum kind_t : std::uint8_t { activate, finish } kind;
+    double time;
+    std::uint64_t seq;
+    std::uint32_t msg, version;
+    bool operator>(const event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+  };
+  struct match_key {
+    std::uint64_t pair, tg;
+    bool operator==(const match_key& o) const { return pair == o.pair && tg == o.tg; }
+  };
+  struct match_hash {
+    std::size_t operator()(const match_key& k) const noexcept {
+      return static_cast<std::size_t>(k.pair * 0x9E3779B97F4A7C15ull ^ (k.tg + 0x632BE59BD9B4E019ull + (k.pair << 6)));
+    }
+  };
+  struct match_queues {
+    std::deque<std::uint32_t> sends, recvs;
+  };
+
+  void reset() {
+    ops_.clear();
+    free_ops_.clear();
+    msgs_.clear();
+    free_msgs_.clear();
+    match_.clear();
+    conns_.clear();
+    conn_index_.clear();
+    events_ = decltype(events_)();
+    for (auto& l : links_) {
+      l.info.bytes = l.info.busy_seconds = 0;
+      l.conns.clear();
+    }
+    ready_.clear();
+    top_.assign(topo_.count(), {0, 0.0});
+    top_seconds_.assign(topo_.count(), 0.0);
+    now_ = 0;
+    seq_ = 0;
+    stamp_ = 0;
+    failed_ = deadlocked_ = false;
+    messages_ = 0;
+    bytes_ = 0;
+  }
+
+  std::uint32_t new_op() {
+    std::uint32_t i;
+    if (!free_ops_.empty()) {
+      i = free_ops_.back();
+      free_ops_.pop_back();
+    } else {
+      i = static_cast<std::uint32_t>(ops_.size());
+      ops_.emplace_back();
+    }
+    op_rec& o = ops_[i];
+    const std::uint32_t gen = o.gen + 1;
+    o = op_rec{};
+    o.gen = gen;
+    o.used = true;
+    return i;
+  }
+  void free_op(std::uint32_t i) {
+    ops_[i].used = false;
+    ++ops_[i].gen;
+    free_ops_.push_back(i);
+  }
+
+  sim_transport::request post(op_rec proto) {
+    if (proto.peer < 0 || proto.peer >= n_ || proto.peer == proto.rank)
+      throw invalid_argument("sim_transport: rank " + std::to_string(proto.rank) + " addressed peer " +
+                             std::to_string(proto.peer) + " of " + std::to_string(n_));
+    if (failed_) throw transport_error("sim_transport: another rank failed; abandoning the collective");
+    const std::uint32_t i = new_op();
+    const std::uint32_t gen = ops_[i].gen;
+    proto.gen = gen;
+    proto.used = true;
+    ops_[i] = std::move(proto);
+    const op_rec& o = ops_[i];
+    const int src = o.send ? o.rank : o.peer, dst = o.send ? o.peer : o.rank;
+    const match_key key{static_cast<std::uint64_t>(src) << 32 | static_cast<std::uint32_t>(dst), o.tg};
+    auto it = match_.find(key);
+    if (it != match_.end()) {
+      auto& other = o.send ? it->second.recvs : it->second.sends;
+      if (!other.empty()) {
+        const std::uint32_t j = other.front();
+        other.pop_front();
+        if (it->second.sends.empty() && it->second.recvs.empty()) match_.erase(it);
+        if (o.send) start_message(i, j);
+        else start_message(j, i);
+        return make_request(i);
+      }
+    } else {
+      it = match_.emplace(key, match_queues{}).first;
+    }
+    (o.send ? it->second.sends : it->second.recvs).push_back(i);
+    return make_request(i);
+  }
+  sim_transport::request make_request(std::uint32_t i) {
+    sim_transport::request r;
+    r.fab_ = this;
+    r.op_ = i;
+    r.gen_ = ops_[i].gen;
+    return r;
+  }
+
+  void start_message(std::uint32_t s, std::uint32_t r) {
+    op_rec &so = ops_[s], &ro = ops_[r];
+    if (so.bytes != ro.bytes) {
+      const std::string e = "sim_transport: rank " + std::to_string(so.rank) + " sent " + std::to_string(so.bytes) +
+                            " bytes, rank " + std::to_string(ro.rank) + " expected " + std::to_string(ro.bytes) +
+                            " (tag " + std::to_string(so.tg) + ")";
+      so.error = ro.error = e;
+      so.done = ro.done = true;
+      wake(so.rank);
+      wake(ro.rank);
+      return;
+    }
+    std::uint32_t m;
+    if (!free_msgs_.empty()) {
+      m = free_msgs_.back();
+      free_msgs_.pop_back();
+    } else {
+      m = static_cast<std::uint32_t>(msgs_.size());
+      msgs_.emplace_back();
+    }
+    msg_rec& mr = msgs_[m];
+    const std::uint32_t version = mr.version + 1;
+    mr = msg_rec{};
+    mr.version = version;
+    mr.live = true;
+    mr.send_op = s;
+    mr.recv_op = r;
+    mr.bytes = so.bytes;
+    mr.remaining = static_cast<double>(so.bytes);
+    mr.conn = connection(so.rank, ro.rank);
+    so.matched = ro.matched = true;
+    so.msg = ro.msg = m;
+    ++messages_;
+    bytes_ += static_cast<double>(so.bytes);
+    push(event::activate, now_ + conns_[mr.conn].latency, m, mr.version);
+  }
+
+  void push(event::kind_t k, double t, std::uint32_t m, std::uint32_t v) { events_.push(event{k, t, seq_++, m, v}); }
+
+  void activate(std::uint32_t m) {
+    msg_rec& mr = msgs_[m];
+    if (!mr.live) return;
+    if (mr.bytes == 0) {
+      complete(m);
+      return;
+    }
+    conn_rec& c = conns_[mr.conn];
+    mr.active = true;
+    mr.last = now_;
+    c.msgs.push_back(m);
+    if (c.msgs.size() == 1) {
+      join(mr.conn);
+    } else {
+      refresh_conn(mr.conn, false);
+    }
+  }
+
+  void complete(std::uint32_t m) {
+    msg_rec& mr = msgs_[m];
+    mr.live = false;
+    if (mr.active) {
+      conn_rec& c = conns_[mr.conn];
+      c.msgs.erase(std::find(c.msgs.begin(), c.msgs.end(), m));
+      for (std::uint32_t l : c.links) links_[l].info.bytes += static_cast<double>(mr.bytes);
+      if (c.msgs.empty()) leave(mr.conn);
+      else refresh_conn(mr.conn, false);
+    }
+    op_rec &so = ops_[mr.send_op], &ro = ops_[mr.recv_op];
+    if (!so.cancelled && !ro.cancelled && !opts_.phantom && mr.bytes) {
+      if (ro.fused) {
+        const std::size_t count = mr.bytes / size_of(ro.red.type);
+        if (ro.red.received_first) host::reduce(ro.dst, so.src, ro.local, count, ro.red);
+        else host::reduce(ro.dst, ro.local, so.src, count, ro.red);
+      } else {
+        std::memcpy(ro.dst, so.src, mr.bytes);
+      }
+    }
+    if (so.cancelled && !ro.cancelled) ro.error = "sim_transport: the sender cancelled this message";
+    so.done = ro.done = true;
+    finish_op(mr.send_op);
+    finish_op(mr.recv_op);
+    ++mr.version;
+    free_msgs_.push_back(m);
+  }
+  void finish_op(std::uint32_t i) {
+    op_rec& o = ops_[i];
+    if (o.cancelled) free_op(i);
+    else wake(o.rank);
+  }
+
+  // --- links and rates -------------------------------------------------------
+  void build_links() {
+    const std::size_t k = topo_.count();
+    link_base_.assign(k, 0);
+    int g = 1;
+    for (std::size_t l = 0; l < k; ++l) {
+      const level& lv = topo_[l];
+      link_base_[l] = static_cast<std::uint32_t>(links_.size());
+      const int units = n_ / g;
+      const int nlinks = lv.links ? lv.links : g;
+      for (int u = 0; u < units; ++u)
+        for (bool out : {true, false}) {
+          link_rec lr;
+          lr.info.level = static_cast<int>(l);
+          lr.info.unit = u;
+          lr.info.egress = out;
+          lr.info.capacity = lv.bandwidth * nlinks;
+          lr.per_conn = lv.bandwidth;
+          links_.push_back(lr);
+        }
+      g *= lv.extent;
+    }
+  }
+
+  std::uint32_t connection(int a, int b) {
+    const std::uint64_t key = static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(b);
+    auto it = conn_index_.find(key);
+    if (it != conn_index_.end()) return it->second;
+    conn_rec c;
+    int g = 1, ca = a, cb = b, top = 0;
+    for (std::size_t l = 0; l < topo_.count(); ++l) {
+      if (ca % topo_[l].extent != cb % topo_[l].extent) top = static_cast<int>(l);
+      ca /= topo_[l].extent;
+      cb /= topo_[l].extent;
+    }
+    for (int l = 0; l <= top; ++l) {
+      const level& lv = topo_[static_cast<std::size_t>(l)];
+      if (lv.extent > 1) {
+        const std::uint32_t base = link_base_[static_cast<std::size_t>(l)];
+        c.links.push_back(base + static_cast<std::uint32_t>(2 * (a / g)));
+        c.links.push_back(base + static_cast<std::uint32_t>(2 * (b / g) + 1));
+        c.latency = std::max(c.latency, lv.latency);
+      }
+      g *= lv.extent;
+    }
+    c.top = top;
+    const auto idx = static_cast<std::uint32_t>(conns_.size());
+    conns_.push_back(std::move(c));
+    conn_index_.emplace(key, idx);
+    return idx;
+  }
+
+  double conn_rate(const conn_rec& c) const {
+    double r = std::numeric_limits<double>::infinity();
+    for (std::uint32_t l : c.links) {
+      const link_rec& lr = links_[l];
+      const double share = lr.info.capacity / static_cast<double>(lr.conns.size());
+      r = std::min(r, std::min(lr.per_conn, share));
+    }
+    return r;
+  }
+
+  /// Brings a connection's messages to `now_` at the old rate, then
+  /// reschedules them at the new one.
+  void refresh_conn(std::uint32_t ci, bool recompute) {
+    conn_rec& c = conns_[ci];
+    const double rate = recompute ? conn_rate(c) : c.rate;
+    c.rate = rate;
+    if (c.msgs.empty()) return;
+    const double per = rate / static_cast<double>(c.msgs.size());
+    for (std::uint32_t m : c.msgs) {
+      msg_rec& mr = msgs_[m];
+      mr.remaining = std::max(0.0, mr.remaining - mr.rate * (now_ - mr.last));
+      mr.last = now_;
+      mr.rate = per;
+      ++mr.version;
+      push(event::finish, now_ + mr.remaining / per, m, mr.version);
+    }
+  }
+  void refresh_around(std::uint32_t ci) {
+    const std::uint64_t st = ++stamp_;
+    for (std::uint32_t l : conns_[ci].links)
+      for (std::uint32_t other : links_[l].conns)
+        if (conns_[other].stamp != st) {
+          conns_[other].stamp = st;
+          refresh_conn(other, true);
+        }
+  }
+  void join(std::uint32_t ci) {
+    auto& tl = top_[static_cast<std::size_t>(conns_[ci].top)];
+    if (tl.first++ == 0) tl.second = now_;
+    for (std::uint32_t l : conns_[ci].links) {
+      link_rec& lr = links_[l];
+      if (lr.conns.empty()) lr.busy_since = now_;
+      lr.conns.push_back(ci);
+    }
+    refresh_around(ci);
+  }
+  void leave(std::uint32_t ci) {
+    auto& tl = top_[static_cast<std::size_t>(conns_[ci].top)];
+    if (--tl.first == 0) top_seconds_[static_cast<std::size_t>(conns_[ci].top)] += now_ - tl.second;
+    for (std::uint32_t l : conns_[ci].links) {
+      link_rec& lr = links_[l];
+      lr.conns.erase(std::find(lr.conns.begin(), lr.conns.end(), ci));
+      if (lr.conns.empty()) lr.info.busy_seconds += now_ - lr.busy_since;
+    }
+    refresh_around(ci);
+    conns_[ci].rate = 0;
+  }
+
+  // --- cancellation and waiting ----------------------------------------------
+  void cancel(std::uint32_t i) {
+    op_rec& o = ops_[i];
+    if (o.done) {
+      free_op(i);
+      return;
+    }
+    if (!o.matched) {
+      const int src = o.send ? o.rank : o.peer, dst = o.send ? o.peer : o.rank;
+      const match_key key{static_cast<std::uint64_t>(src) << 32 | static_cast<std::uint32_t>(dst), o.tg};
+      auto it = match_.find(key);
+      if (it != match_.end()) {
+        auto& q = o.send ? it->second.sends : it->second.recvs;
+        q.erase(std::find(q.begin(), q.end(), i));
+        if (it->second.sends.empty() && it->second.recvs.empty()) match_.erase(it);
+      }
+      free_op(i);
+      return;
+    }
+    o.cancelled = true;  // the message runs its course in virtual time; no data touches this side
+  }
+
+  void wait(sim_transport::request& req, int rank) {
+    if (!req.fab_) return;
+    const std::uint32_t i = req.op_;
+    for (;;) {
+      op_rec& o = ops_[i];
+      if (o.done) {
+        std::string err = std::move(o.error);
+        free_op(i);
+        req.fab_ = nullptr;
+        if (!err.empty()) throw transport_error(err);
+        return;
+      }
+      if (failed_) throw transport_error("sim_transport: another rank failed; abandoning the collective");
+      if (deadlocked_)
+        throw timeout_error(o.peer, "simulated network (deadlock: no message can arrive)", "", now_);
+      block(rank);
+    }
+  }
+
+  memory_ops memory_ops_for(const location& where) {
+    if (where.space != memory_space::host) throw invalid_argument("sim_transport: buffers are host (or phantom) memory");
+    if (!opts_.phantom) return host_memory_ops();
+    memory_ops m;
+    m.name = "phantom";
+    m.ctx = this;
+    m.copy = [](void*, std::byte*, const std::byte*, std::size_t) {};
+    m.reduce = [](void*, std::byte*, const std::byte*, const std::byte*, std::size_t, reduction) {};
+    m.finalize = [](void*, std::byte*, std::size_t, reduction, int) {};
+    m.allocate = [](void* f, std::size_t n) { return static_cast<std::byte*>(static_cast<sim_fabric*>(f)->phantom(n, 3)); };
+    m.release = [](void*, std::byte*, std::size_t) {};
+    return m;
+  }
+
+  void* phantom(std::size_t bytes, int slot) {
+    if (!opts_.phantom) throw invalid_argument("sim_transport: phantom_buffer needs sim_options::phantom");
+    if (slot < 0 || slot > 3) throw invalid_argument("sim_transport: phantom slots are 0..3");
+    auto& s = slots_[slot];
+    if (bytes > s.second || !s.first) {
+      const std::size_t size = std::max<std::size_t>(bytes, 4096);
+      void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) throw transport_error("sim_transport: cannot reserve " + std::to_string(size) + " phantom bytes");
+      phantom_.emplace_back(p, size);  // earlier ranges stay reserved: ranks may still hold them
+      s = {p, size};
+    }
+    return s.first;
+  }
+
+  sim_report report() const {
+    sim_report r;
+    r.messages = messages_;
+    r.bytes = bytes_;
+    for (const auto& rs : ranks_) {
+      r.rank_seconds.push_back(rs.end);
+      r.seconds = std::max(r.seconds, rs.end);
+    }
+    r.levels.assign(topo_.count(), sim_report::level_stats{});
+    // Levels in flight about as long (within 5%, e.g. all of a flat ring's)
+    // are told apart by bandwidth: the slower one bounds.
+    for (std::size_t l = 0; l < topo_.count(); ++l) {
+      r.levels[l].top_seconds = top_seconds_[l];
+      const auto b = static_cast<std::size_t>(r.bound_level);
+      const double tb = top_seconds_[b], tl = top_seconds_[l];
+      if (tl > 1.05 * tb || (tl >= 0.95 * tb && tl > 0 && topo_[l].bandwidth < topo_[b].bandwidth))
+        r.bound_level = static_cast<int>(l);
+    }
+    r.busiest.level = r.bound_level;
+    for (const auto& l : links_) {
+      r.links.push_back(l.info);
+      auto& pl = r.levels[static_cast<std::size_t>(l.info.level)];
+      if (l.info.egress) pl.bytes += l.info.bytes;
+      if (r.seconds > 0) pl.busiest = std::max(pl.busiest, l.info.busy_seconds / r.seconds);
+      if (l.info.level == r.bound_level && l.info.busy_seconds > r.busiest.busy_seconds) r.busiest = l.info;
+    }
+    return r;
+  }
+
+  ddl::topology topo_;
+  sim_options opts_;
+  int n_ = 0;
+  std::function<void(sim_transport&)>* body_ = nullptr;
+  std::vector<rank_state> ranks_;
+  std::vector<sim_transport> transports_;
+  ucontext_t sched_ctx_{};
+  std::deque<int> ready_;
+  int running_ = -1;
+  double now_ = 0;
+  std::uint64_t seq_ = 0, stamp_ = 0;
+  bool failed_ = false, deadlocked_ = false;
+  std::exception_ptr first_error_;
+  std::size_t messages_ = 0;
+  double bytes_ = 0;
+  std::vector<op_rec> ops_;
+  std::vector<std::uint32_t> free_ops_;
+  std::vector<msg_rec> msgs_;
+  std::vector<std::uint32_t> free_msgs_;
+  std::unordered_map<match_key, match_queues, match_hash> match_;
+  std::vector<conn_rec> conns_;
+  std::unordered_map<std::uint64_t, std::uint32_t> conn_index_;
+  std::vector<link_rec> links_;
+  std::vector<std::uint32_t> link_base_;
+  std::vector<std::pair<int, double>> top_;  // per level: connections active with it as top, since when
+  std::vector<double> top_seconds_;
+  std::priority_queue<event, std::vector<event>, std::greater<event>> events_;
+  std::pair<void*, std::size_t> slots_[4]{};
+  std::vector<std::pair<void*, std::size_t>> phantom_;
+};
+
+// --- sim_transport members ---------------------------------------------------
+inline int sim_transport::size() const noexcept { return fab_->n_; }
+inline const ddl::topology& sim_transport::topology() const noexcept { return fab_->topo_; }
+inline double sim_transport::now() const noexcept { return fab_->now_; }
+
+inline sim_transport::request sim_transport::isend(int peer, const_bytes data, tag t) {
+  sim_fabric::op_rec o;
+  o.send = true;
+  o.rank = rank_;
+  o.peer = peer;
+  o.tg = t;
+  o.bytes = data.size;
+  o.src = data.data;
+  return fab_->post(std::move(o));
+}
+inline sim_transport::request sim_transport::irecv(int peer, mutable_bytes data, tag t) {
+  sim_fabric::op_rec o;
+  o.rank = rank_;
+  o.peer = peer;
+  o.tg = t;
+  o.bytes = data.size;
+  o.dst = data.data;
+  return fab_->post(std::move(o));
+}
+inline sim_transport::request sim_transport::irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r,
+                                                          tag t) {
+  sim_fabric::op_rec o;
+  o.rank = rank_;
+  o.peer = peer;
+  o.tg = t;
+  o.bytes = dst.size;
+  o.dst = dst.data;
+  o.local = local.data;
+  o.red = r;
+  o.fused = true;
+  return fab_->post(std::move(o));
+}
+inline void sim_transport::wait(request& r, deadline) { fab_->wait(r, rank_); }
+inline memory_ops sim_transport::memory(const location& where) { return fab_->memory_ops_for(where); }
+inline void* sim_transport::phantom_buffer(std::size_t bytes, int slot) { return fab_->phantom(bytes, slot); }
+
+inline void sim_transport::request::release() noexcept {
+  if (!fab_) return;
+  if (fab_->ops_[op_].gen == gen_) fab_->cancel(op_);
+  fab_ = nullptr;
+}
+
+}  // namespace ddl

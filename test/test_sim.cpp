@@ -1,0 +1,205 @@
+// The virtual-time transport: timing against closed forms and the cost
+// model, real data against the in-process transport, and its failure modes.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "matrix.hpp"
+#include "support.hpp"
+
+namespace {
+
+// Virtual seconds of one float32 all-reduce of `bytes` with `s` (phantom buffers).
+template <class Strategy>
+double sim_seconds(ddl::sim_fabric& f, const Strategy& s, std::size_t bytes, std::size_t chunk = std::size_t{1} << 20) {
+  const std::size_t count = bytes / 4;
+  return f.run([&](ddl::sim_transport& t) {
+           ddl::options o;
+           o.chunk_bytes = chunk;
+           ddl::communicator<Strategy, ddl::sim_transport> comm(t, s, o);
+           void* p = t.phantom_buffer(count * 4);
+           comm.all_reduce(ddl::buffer_view{p, count, ddl::dtype::float32, {}}, ddl::op::sum);
+         })
+      .seconds;
+}
+
+const char* paper = "4:20GB/s:3us,16:10GB/s:5us,4:9.5GB/s:8us";
+
+}  // namespace
+
+TEST_CASE("sim: a ring on a uniform network takes 2(n-1)(S/(nB) + alpha), within 1%") {
+  for (int n : {2, 3, 7, 16, 61}) {
+    for (double bytes : {1e5, 4e6, 64e6 + 12}) {
+      for (double bw : {1e9, 12.5e9}) {
+        const double alpha = 5e-6;
+        const ddl::topology topo = ddl::topology::uniform(n, bw, alpha);
+        ddl::sim_fabric f(topo, {true});
+        const std::size_t b = static_cast<std::size_t>(bytes) / 4 * 4;
+        const double got = sim_seconds(f, ddl::ring{}, b);
+        const double want = ddl::cost::uniform_ring(n, static_cast<double>(b), bw, alpha);
+        CAPTURE(n);
+        CAPTURE(bytes);
+        CAPTURE(bw);
+        CHECK(got == doctest::Approx(want).epsilon(0.01));
+      }
+    }
+  }
+}
+
+TEST_CASE("sim: on the paper's network every candidate's model and simulation agree within 10%") {
+  for (const char* spec : {paper, "4:20GB/s:3us,16:10GB/s:5us:1,4:9.5GB/s:8us:1", "2:50GB/s:2us,3:12GB/s:4us,5:3GB/s:20us"}) {
+    const ddl::topology topo = ddl::topology::parse(spec);
+    ddl::sim_fabric f(topo, {true});
+    for (double bytes : {350e6, 1e6}) {
+      for (const ddl::plan& p : ddl::all_plans(topo, bytes)) {
+        const double got = sim_seconds(f, ddl::planned(topo, p), static_cast<std::size_t>(bytes));
+        CAPTURE(spec);
+        CAPTURE(bytes);
+        CAPTURE(ddl::describe(topo, p));
+        CHECK(got == doctest::Approx(p.seconds).epsilon(0.10));
+      }
+    }
+  }
+}
+
+TEST_CASE("sim: auto plans on the simulated network and matches the planner's best") {
+  const ddl::topology topo = ddl::topology::parse(paper);
+  ddl::sim_fabric f(topo, {true});
+  const ddl::plan best = ddl::best_plan(topo, 350e6);
+  CHECK(sim_seconds(f, ddl::auto_strategy{}, 350000000) ==
+        doctest::Approx(sim_seconds(f, ddl::planned(topo, best), 350000000)).epsilon(1e-9));
+  // Narrower links cost more: the report tracks the topology.
+  ddl::sim_fabric slow(ddl::topology::parse("4:20GB/s:3us,16:10GB/s:5us,4:1GB/s:8us"), {true});
+  CHECK(sim_seconds(slow, ddl::ring{}, 100000000) > 5 * sim_seconds(f, ddl::ring{}, 100000000));
+}
+
+TEST_CASE("sim: phantom and real buffers take the same virtual time") {
+  const ddl::topology topo = ddl::topology::parse("2:20GB/s:3us,3:10GB/s:5us");
+  ddl::sim_fabric ph(topo, {true}), real(topo, {false});
+  const std::size_t count = 100003;
+  const double t_ph = sim_seconds(ph, ddl::halving_doubling{}, count * 4, 64 << 10);
+  const double t_real = real.run([&](ddl::sim_transport& t) {
+                              ddl::options o;
+                              o.chunk_bytes = 64 << 10;
+                              ddl::communicator<ddl::halving_doubling, ddl::sim_transport> comm(t, o);
+                              std::vector<float> g(count, 1.0f);
+                              comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+                              CHECK(g[count - 1] == 6.0f);
+                            }).seconds;
+  CHECK(t_ph == doctest::Approx(t_real).epsilon(1e-12));
+  CHECK(t_ph > 0);
+}
+
+TEST_CASE("sim: the correctness matrix on real buffers, every strategy, odd and prime rank counts") {
+  ddl_test::failure_log log;
+  auto run = [&](auto strategy, const ddl::topology& topo) {
+    ddl::sim_fabric f(topo, {false});
+    const auto counts = ddl_test::matrix_counts(topo.size(), 4099);
+    const std::size_t maxc = *std::max_element(counts.begin(), counts.end());
+    std::vector<std::vector<std::byte>> expected(static_cast<std::size_t>(topo.size()),
+                                                 std::vector<std::byte>(maxc * 8));
+    ddl::options o;
+    o.chunk_bytes = 512;  // many chunks per step
+    f.run([&](ddl::sim_transport& t) {
+      ddl_test::matrix_rank(t, counts, log, o, strategy, expected[static_cast<std::size_t>(t.rank())].data(), false,
+                            [] {});
+    });
+  };
+  for (int n : {1, 2, 5, 7}) {
+    const ddl::topology flat = ddl::topology::uniform(n, 1e9, 1e-6);
+    run(ddl::ring{}, flat);
+    run(ddl::recursive_doubling{}, flat);
+    run(ddl::halving_doubling{}, flat);
+  }
+  const ddl::topology box = ddl::topology::parse("2:20GB/s:1us,3:5GB/s:4us");
+  run(ddl::multi_ring<ddl::dynamic_extents>({2, 3}, {1, 0}), box);
+  run(ddl::auto_strategy{}, box);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("sim: real data is bit-identical to the in-process transport (random floats)") {
+  const ddl::topology topo = ddl::topology::parse("2:20GB/s:1us,5:5GB/s:4us");
+  const int n = topo.size();
+  const std::size_t count = 20011;
+  for (ddl::dtype dt : {ddl::dtype::float32, ddl::dtype::float16, ddl::dtype::bfloat16, ddl::dtype::float64}) {
+    for (const ddl::plan& p : ddl::all_plans(topo, 1e5)) {
+      std::vector<std::vector<std::byte>> sim_out(n), local_out(n);
+      auto body = [&](auto& t, std::vector<std::vector<std::byte>>& out) {
+        using T = std::decay_t<decltype(t)>;
+        ddl::communicator<ddl::planned, T> comm(t, ddl::planned(topo, p));
+        ddl::visit_dtype(dt, [&](auto tag) {
+          using E = decltype(tag);
+          std::mt19937 gen(99u + static_cast<unsigned>(t.rank()));
+          std::normal_distribution<double> dist(0.0, 1.0);
+          std::vector<E> in(count), res(count);
+          for (auto& v : in) v = E(static_cast<float>(dist(gen)));
+          comm.all_reduce(ddl::host_view(std::as_const(in)), ddl::host_view(res), ddl::op::sum);
+          auto& o = out[static_cast<std::size_t>(t.rank())];
+          o.resize(count * sizeof(E));
+          std::memcpy(o.data(), res.data(), o.size());
+        });
+      };
+      ddl::sim_fabric f(topo, {false});
+      f.run([&](ddl::sim_transport& t) { body(t, sim_out); });
+      ddl::local_fabric::run(n, [&](ddl::local_transport& t) { body(t, local_out); });
+      CAPTURE(ddl::name_of(dt));
+      CAPTURE(ddl::describe(topo, p));
+      for (int r = 0; r < n; ++r) {
+        CHECK(sim_out[r] == local_out[r]);
+        CHECK(sim_out[r] == sim_out[0]);
+      }
+    }
+  }
+}
+
+TEST_CASE("sim: a deadlock in virtual time throws timeout_error naming the peer") {
+  ddl::sim_fabric f(ddl::topology::uniform(3, 1e9, 1e-6), {false});
+  try {
+    f.run([](ddl::sim_transport& t) {
+      std::vector<float> buf(8);
+      if (t.rank() == 1) {  // waits for rank 2, which never sends
+        auto r = t.irecv(2, ddl::mutable_bytes{reinterpret_cast<std::byte*>(buf.data()), 32}, 7);
+        t.wait(r, {});
+      }
+    });
+    FAIL("no exception");
+  } catch (const ddl::timeout_error& e) {
+    CHECK(e.peer() == 2);
+    CHECK(std::string(e.what()).find("deadlock") != std::string::npos);
+  }
+}
+
+TEST_CASE("sim: a failing rank stops the others and its error comes out of run") {
+  ddl::sim_fabric f(ddl::topology::uniform(4, 1e9, 1e-6), {false});
+  CHECK_THROWS_WITH_AS(f.run([](ddl::sim_transport& t) {
+                         ddl::communicator<ddl::ring, ddl::sim_transport> comm(t);
+                         std::vector<float> g(1000, 1.0f);
+                         if (t.rank() == 2) throw ddl::invalid_argument("rank 2 gave up");
+                         comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+                       }),
+                       "ddl: rank 2 gave up", ddl::invalid_argument);
+  // Mismatched sizes are an error, not a silent truncation.
+  CHECK_THROWS_AS(f.run([](ddl::sim_transport& t) {
+                    std::vector<std::byte> b(64);
+                    if (t.rank() == 0) {
+                      auto r = t.isend(1, ddl::const_bytes{b.data(), 64}, 1);
+                      t.wait(r, {});
+                    } else if (t.rank() == 1) {
+                      auto r = t.irecv(0, ddl::mutable_bytes{b.data(), 32}, 1);
+                      t.wait(r, {});
+                    }
+                  }),
+                  ddl::transport_error);
+  // The fabric is reusable after failures.
+  CHECK(f.run([](ddl::sim_transport& t) {
+           ddl::communicator<ddl::ring, ddl::sim_transport> comm(t);
+           std::vector<float> g(1000, 1.0f);
+           comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+         }).seconds > 0);
+  CHECK_THROWS_AS(ddl::sim_fabric(ddl::topology{}), ddl::invalid_argument);
+  ddl::sim_fabric real(ddl::topology::uniform(2, 1e9, 1e-6), {false});
+  CHECK_THROWS_AS(real.run([](ddl::sim_transport& t) { t.phantom_buffer(16); }), ddl::invalid_argument);
+}
