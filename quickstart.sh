@@ -9,7 +9,7 @@ mode=${1:-}
 case "$mode" in demo|test) ;; *) echo "usage: $0 demo|test" >&2; exit 2 ;; esac
 
 # Debian packages the build and tests need (only the missing ones are installed).
-packages=(cmake g++ make doctest-dev openmpi-bin libopenmpi-dev)
+packages=(cmake g++ make doctest-dev openmpi-bin libopenmpi-dev iproute2)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

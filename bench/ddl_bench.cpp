@@ -206,7 +206,10 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
   if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
     m.note = [comm](std::size_t bytes) {
       const auto& strat = comm->strategy();
-      return ddl::describe(strat.topo(), strat.choose(bytes));
+      const ddl::plan p = strat.choose(bytes);
+      char model[48];
+      std::snprintf(model, sizeof model, " [model %.1f us]", p.seconds * 1e6);
+      return ddl::describe(strat.topo(), p) + model;
     };
   }
   return m;

@@ -9,6 +9,14 @@
 /// launcher chose, and builds a topology:
 ///   - `DDL_TOPOLOGY` when set (checked identical on every rank first, so a
 ///     mismatch is the same `topology_error` everywhere, not a hang);
+///   - `DDL_TOPOLOGY=auto` (or `detect_options::hierarchy`): measured. The
+///     node leaders probe pairwise, one pair at a time (latency from 1-byte
+///     round trips, bandwidth from a one-way stream), nodes are grouped
+///     by the largest bandwidth gap into "racks", nodes are renumbered rack
+///     by rack, and a concurrent probe finds how many links a node and a rack
+///     have (does a second flow halve the first?). Three levels (ranks per
+///     node x nodes per rack x racks), or two when no gap shows; what was
+///     found is logged on rank 0;
 ///   - else two levels, ranks per node (shared memory) x nodes (network),
 ///     with default link costs, or measured ones with `probe` / `DDL_PROBE=1`;
 ///   - else, when nodes hold different rank counts, one flat level (with a
@@ -17,6 +25,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +55,12 @@ struct detect_options {
   int node_colour = -1;
   /// Measure point-to-point bandwidth and latency per level (also `DDL_PROBE=1`).
   bool probe = false;
+  /// Find racks by probing node leaders pairwise (also `DDL_TOPOLOGY=auto`).
+  bool hierarchy = false;
+  /// Bandwidths closer than this ratio are one level.
+  double gap_ratio = 1.5;
+  /// Bytes of one bandwidth probe message.
+  std::size_t probe_bytes = std::size_t{1} << 20;
   /// Link costs assumed without a probe or `DDL_TOPOLOGY`.
   double node_bandwidth = 5e9, node_latency = 2e-6;        ///< inside a node (shared memory)
   double network_bandwidth = 1.25e9, network_latency = 20e-6;  ///< between nodes
@@ -115,8 +130,9 @@ class mpi_cluster {
     const int n = transport_->size();
 
     const char* env = std::getenv("DDL_TOPOLOGY");
-    const std::string text = (env && std::string(env) != "auto") ? env : "";
-    check_same_everywhere(text);
+    const std::string raw = env ? env : "";
+    const std::string text = raw != "auto" ? raw : "";
+    check_same_everywhere(raw);
     if (!text.empty()) {
       topology_ = topology::parse(text);
       topology_.check(n);
@@ -127,7 +143,8 @@ class mpi_cluster {
       if (layout_.nodes > 1) topology_.add(level{layout_.nodes, o.network_bandwidth, o.network_latency, 0});
       found_ = std::to_string(layout_.nodes) + " node(s) x " + std::to_string(ppn) + " rank(s)";
       const char* p = std::getenv("DDL_PROBE");
-      if (o.probe || (p && std::string(p) == "1")) probe();
+      if ((raw == "auto" || o.hierarchy) && layout_.nodes > 1) probe_hierarchy(o);
+      else if (o.probe || raw == "auto" || (p && std::string(p) == "1")) probe();
     } else {
       std::string sizes;
       for (int s : layout_.node_sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
@@ -136,7 +153,7 @@ class mpi_cluster {
                " ranks; multi-ring boxes across nodes are not used";
       if (transport_->rank() == 0) std::fprintf(stderr, "ddl: warning: %s\n", found_.c_str());
     }
-    if (o.verbose && transport_->rank() == 0)
+    if ((o.verbose || raw == "auto") && transport_->rank() == 0)
       std::fprintf(stderr, "ddl: topology: %s -> %s\n", found_.c_str(), topology_.str().c_str());
   }
 
@@ -207,6 +224,222 @@ class mpi_cluster {
     found_ += ", link costs probed";
   }
 
+  // Round trips between ranks a and b (others return at once): half the
+  // 1-byte round trip, and bytes/s from the big ones (warm-up first).
+  struct link_cost {
+    double latency = 0, bandwidth = 0;
+  };
+  link_cost pingpong(int a, int b, std::size_t big, int reps) {
+    auto& t = *transport_;
+    if (t.rank() != a && t.rank() != b) return {};
+    const int other = t.rank() == a ? b : a;
+    if (probe_buf_size_ < big) {
+      probe_buf_.reset(new std::byte[big]());
+      probe_buf_size_ = big;
+    }
+    const auto limit = std::chrono::seconds(120);
+    auto rounds = [&](std::size_t bytes, int n) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < n; ++i) {
+        for (int leg = 0; leg < 2; ++leg) {
+          const bool send = (leg == 0) == (t.rank() == a);
+          auto r = send ? t.isend(other, {probe_buf_.get(), bytes}, 7) : t.irecv(other, {probe_buf_.get(), bytes}, 7);
+          t.wait(r, std::chrono::steady_clock::now() + limit);
+        }
+      }
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n;
+    };
+    rounds(1, 3);
+    const double rtt = rounds(1, 20);
+    rounds(big, 1);
+    const double rtt_big = rounds(big, reps);
+    return {rtt / 2, 2.0 * static_cast<double>(big) / std::max(rtt_big - rtt, 1e-9)};
+  }
+
+  // Bytes/s from a to b streaming `reps` messages of `big` back to back (b
+  // acknowledges the last with one byte); `rtt` is subtracted. One direction
+  // only, so concurrent probes really share what they share.
+  double stream_rate(int a, int b, std::size_t big, int reps, double rtt) {
+    auto& t = *transport_;
+    if (t.rank() != a && t.rank() != b) return 0;
+    if (probe_buf_size_ < big) {
+      probe_buf_.reset(new std::byte[big]());
+      probe_buf_size_ = big;
+    }
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    std::byte ack{};
+    auto once = [&](int n) {
+      const auto start = std::chrono::steady_clock::now();
+      if (t.rank() == a) {
+        for (int i = 0; i < n; ++i) {
+          auto r = t.isend(b, {probe_buf_.get(), big}, 8);
+          t.wait(r, limit);
+        }
+        auto r = t.irecv(b, {&ack, 1}, 9);
+        t.wait(r, limit);
+      } else {
+        for (int i = 0; i < n; ++i) {
+          auto r = t.irecv(a, {probe_buf_.get(), big}, 8);
+          t.wait(r, limit);
+        }
+        auto r = t.isend(a, {&ack, 1}, 9);
+        t.wait(r, limit);
+      }
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    once(1);  // warm-up
+    const double dt = once(reps);
+    return static_cast<double>(reps) * static_cast<double>(big) / std::max(dt - rtt, 1e-9);
+  }
+
+  static double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  }
+
+  void probe_hierarchy(const detect_options& o) {
+    auto& t = *transport_;
+    const int ppn = layout_.node_sizes[0], nodes = layout_.nodes;
+    const MPI_Comm comm = t.comm();
+    std::string log;
+    // Inside a node: rank 0 and 1.
+    link_cost node{};
+    if (ppn > 1) {
+      node = pingpong(0, 1, o.probe_bytes, 4);
+      DDL_MPI_CHECK(MPI_Bcast(&node, 2, MPI_DOUBLE, 0, comm));
+    }
+    // Every pair of node leaders, one pair at a time.
+    const auto N = static_cast<std::size_t>(nodes);
+    std::vector<double> bw(N * N, 0.0), lat(N * N, 0.0);
+    for (int i = 0; i < nodes; ++i)
+      for (int j = i + 1; j < nodes; ++j) {
+        const int a = i * ppn, b = j * ppn;
+        const link_cost c = pingpong(a, b, 1, 1);  // latency (the 1-byte round trips)
+        const double rate = stream_rate(a, b, o.probe_bytes, 4, 2 * c.latency);
+        if (t.rank() == a) {
+          bw[i * N + j] = bw[j * N + i] = rate;
+          lat[i * N + j] = lat[j * N + i] = c.latency;
+        }
+        DDL_MPI_CHECK(MPI_Barrier(comm));
+      }
+    DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bw.data(), static_cast<int>(bw.size()), MPI_DOUBLE, MPI_SUM, comm));
+    DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, lat.data(), static_cast<int>(lat.size()), MPI_DOUBLE, MPI_SUM, comm));
+    char line[160];
+    for (int i = 0; i < nodes; ++i) {
+      log += "\n  node " + std::to_string(i) + " to nodes:";
+      for (int j = 0; j < nodes; ++j) {
+        std::snprintf(line, sizeof line, " %8.1f", i == j ? 0.0 : bw[i * N + j] / 1e6);
+        log += line;
+      }
+      log += " MB/s";
+    }
+    // The largest gap between sorted pair bandwidths splits fast from slow.
+    std::vector<double> all;
+    for (std::size_t i = 0; i < N; ++i)
+      for (std::size_t j = i + 1; j < N; ++j) all.push_back(bw[i * N + j]);
+    std::sort(all.begin(), all.end());
+    double gap = 1, threshold = 0;
+    for (std::size_t k = 1; k < all.size(); ++k)
+      if (all[k - 1] > 0 && all[k] / all[k - 1] > gap) {
+        gap = all[k] / all[k - 1];
+        threshold = std::sqrt(all[k] * all[k - 1]);
+      }
+    // Racks: connected groups over fast pairs; a clean split needs equal
+    // groups with every inside pair fast and every outside pair slow.
+    std::vector<int> group(N, -1);
+    int groups = 0;
+    bool clean = gap >= o.gap_ratio;
+    if (clean) {
+      for (std::size_t i = 0; i < N; ++i) {
+        if (group[i] >= 0) continue;
+        for (std::size_t j = i; j < N; ++j)
+          if (j == i || bw[i * N + j] >= threshold) group[j] = groups;
+        ++groups;
+      }
+      std::vector<int> count(static_cast<std::size_t>(groups), 0);
+      for (std::size_t i = 0; i < N; ++i) ++count[static_cast<std::size_t>(group[i])];
+      for (std::size_t i = 0; i < N && clean; ++i)
+        for (std::size_t j = 0; j < N && clean; ++j)
+          if (i != j && ((group[i] == group[j]) != (bw[i * N + j] >= threshold))) clean = false;
+      for (int c : count) clean = clean && c == count[0];
+      if (groups == 1) clean = false;
+      if (!clean) log += "\n  bandwidths do not split into equal, consistent groups: one network level";
+    }
+    const int per_group = clean ? nodes / groups : nodes;
+    // Renumber nodes rack by rack (groups in order of their first node).
+    std::vector<int> order;  // order[k] = old node at new position k
+    if (clean)
+      for (int g = 0; g < groups; ++g)
+        for (int i = 0; i < nodes; ++i)
+          if (group[static_cast<std::size_t>(i)] == g) order.push_back(i);
+    bool moved = false;
+    for (std::size_t k = 0; k < order.size(); ++k) moved = moved || order[k] != static_cast<int>(k);
+    if (moved) {
+      int pos = 0;
+      for (std::size_t k = 0; k < order.size(); ++k)
+        if (order[k] == layout_.node) pos = static_cast<int>(k);
+      MPI_Comm reordered = MPI_COMM_NULL;
+      DDL_MPI_CHECK(MPI_Comm_split(comm, 0, pos * ppn + layout_.local_rank, &reordered));
+      transport_ = std::make_unique<mpi_transport>(reordered);
+      MPI_Comm_free(&reordered);
+      log += "\n  nodes renumbered rack by rack";
+    }
+    auto stats = [&](bool inside) {
+      std::vector<double> b, l;
+      for (std::size_t i = 0; i < N; ++i)
+        for (std::size_t j = i + 1; j < N; ++j)
+          if (!clean || (group[i] == group[j]) == inside) {
+            b.push_back(bw[i * N + j]);
+            l.push_back(lat[i * N + j]);
+          }
+      return link_cost{median(l), median(b)};
+    };
+    // Links: stream k flows out of one unit at once, one way; if each keeps
+    // its solo bandwidth the unit has k links, if they share one, 1.
+    auto links_of = [&](const std::vector<std::pair<int, int>>& pairs, double solo) {
+      if (pairs.size() < 2 || solo <= 0) return 0;
+      const int me = transport_->rank();
+      double mine = 0, sum = 0;
+      DDL_MPI_CHECK(MPI_Barrier(transport_->comm()));  // start together
+      for (const auto& pr : pairs)
+        if (me == pr.first || me == pr.second) {
+          const double rate = stream_rate(pr.first, pr.second, o.probe_bytes, 4, 0);
+          if (me == pr.first) mine = rate;
+        }
+      DDL_MPI_CHECK(MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, transport_->comm()));
+      const int k = static_cast<int>(pairs.size());
+      const double per = sum / k;
+      return std::max(1, std::min(k, static_cast<int>(std::lround(k * per / solo))));
+    };
+    topology_ = topology{};
+    if (ppn > 1) topology_.add(level{ppn, node.bandwidth, node.latency, 0});
+    const link_cost in = stats(true);
+    // Node links: every rank of node 0 talks to its counterpart on node 1 at once.
+    std::vector<std::pair<int, int>> pairs;
+    for (int r = 0; r < ppn; ++r) pairs.push_back({r, ppn + r});
+    const int node_links = links_of(pairs, in.bandwidth);
+    topology_.add(level{per_group, in.bandwidth, in.latency, node_links});
+    std::snprintf(line, sizeof line, "\n  %s: %d node(s), %.1f MB/s, %.1f us, %d link(s) per node",
+                  clean ? "inside a rack" : "network", per_group, in.bandwidth / 1e6, in.latency * 1e6, node_links);
+    log += line;
+    if (clean) {
+      const link_cost out = stats(false);
+      // Rack links: the leaders of rack 0 each talk to rack 1 at once.
+      pairs.clear();
+      for (int k = 0; k < per_group; ++k) pairs.push_back({k * ppn, (per_group + k) * ppn});
+      const int rack_links = links_of(pairs, out.bandwidth);
+      topology_.add(level{groups, out.bandwidth, out.latency, rack_links});
+      std::snprintf(line, sizeof line, "\n  across racks: %d rack(s), %.1f MB/s, %.1f us, %d link(s) per rack (gap %.1fx)",
+                    groups, out.bandwidth / 1e6, out.latency * 1e6, rack_links, gap);
+      log += line;
+    }
+    topology_.check(transport_->size());
+    found_ += ", hierarchy probed (DDL_TOPOLOGY=auto):" + log;
+  }
+
+  std::unique_ptr<std::byte[]> probe_buf_;
+  std::size_t probe_buf_size_ = 0;
   node_layout layout_;
   std::unique_ptr<mpi_transport> transport_;
   ddl::topology topology_;
