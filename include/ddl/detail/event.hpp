@@ -73,6 +73,14 @@ class backoff {
       ev.wait(ticket, until);
     }
   }
+  /// Without a doorbell (polling another layer): spin, yield, then sleep
+  /// 20 us, and 200 us once the wait has been long.
+  void pause() {
+    ++round_;
+    if (round_ < spin_rounds) cpu_relax();
+    else if (round_ < spin_rounds + yield_rounds) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(round_ < 4096 ? 20 : 200));
+  }
   void reset() noexcept { round_ = 0; }
 
   static constexpr unsigned spin_rounds = 32;

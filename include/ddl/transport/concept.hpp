@@ -18,7 +18,11 @@
 ///     ddl::reduction, ddl::tag)` — receive and combine in one pass,
 ///     `dst = local (op) received`; a shared-memory transport reads the
 ///     peer's buffer directly instead of copying it first;
-///   - `static constexpr bool device_memory` — may be handed CUDA memory.
+///   - `bool test(request&)` — completes `request` if it can without
+///     blocking (true when done); needed by transports layered on others;
+///   - `static constexpr bool device_memory` — may be handed CUDA memory;
+///   - `ddl::memory_ops memory(const ddl::location&)` — the local copies and
+///     reductions for buffers at that location (see `core/memory.hpp`).
 #include <chrono>
 #include <cstdint>
 #include <type_traits>
@@ -81,6 +85,12 @@ struct has_irecv_reduce<
                                        typename T::request>>> : std::true_type {};
 
 template <class T, class = void>
+struct has_test : std::false_type {};
+template <class T>
+struct has_test<T, std::enable_if_t<std::is_same_v<decltype(std::declval<T&>().test(std::declval<typename T::request&>())),
+                                                   bool>>> : std::true_type {};
+
+template <class T, class = void>
 struct has_device_memory : std::false_type {};
 template <class T>
 struct has_device_memory<T, std::enable_if_t<T::device_memory>> : std::true_type {};
@@ -95,6 +105,10 @@ inline constexpr bool is_transport_v =
 /// True when `T` can receive and reduce in one pass (`irecv_reduce`).
 template <class T>
 inline constexpr bool has_fused_reduce_v = detail::has_irecv_reduce<T>::value;
+
+/// True when `T` can complete a request without blocking (`test`).
+template <class T>
+inline constexpr bool has_test_v = detail::has_test<T>::value;
 
 /// True when `T` may be handed device (CUDA) memory.
 template <class T>

@@ -157,6 +157,15 @@ class mpi_transport {
     return r;
   }
 
+  /// True (and `req` retired) when it has completed; never blocks.
+  bool test(request& req) {
+    if (!req.active()) return true;
+    int flag = 0;
+    DDL_MPI_CHECK(MPI_Test(&req.r_, &flag, MPI_STATUS_IGNORE));
+    if (flag) req.r_ = MPI_REQUEST_NULL;
+    return flag != 0;
+  }
+
   /// Polls until `req` completes; throws `timeout_error` naming the peer
   /// after `until` (the request is cancelled first).
   void wait(request& req, deadline until) {

@@ -1,0 +1,200 @@
+// ddl-gpu-bench: the CUDA back-end against memory bandwidth, on one GPU.
+//
+//   ddl-gpu-bench reduce    [-b 1M] [-e 1G] [-f 4] [-n 20]
+//       device reduction (dst = a + b, float32) vs cudaMemcpy device-to-device
+//       of the same size, both as memory traffic per second (reduce moves 3S
+//       bytes, copy 2S); ratio = reduce_bw / copy_bw (goal >= 0.90).
+//   ddl-gpu-bench allreduce [--ranks 2,4,8] [--strategy ring|auto] [-b 1M] [-e 1G] [-f 4] [-n 10]
+//       all-reduce over cuda_peer_transport, all ranks on GPU 0, against the
+//       memory-traffic floor 2 n S / M_hbm (M_hbm: the copy bandwidth measured
+//       at that size in the same run); floor_eff = floor / time.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <ddl/cuda.hpp>
+
+#include "../test/support.hpp"
+
+namespace {
+
+struct settings {
+  std::size_t b = 1 << 20, e = std::size_t{1} << 30;
+  double f = 4;
+  int iters = 20;
+  std::vector<int> ranks{2, 4, 8};
+  std::string strategy = "ring";
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Seconds per call of `fn` on `stream`, median of `iters` (after 2 warm-ups).
+template <class F>
+double time_on_stream(cudaStream_t stream, int iters, F&& fn) {
+  cudaEvent_t a, b;
+  DDL_CUDA_CHECK(cudaEventCreate(&a));
+  DDL_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int i = 0; i < iters + 2; ++i) {
+    DDL_CUDA_CHECK(cudaEventRecord(a, stream));
+    fn();
+    DDL_CUDA_CHECK(cudaEventRecord(b, stream));
+    DDL_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    DDL_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (i >= 2) t.push_back(ms * 1e-3);
+  }
+  (void)cudaEventDestroy(a);
+  (void)cudaEventDestroy(b);
+  return median(t);
+}
+
+double copy_seconds(std::size_t bytes, int iters) {
+  void *x = nullptr, *y = nullptr;
+  DDL_CUDA_CHECK(cudaMalloc(&x, bytes));
+  DDL_CUDA_CHECK(cudaMalloc(&y, bytes));
+  DDL_CUDA_CHECK(cudaMemset(x, 1, bytes));
+  const double t = time_on_stream(nullptr, iters, [&] {
+    DDL_CUDA_CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, nullptr));
+  });
+  (void)cudaFree(x);
+  (void)cudaFree(y);
+  return t;
+}
+
+std::vector<std::size_t> sizes(const settings& s) {
+  std::vector<std::size_t> v;
+  for (double x = static_cast<double>(s.b); x <= static_cast<double>(s.e) * 1.0000001; x *= s.f)
+    v.push_back(static_cast<std::size_t>(x) / 4 * 4);
+  return v;
+}
+
+int reduce_mode(const settings& s) {
+  std::printf("# ddl-gpu-bench reduce: float32 sum, dst = a + b vs cudaMemcpy D2D; median of %d\n", s.iters);
+  std::printf("# %12s %12s %12s %12s %12s %8s\n", "size(B)", "copy_us", "copy_GB/s", "reduce_us", "reduce_GB/s", "ratio");
+  for (std::size_t bytes : sizes(s)) {
+    const std::size_t n = bytes / 4;
+    float *a = nullptr, *b = nullptr, *c = nullptr;
+    DDL_CUDA_CHECK(cudaMalloc(&a, bytes));
+    DDL_CUDA_CHECK(cudaMalloc(&b, bytes));
+    DDL_CUDA_CHECK(cudaMalloc(&c, bytes));
+    DDL_CUDA_CHECK(cudaMemset(a, 0, bytes));
+    DDL_CUDA_CHECK(cudaMemset(b, 0, bytes));
+    const ddl::reduction r{ddl::dtype::float32, ddl::op::sum};
+    const double tr = time_on_stream(nullptr, s.iters, [&] { ddl::cuda::reduce(c, a, b, n, r, nullptr); });
+    const double tc = copy_seconds(bytes, s.iters);
+    const double bw_c = 2.0 * bytes / tc / 1e9, bw_r = 3.0 * bytes / tr / 1e9;
+    std::printf("  %12zu %12.1f %12.1f %12.1f %12.1f %8.3f\n", bytes, tc * 1e6, bw_c, tr * 1e6, bw_r, bw_r / bw_c);
+    (void)cudaFree(a);
+    (void)cudaFree(b);
+    (void)cudaFree(c);
+  }
+  return 0;
+}
+
+template <class Strategy>
+int allreduce_mode(const settings& s, const Strategy& strategy) {
+  std::printf("# ddl-gpu-bench allreduce: cuda_peer_transport, every rank on GPU 0, float32 sum, in place;"
+              " %s; median of %d\n", strategy.describe().c_str(), s.iters);
+  std::printf("# floor = 2 n S / M_hbm, M_hbm = 2S / t(cudaMemcpy D2D of S) measured here\n");
+  std::printf("# %5s %12s %12s %12s %12s %9s %6s\n", "ranks", "size(B)", "time_us", "algbw_GB/s", "floor_us",
+              "floor_eff", "wrong");
+  for (int n : s.ranks) {
+    for (std::size_t bytes : sizes(s)) {
+      const std::size_t count = bytes / 4;
+      const double m_hbm = 2.0 * bytes / copy_seconds(bytes, 5);
+      const double floor_s = 2.0 * n * bytes / m_hbm;
+      ddl_test::thread_barrier bar(n);
+      std::vector<double> times;
+      long wrong = 0;
+      ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
+      fab.run([&](ddl::cuda_peer_transport& t) {
+        ddl::communicator<Strategy, ddl::cuda_peer_transport> comm(t, strategy);
+        float* d = nullptr;
+        DDL_CUDA_CHECK(cudaMalloc(&d, bytes));
+        std::vector<float> h(count, 1.0f);
+        for (int i = 0; i < s.iters + 2; ++i) {
+          DDL_CUDA_CHECK(cudaMemcpyAsync(d, h.data(), bytes, cudaMemcpyHostToDevice, t.stream()));
+          DDL_CUDA_CHECK(cudaStreamSynchronize(t.stream()));
+          bar.arrive_and_wait();
+          const auto t0 = std::chrono::steady_clock::now();
+          comm.all_reduce(ddl::device_view(d, count, 0, t.stream()), ddl::op::sum);
+          DDL_CUDA_CHECK(cudaStreamSynchronize(t.stream()));
+          bar.arrive_and_wait();
+          const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (t.rank() == 0 && i >= 2) times.push_back(dt);
+        }
+        std::vector<float> back(count);
+        DDL_CUDA_CHECK(cudaMemcpy(back.data(), d, bytes, cudaMemcpyDeviceToHost));
+        long w = 0;
+        for (float v : back) w += v != static_cast<float>(n);
+        if (t.rank() == 0) wrong = w;
+        (void)cudaFree(d);
+      });
+      const double tm = median(times);
+      std::printf("  %5d %12zu %12.1f %12.2f %12.1f %9.3f %6ld\n", n, bytes, tm * 1e6, bytes / tm / 1e9,
+                  floor_s * 1e6, floor_s / tm, wrong);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "ddl-gpu-bench: %s\nusage: ddl-gpu-bench reduce|allreduce [-b N] [-e N] [-f F] [-n ITERS]"
+                       " [--ranks 2,4,8] [--strategy ring|auto]\n", why.c_str());
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) usage("needs a mode");
+  const std::string mode = argv[1];
+  settings s;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) usage(a + " needs a value");
+    const std::string v = argv[++i];
+    try {
+      if (a == "-b") s.b = ddl::detail::parse_bytes("-b", v);
+      else if (a == "-e") s.e = ddl::detail::parse_bytes("-e", v);
+      else if (a == "-f") s.f = std::stod(v);
+      else if (a == "-n") s.iters = std::stoi(v);
+      else if (a == "--strategy") s.strategy = v;
+      else if (a == "--ranks") {
+        s.ranks.clear();
+        for (std::size_t p = 0; p < v.size();) {
+          const std::size_t q = v.find(',', p);
+          s.ranks.push_back(std::stoi(v.substr(p, q - p)));
+          p = q == std::string::npos ? v.size() : q + 1;
+        }
+      } else usage("unknown flag '" + a + "'");
+    } catch (const std::exception& e) {
+      usage(e.what());
+    }
+  }
+  if (s.f <= 1 || s.iters < 1 || s.b < 4 || s.e < s.b) usage("bad sweep");
+  if (ddl::cuda::device_count() == 0) {
+    std::puts("skipped: no CUDA device");
+    return 77;
+  }
+  try {
+    if (mode == "reduce") return reduce_mode(s);
+    if (mode == "allreduce") {
+      if (s.strategy == "ring") return allreduce_mode(s, ddl::ring{});
+      if (s.strategy == "auto") return allreduce_mode(s, ddl::auto_strategy{});
+      usage("unknown strategy '" + s.strategy + "'");
+    }
+    usage("unknown mode '" + mode + "'");
+  } catch (const ddl::error& e) {
+    std::fprintf(stderr, "ddl-gpu-bench: %s\n", e.what());
+    return 1;
+  }
+}

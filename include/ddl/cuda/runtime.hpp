@@ -1,0 +1,194 @@
+#pragma once
+/// \file
+/// CUDA support: error checking, device buffer views, element-wise device
+/// reductions, and the `memory_ops` table for device memory.
+///
+/// Compile translation units that include this with `nvcc` (the kernels are
+/// defined here, header-only, like Thrust's); link `CUDA::cudart` (CMake:
+/// `ddl::cuda`). Every operation is asynchronous on the buffer's stream:
+/// nothing here synchronises or allocates per call, except workspace growth.
+#if !defined(__CUDACC__)
+#error "ddl/cuda: compile this translation unit with nvcc (CMake: set its LANGUAGE to CUDA)"
+#endif
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "../core/buffer.hpp"
+#include "../core/error.hpp"
+#include "../core/memory.hpp"
+#include "../core/op.hpp"
+
+/// Throws `ddl::transport_error` naming the call and CUDA's message.
+#define DDL_CUDA_CHECK(call)                                                                              \
+  do {                                                                                                    \
+    const cudaError_t ddl_cuda_err_ = (call);                                                             \
+    if (ddl_cuda_err_ != cudaSuccess)                                                                     \
+      throw ::ddl::transport_error(std::string(#call) + " failed: " + cudaGetErrorName(ddl_cuda_err_) + \
+                                   " (" + cudaGetErrorString(ddl_cuda_err_) + ")");                       \
+  } while (0)
+
+namespace ddl {
+
+// CUDA's own 16-bit types map to ddl's (same size, same bits).
+template <>
+struct dtype_of<__half> : std::integral_constant<dtype, dtype::float16> {};
+template <>
+struct dtype_of<__nv_bfloat16> : std::integral_constant<dtype, dtype::bfloat16> {};
+
+/// A view of device memory on `device`, ordered by `stream`.
+/// Example: `comm.all_reduce(ddl::device_view(d_grads, n, 0, stream), ddl::op::sum);`
+template <class T>
+buffer_view device_view(T* data, std::size_t count, int device, cudaStream_t stream = nullptr) {
+  return {data, count, dtype_of<T>::value, location{memory_space::cuda, device, stream}};
+}
+template <class T>
+const_buffer_view device_view(const T* data, std::size_t count, int device, cudaStream_t stream = nullptr) {
+  return {data, count, dtype_of<T>::value, location{memory_space::cuda, device, stream}};
+}
+
+namespace cuda {
+
+/// Number of CUDA devices (0 when there is none or no driver).
+inline int device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+namespace kernels {
+
+// Elements per thread per iteration: 16 bytes per load where aligned.
+template <class T>
+struct vec {
+  static constexpr int width = sizeof(T) >= 16 ? 1 : 16 / static_cast<int>(sizeof(T));
+};
+
+template <class T, class Op>
+__global__ void combine(T* __restrict__ dst, const T* a, const T* b, std::size_t n, Op op) {
+  // a or b may equal dst (in place): no __restrict__ on them.
+  using C = compute_t<T>;
+  constexpr int W = vec<T>::width;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t nv = n / W;
+  const std::size_t tid = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool aligned = ((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(a) |
+                         reinterpret_cast<std::uintptr_t>(b)) % 16) == 0;
+  std::size_t tail = 0;
+  if (aligned && W > 1) {
+    for (std::size_t v = tid; v < nv; v += stride) {
+      alignas(16) T x[W];
+      alignas(16) T y[W];
+      *reinterpret_cast<uint4*>(x) = reinterpret_cast<const uint4*>(a)[v];
+      *reinterpret_cast<uint4*>(y) = reinterpret_cast<const uint4*>(b)[v];
+#pragma unroll
+      for (int k = 0; k < W; ++k) x[k] = T(op(C(x[k]), C(y[k])));
+      reinterpret_cast<uint4*>(dst)[v] = *reinterpret_cast<const uint4*>(x);
+    }
+    tail = nv * W;
+  }
+  for (std::size_t i = tail + tid; i < n; i += stride) dst[i] = T(op(C(a[i]), C(b[i])));
+}
+
+template <class T>
+__global__ void divide(T* data, std::size_t n, int ranks) {
+  using C = compute_t<T>;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    data[i] = T(C(data[i]) / static_cast<C>(ranks));
+}
+
+}  // namespace kernels
+
+/// Blocks for `n` elements: enough to fill the device, capped.
+inline unsigned grid_for(std::size_t n, int width) {
+  const std::size_t threads = (n + static_cast<std::size_t>(width) - 1) / static_cast<std::size_t>(width);
+  const std::size_t blocks = (threads + 255) / 256;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 4096 ? 4096 : blocks));
+}
+
+/// `dst[i] = a[i] (op) b[i]` on `stream`; `dst` equals `a` or `b`, or overlaps
+/// neither. Pointers may be on a peer device when peer access is enabled.
+inline void reduce(void* dst, const void* a, const void* b, std::size_t count, reduction r, cudaStream_t stream) {
+  if (count == 0) return;
+  visit_dtype(r.type, [&](auto tag) {
+    using T = decltype(tag);
+    visit_op(r.oper, [&](auto f) {
+      kernels::combine<T><<<grid_for(count, kernels::vec<T>::width), 256, 0, stream>>>(
+          static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), count, f);
+    });
+  });
+  DDL_CUDA_CHECK(cudaGetLastError());
+}
+
+/// The op's final touch on the device (`avg` divides by `ranks`).
+inline void finalize(void* data, std::size_t count, reduction r, int ranks, cudaStream_t stream) {
+  if (r.oper != op::avg || count == 0 || ranks == 1) return;
+  visit_dtype(r.type, [&](auto tag) {
+    using T = decltype(tag);
+    kernels::divide<T><<<grid_for(count, 1), 256, 0, stream>>>(static_cast<T*>(data), count, ranks);
+  });
+  DDL_CUDA_CHECK(cudaGetLastError());
+}
+
+/// Makes `device` current for the calling thread for the scope.
+class device_guard {
+ public:
+  explicit device_guard(int device) {
+    DDL_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (device >= 0 && device != previous_) DDL_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~device_guard() { (void)cudaSetDevice(previous_); }
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+/// Where a table's operations run: a device and a stream.
+struct stream_context {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+};
+
+/// The `memory_ops` table for device memory on `ctx` (which must outlive
+/// the table's use). Copies are `cudaMemcpyAsync`, reductions the kernels
+/// above, workspace `cudaMalloc`; all asynchronous on `ctx->stream`.
+inline memory_ops device_memory_ops(stream_context* ctx) {
+  memory_ops m;
+  m.name = "cuda";
+  m.ctx = ctx;
+  m.copy = [](void* c, std::byte* dst, const std::byte* src, std::size_t n) {
+    auto* s = static_cast<stream_context*>(c);
+    if (n && dst != src) DDL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s->stream));
+  };
+  m.reduce = [](void* c, std::byte* dst, const std::byte* a, const std::byte* b, std::size_t count, reduction r) {
+    reduce(dst, a, b, count, r, static_cast<stream_context*>(c)->stream);
+  };
+  m.finalize = [](void* c, std::byte* p, std::size_t count, reduction r, int ranks) {
+    finalize(p, count, r, ranks, static_cast<stream_context*>(c)->stream);
+  };
+  m.allocate = [](void* c, std::size_t n) {
+    device_guard g(static_cast<stream_context*>(c)->device);
+    void* p = nullptr;
+    DDL_CUDA_CHECK(cudaMalloc(&p, n));
+    return static_cast<std::byte*>(p);
+  };
+  m.release = [](void* c, std::byte* p, std::size_t) {
+    device_guard g(static_cast<stream_context*>(c)->device);
+    (void)cudaFree(p);
+  };
+  return m;
+}
+
+}  // namespace cuda
+}  // namespace ddl

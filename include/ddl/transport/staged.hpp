@@ -1,0 +1,327 @@
+#pragma once
+/// \file
+/// `staged_transport<Inner, Device>`: device buffers over a host transport
+/// (S-Caffe's multi-stage idea). Messages are cut into pieces of
+/// `staging_options::slot_bytes`; each piece goes through a small pool of
+/// staging slots (pinned host memory for CUDA):
+///   send: device -> slot copy (async) | inner isend from the slot | slot free
+///   recv: inner irecv into a slot | slot -> device copy, or a reduction that
+///         reads the slot directly (async) | slot free
+/// Every stage of every piece in flight advances whenever any request is
+/// waited on, so the copy of piece k+1 overlaps the network transfer of
+/// piece k and the copy back of piece k-1. Inner messages are posted in
+/// request order, so matching keeps the Inner transport's FIFO guarantee.
+///
+/// A `Device` whose `direct` is true (a CUDA-aware MPI) skips the slots for
+/// sends and plain receives: the inner transport gets device pointers, once
+/// the stream has produced the data.
+///
+/// `Device` (see `cuda::staging_device`, and the host one in the tests):
+///   `static constexpr bool direct`; `struct event` (default-constructible);
+///   `std::byte* allocate_slot(std::size_t)`, `void release_slot(std::byte*, std::size_t)`;
+///   `event copy(std::byte* dst, const std::byte* src, std::size_t)` — async;
+///   `event reduce(std::byte* dst, const std::byte* a, const std::byte* b, std::size_t count, reduction)`;
+///   `event mark()` — an event after the work queued so far;
+///   `bool ready(event&)`; `memory_ops memory(const location&)` — also picks the stream.
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../core/memory.hpp"
+#include "../detail/event.hpp"
+#include "concept.hpp"
+
+namespace ddl {
+
+/// Settings of the staging pipeline.
+struct staging_options {
+  std::size_t slot_bytes = std::size_t{1} << 20;  ///< largest piece
+  int slots = 8;                                  ///< per direction
+};
+
+template <class Inner, class Device>
+class staged_transport {
+  static_assert(check_transport<Inner>(), "ddl: staged_transport needs an Inner transport");
+  static_assert(has_test_v<Inner>, "ddl: staged_transport needs an Inner transport with 'bool test(request&)'");
+  using inner_request = typename Inner::request;
+  using event = typename Device::event;
+
+ public:
+  static constexpr bool device_memory = true;
+
+  class request {
+   public:
+    request() = default;
+    request(request&& o) noexcept : owner_(o.owner_), id_(o.id_) { o.owner_ = nullptr; }
+    request& operator=(request&& o) noexcept {
+      if (this != &o) {
+        release();
+        owner_ = o.owner_;
+        id_ = o.id_;
+        o.owner_ = nullptr;
+      }
+      return *this;
+    }
+    request(const request&) = delete;
+    request& operator=(const request&) = delete;
+    ~request() { release(); }
+    bool active() const noexcept { return owner_ != nullptr; }
+
+   private:
+    friend class staged_transport;
+    void release() noexcept {
+      if (owner_) owner_->abandon(id_);
+      owner_ = nullptr;
+    }
+    staged_transport* owner_ = nullptr;
+    std::uint64_t id_ = 0;
+  };
+
+  /// \param inner moves the bytes (must outlive this); \param dev does the device side.
+  staged_transport(Inner& inner, Device& dev, staging_options o = {}) : inner_(&inner), dev_(&dev), opts_(o) {
+    if (o.slot_bytes < 64 || o.slots < 1) throw invalid_argument("staging_options: slot_bytes >= 64 and slots >= 1");
+    for (int d = 0; d < 2; ++d)
+      for (int k = 0; k < o.slots; ++k) free_[d].push_back(dev.allocate_slot(o.slot_bytes));
+  }
+  staged_transport(const staged_transport&) = delete;
+  staged_transport& operator=(const staged_transport&) = delete;
+  ~staged_transport() {
+    // Pieces in flight own slots and may still be copied into: let them
+    // finish (bounded), then release everything.
+    for (auto& o : ops_) {
+      o.pieces = o.started;
+      o.abandoned = true;
+    }
+    try {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!pieces_.empty() && std::chrono::steady_clock::now() < until) progress();
+    } catch (...) {
+    }
+    for (auto& p : pieces_)
+      if (p.slot) dev_->release_slot(p.slot, opts_.slot_bytes);
+    pieces_.clear();
+    for (int d = 0; d < 2; ++d)
+      for (std::byte* s : free_[d]) dev_->release_slot(s, opts_.slot_bytes);
+  }
+
+  int rank() const { return inner_->rank(); }
+  int size() const { return inner_->size(); }
+  memory_ops memory(const location& where) { return dev_->memory(where); }
+
+  request isend(int peer, const_bytes data, tag t) { return post(kind::send, peer, const_cast<std::byte*>(data.data), nullptr, data.size, {}, t); }
+  request irecv(int peer, mutable_bytes data, tag t) { return post(kind::recv, peer, data.data, nullptr, data.size, {}, t); }
+  /// `dst = local (op) received`; the device reduces straight from the slot.
+  request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t) {
+    return post(kind::reduce, peer, dst.data, local.data, dst.size, r, t);
+  }
+
+  bool test(request& r) {
+    progress();
+    return finished(r);
+  }
+  void wait(request& r, deadline until) {
+    if (!r.active()) return;
+    const auto start = std::chrono::steady_clock::now();
+    detail::backoff b;
+    for (;;) {
+      progress();
+      if (finished(r)) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until) {
+        const int peer = op_of(r.id_).peer;
+        throw timeout_error(peer, "", "", std::chrono::duration<double>(now - start).count());
+      }
+      b.pause();
+    }
+  }
+
+  /// Pieces in flight now (tests look at it).
+  std::size_t pieces_in_flight() const noexcept { return pieces_.size(); }
+
+ private:
+  enum class kind : std::uint8_t { send, recv, reduce };
+  enum class stage : std::uint8_t { need_slot, copying, ready_to_post, posted, landing, done };
+  struct op {
+    std::uint64_t id = 0;
+    kind k = kind::send;
+    int peer = 0;
+    tag tg = 0;
+    std::byte* data = nullptr;        // send: source; recv: destination
+    const std::byte* local = nullptr; // reduce: local operand
+    std::size_t bytes = 0;
+    reduction red{};
+    std::size_t pieces = 0, started = 0, finished = 0;
+    bool abandoned = false;
+  };
+  struct piece {
+    std::uint64_t op = 0;
+    std::size_t index = 0, offset = 0, len = 0;
+    stage st = stage::need_slot;
+    std::byte* slot = nullptr;
+    event ev{};
+    inner_request req;
+  };
+
+  request post(kind k, int peer, std::byte* data, const std::byte* local, std::size_t bytes, reduction red, tag t) {
+    op o;
+    o.id = ++next_id_;
+    o.k = k;
+    o.peer = peer;
+    o.tg = t;
+    o.data = data;
+    o.local = local;
+    o.bytes = bytes;
+    o.red = red;
+    o.pieces = bytes == 0 ? 1 : (bytes + opts_.slot_bytes - 1) / opts_.slot_bytes;
+    ops_.push_back(o);
+    request r;
+    r.owner_ = this;
+    r.id_ = o.id;
+    progress();
+    return r;
+  }
+
+  op& op_of(std::uint64_t id) {
+    for (auto& o : ops_)
+      if (o.id == id) return o;
+    throw invalid_argument("staged_transport: unknown request");
+  }
+  bool finished(request& r) {
+    for (auto it = ops_.begin(); it != ops_.end(); ++it)
+      if (it->id == r.id_) {
+        if (it->finished < it->pieces) return false;
+        ops_.erase(it);
+        r.owner_ = nullptr;
+        return true;
+      }
+    r.owner_ = nullptr;
+    return true;
+  }
+  void abandon(std::uint64_t id) noexcept {
+    for (auto it = ops_.begin(); it != ops_.end(); ++it)
+      if (it->id == id) {
+        // Pieces already handed to the inner transport run to completion
+        // (their slots are ours); pieces not started never will be.
+        it->pieces = it->started;
+        it->abandoned = true;
+        if (it->finished >= it->pieces) ops_.erase(it);
+        return;
+      }
+  }
+
+  bool needs_slot(const op& o) const {
+    if (o.k == kind::reduce) return true;
+    return !Device::direct;
+  }
+  int dir(const op& o) const { return o.k == kind::send ? 0 : 1; }
+
+  // Starts pieces in request order while slots last, then advances every
+  // piece in flight as far as it can go.
+  void progress() {
+    // Per direction, pieces start in request order: once a request waits
+    // for a slot, later requests of that direction wait too (so inner
+    // messages keep their order), but the other direction goes on.
+    bool out_of_slots[2] = {false, false};
+    for (auto& o : ops_) {
+      const int d = dir(o);
+      while (!out_of_slots[d] && o.started < o.pieces) {
+        if (needs_slot(o) && free_[d].empty()) {
+          out_of_slots[d] = true;
+          break;
+        }
+        piece p;
+        p.op = o.id;
+        p.index = o.started;
+        p.offset = o.started * opts_.slot_bytes;
+        p.len = o.bytes == 0 ? 0 : std::min(opts_.slot_bytes, o.bytes - p.offset);
+        if (needs_slot(o)) {
+          p.slot = free_[d].back();
+          free_[d].pop_back();
+        }
+        if (o.k == kind::send) {  // the data is what the stream has produced by now
+          p.ev = needs_slot(o) ? dev_->copy(p.slot, o.data + p.offset, p.len) : dev_->mark();
+          p.st = stage::copying;
+        } else {
+          p.st = stage::ready_to_post;
+        }
+        ++o.started;
+        pieces_.push_back(std::move(p));
+      }
+    }
+    // Inner sends are posted in piece order: stop at the first send piece
+    // whose copy is not done yet. Receives are posted at once.
+    bool sends_blocked = false;
+    for (auto& p : pieces_) {
+      op& o = op_of(p.op);
+      if (p.st == stage::copying && !sends_blocked) {
+        if (dev_->ready(p.ev)) p.st = stage::ready_to_post;
+        else sends_blocked = true;
+      }
+      if (p.st == stage::ready_to_post && (o.k != kind::send || !sends_blocked)) {
+        if (o.k == kind::send) {
+          const std::byte* src = p.slot ? p.slot : o.data + p.offset;
+          p.req = inner_->isend(o.peer, const_bytes{src, p.len}, o.tg);
+        } else {
+          std::byte* dst = p.slot ? p.slot : o.data + p.offset;
+          p.req = inner_->irecv(o.peer, mutable_bytes{dst, p.len}, o.tg);
+        }
+        p.st = stage::posted;
+      }
+    }
+    for (auto& p : pieces_) {
+      op& o = op_of(p.op);
+      if (p.st == stage::posted && inner_->test(p.req)) {
+        if (o.k == kind::send || (o.k == kind::recv && !p.slot) || o.abandoned) {
+          p.st = stage::done;
+        } else if (o.k == kind::recv) {
+          p.ev = dev_->copy(o.data + p.offset, p.slot, p.len);
+          p.st = stage::landing;
+        } else {
+          const std::size_t es = size_of(o.red.type);
+          if (o.red.received_first)
+            p.ev = dev_->reduce(o.data + p.offset, p.slot, o.local + p.offset, p.len / es, o.red);
+          else
+            p.ev = dev_->reduce(o.data + p.offset, o.local + p.offset, p.slot, p.len / es, o.red);
+          p.st = stage::landing;
+        }
+      }
+      if (p.st == stage::landing && dev_->ready(p.ev)) p.st = stage::done;
+    }
+    while (!pieces_.empty()) {
+      auto it = pieces_.begin();
+      bool any = false;
+      for (; it != pieces_.end(); ++it)
+        if (it->st == stage::done) {
+          any = true;
+          break;
+        }
+      if (!any) break;
+      op& o = op_of(it->op);
+      if (it->slot) free_[dir(o)].push_back(it->slot);
+      ++o.finished;
+      const bool drop = o.abandoned && o.finished >= o.pieces;
+      const std::uint64_t id = o.id;
+      pieces_.erase(it);
+      if (drop)
+        for (auto oi = ops_.begin(); oi != ops_.end(); ++oi)
+          if (oi->id == id) {
+            ops_.erase(oi);
+            break;
+          }
+    }
+  }
+
+  Inner* inner_;
+  Device* dev_;
+  staging_options opts_;
+  std::uint64_t next_id_ = 0;
+  std::deque<op> ops_;
+  std::deque<piece> pieces_;
+  std::vector<std::byte*> free_[2];
+};
+
+}  // namespace ddl
