@@ -5,6 +5,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <ddl/mpi.hpp>
 
 #include <chrono>
@@ -151,6 +153,35 @@ TEST_CASE("mpi: probing fills link costs") {
       CHECK(cluster.topo()[l].latency > 0);
     }
   }
+}
+
+TEST_CASE("mpi: DDL_TOPOLOGY=auto probes node leaders and every rank ends with the same topology") {
+  const int n = world_size(), r = world_rank();
+  if (n < 4 || n % 2) return;  // needs at least two faked nodes of two ranks
+  ddl::detect_options o;
+  o.node_colour = r / 2;  // nodes of 2 ranks
+  o.probe_bytes = 64 << 10;
+  setenv("DDL_TOPOLOGY", "auto", 1);
+  ddl::mpi_cluster cluster(MPI_COMM_WORLD, o);
+  unsetenv("DDL_TOPOLOGY");
+  const auto& topo = cluster.topo();
+  CHECK(cluster.report().find("hierarchy probed") != std::string::npos);
+  CHECK(topo.size() == n);
+  CHECK(topo[0].extent == 2);  // ranks per node first
+  REQUIRE(topo.count() >= 2);
+  for (std::size_t l = 0; l < topo.count(); ++l) CHECK(topo[l].bandwidth > 1e6);
+  // One machine: whatever grouping noise suggests, every rank must agree on it.
+  const std::string s = topo.str();
+  std::uint64_t h = 1469598103934665603ull;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  std::uint64_t lo = h, hi = h;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lo == hi);
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(cluster.transport(), ddl::auto_strategy(topo));
+  std::vector<std::int32_t> g(50021, cluster.transport().rank() + 1);
+  comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  CHECK(std::all_of(g.begin(), g.end(), [n](std::int32_t v) { return v == n * (n + 1) / 2; }));
 }
 
 TEST_CASE("mpi stall: a rank that never joins gives timeout_error on the others") {

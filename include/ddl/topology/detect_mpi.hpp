@@ -11,7 +11,8 @@
 ///     mismatch is the same `topology_error` everywhere, not a hang);
 ///   - `DDL_TOPOLOGY=auto` (or `detect_options::hierarchy`): measured. The
 ///     node leaders probe pairwise, one pair at a time (latency from 1-byte
-///     round trips, bandwidth from a one-way stream), nodes are grouped
+///     round trips, bandwidth from streams both ways at once, as every
+///     algorithm step sends and receives together), nodes are grouped
 ///     by the largest bandwidth gap into "racks", nodes are renumbered rack
 ///     by rack, and a concurrent probe finds how many links a node and a rack
 ///     have (does a second flow halve the first?). Three levels (ranks per
@@ -256,40 +257,57 @@ class mpi_cluster {
     return {rtt / 2, 2.0 * static_cast<double>(big) / std::max(rtt_big - rtt, 1e-9)};
   }
 
-  // Bytes/s from a to b streaming `reps` messages of `big` back to back (b
-  // acknowledges the last with one byte); `rtt` is subtracted. One direction
-  // only, so concurrent probes really share what they share.
-  double stream_rate(int a, int b, std::size_t big, int reps, double rtt) {
+  // Bytes/s each way while a and b stream `reps` messages of `big` to each
+  // other at once: every step of every algorithm here sends and receives
+  // together, and on some networks a direction slows when the other is busy
+  // (its acknowledgements queue behind data). `rtt` is subtracted.
+  double exchange_rate(int a, int b, std::size_t big, int reps, double rtt) {
     auto& t = *transport_;
     if (t.rank() != a && t.rank() != b) return 0;
-    if (probe_buf_size_ < big) {
-      probe_buf_.reset(new std::byte[big]());
-      probe_buf_size_ = big;
+    const int other = t.rank() == a ? b : a;
+    const std::size_t need = 2 * big * static_cast<std::size_t>(reps);
+    if (probe_buf_size_ < need) {
+      probe_buf_.reset(new std::byte[need]());
+      probe_buf_size_ = need;
     }
     const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    std::byte ack{};
     auto once = [&](int n) {
       const auto start = std::chrono::steady_clock::now();
-      if (t.rank() == a) {
-        for (int i = 0; i < n; ++i) {
-          auto r = t.isend(b, {probe_buf_.get(), big}, 8);
-          t.wait(r, limit);
-        }
-        auto r = t.irecv(b, {&ack, 1}, 9);
-        t.wait(r, limit);
-      } else {
-        for (int i = 0; i < n; ++i) {
-          auto r = t.irecv(a, {probe_buf_.get(), big}, 8);
-          t.wait(r, limit);
-        }
-        auto r = t.isend(a, {&ack, 1}, 9);
-        t.wait(r, limit);
+      std::vector<mpi_transport::request> reqs;
+      for (int i = 0; i < n; ++i) {
+        reqs.push_back(t.irecv(other, {probe_buf_.get() + static_cast<std::size_t>(i) * big, big}, 8));
+        reqs.push_back(t.isend(other, {probe_buf_.get() + static_cast<std::size_t>(n + i) * big, big}, 8));
       }
+      for (auto& r : reqs) t.wait(r, limit);
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
     once(1);  // warm-up
     const double dt = once(reps);
     return static_cast<double>(reps) * static_cast<double>(big) / std::max(dt - rtt, 1e-9);
+  }
+
+  // A barrier whose waiting ranks sleep (the transport's back-off) instead
+  // of spinning in MPI: on oversubscribed cores, spinning bystanders would
+  // steal the CPU the probing pair needs to drive its sockets.
+  void quiet_barrier() {
+    auto& t = *transport_;
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    std::byte token{};
+    if (t.rank() == 0) {
+      for (int q = 1; q < t.size(); ++q) {
+        auto r = t.irecv(q, {&token, 0}, 10);
+        t.wait(r, limit);
+      }
+      for (int q = 1; q < t.size(); ++q) {
+        auto r = t.isend(q, {&token, 0}, 11);
+        t.wait(r, limit);
+      }
+    } else {
+      auto s = t.isend(0, {&token, 0}, 10);
+      t.wait(s, limit);
+      auto r = t.irecv(0, {&token, 0}, 11);
+      t.wait(r, limit);
+    }
   }
 
   static double median(std::vector<double> v) {
@@ -307,6 +325,7 @@ class mpi_cluster {
     link_cost node{};
     if (ppn > 1) {
       node = pingpong(0, 1, o.probe_bytes, 4);
+      quiet_barrier();
       DDL_MPI_CHECK(MPI_Bcast(&node, 2, MPI_DOUBLE, 0, comm));
     }
     // Every pair of node leaders, one pair at a time.
@@ -316,12 +335,12 @@ class mpi_cluster {
       for (int j = i + 1; j < nodes; ++j) {
         const int a = i * ppn, b = j * ppn;
         const link_cost c = pingpong(a, b, 1, 1);  // latency (the 1-byte round trips)
-        const double rate = stream_rate(a, b, o.probe_bytes, 4, 2 * c.latency);
+        const double rate = exchange_rate(a, b, o.probe_bytes, 8, 2 * c.latency);
         if (t.rank() == a) {
           bw[i * N + j] = bw[j * N + i] = rate;
           lat[i * N + j] = lat[j * N + i] = c.latency;
         }
-        DDL_MPI_CHECK(MPI_Barrier(comm));
+        quiet_barrier();
       }
     DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bw.data(), static_cast<int>(bw.size()), MPI_DOUBLE, MPI_SUM, comm));
     DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, lat.data(), static_cast<int>(lat.size()), MPI_DOUBLE, MPI_SUM, comm));
@@ -395,22 +414,33 @@ class mpi_cluster {
           }
       return link_cost{median(l), median(b)};
     };
-    // Links: stream k flows out of one unit at once, one way; if each keeps
-    // its solo bandwidth the unit has k links, if they share one, 1.
-    auto links_of = [&](const std::vector<std::pair<int, int>>& pairs, double solo) {
-      if (pairs.size() < 2 || solo <= 0) return 0;
+    // Links: run k exchanges out of one unit at once; if each keeps its solo
+    // bandwidth the unit has k links, if they share one, 1.
+    // Links: one exchange alone, then k at once out of the same unit (the
+    // same method back to back, so drift cancels); if each of the k keeps
+    // the solo bandwidth the unit has k links, if they share one, 1.
+    auto links_of = [&](const std::vector<std::pair<int, int>>& pairs) {
+      if (pairs.size() < 2) return 0;
       const int me = transport_->rank();
-      double mine = 0, sum = 0;
-      DDL_MPI_CHECK(MPI_Barrier(transport_->comm()));  // start together
+      const int reps = 8;
+      double solo = 0, mine = 0;
+      quiet_barrier();
+      if (me == pairs[0].first || me == pairs[0].second)
+        solo = exchange_rate(pairs[0].first, pairs[0].second, o.probe_bytes, reps, 0);
+      quiet_barrier();
       for (const auto& pr : pairs)
         if (me == pr.first || me == pr.second) {
-          const double rate = stream_rate(pr.first, pr.second, o.probe_bytes, 4, 0);
+          const double rate = exchange_rate(pr.first, pr.second, o.probe_bytes, reps, 0);
           if (me == pr.first) mine = rate;
         }
-      DDL_MPI_CHECK(MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, transport_->comm()));
+      quiet_barrier();
+      double both[2] = {me == pairs[0].first ? solo : 0.0, mine};
+      double total[2] = {0, 0};
+      DDL_MPI_CHECK(MPI_Allreduce(both, total, 2, MPI_DOUBLE, MPI_SUM, transport_->comm()));
       const int k = static_cast<int>(pairs.size());
-      const double per = sum / k;
-      return std::max(1, std::min(k, static_cast<int>(std::lround(k * per / solo))));
+      const double per = total[1] / k;
+      if (total[0] <= 0) return 0;
+      return std::max(1, std::min(k, static_cast<int>(std::lround(k * per / total[0]))));
     };
     topology_ = topology{};
     if (ppn > 1) topology_.add(level{ppn, node.bandwidth, node.latency, 0});
@@ -418,7 +448,7 @@ class mpi_cluster {
     // Node links: every rank of node 0 talks to its counterpart on node 1 at once.
     std::vector<std::pair<int, int>> pairs;
     for (int r = 0; r < ppn; ++r) pairs.push_back({r, ppn + r});
-    const int node_links = links_of(pairs, in.bandwidth);
+    const int node_links = links_of(pairs);
     topology_.add(level{per_group, in.bandwidth, in.latency, node_links});
     std::snprintf(line, sizeof line, "\n  %s: %d node(s), %.1f MB/s, %.1f us, %d link(s) per node",
                   clean ? "inside a rack" : "network", per_group, in.bandwidth / 1e6, in.latency * 1e6, node_links);
@@ -428,7 +458,7 @@ class mpi_cluster {
       // Rack links: the leaders of rack 0 each talk to rack 1 at once.
       pairs.clear();
       for (int k = 0; k < per_group; ++k) pairs.push_back({k * ppn, (per_group + k) * ppn});
-      const int rack_links = links_of(pairs, out.bandwidth);
+      const int rack_links = links_of(pairs);
       topology_.add(level{groups, out.bandwidth, out.latency, rack_links});
       std::snprintf(line, sizeof line, "\n  across racks: %d rack(s), %.1f MB/s, %.1f us, %d link(s) per rack (gap %.1fx)",
                     groups, out.bandwidth / 1e6, out.latency * 1e6, rack_links, gap);
