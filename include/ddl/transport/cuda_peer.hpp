@@ -250,29 +250,17 @@ inline cuda_peer_transport::request cuda_peer_transport::isend(int peer, const_b
 }
 
 inline cuda_peer_transport::request cuda_peer_transport::irecv(int peer, mutable_bytes data, tag t) {
-  if (peer < 0 || peer >= size() || peer == rank_)
-    throw invalid_argument("cuda_peer_transport: bad peer " + std::to_string(peer));
-  auto m = std::make_shared<message>();
-  m->recv = true;
-  m->peer = peer;
-  m->tg = t;
-  m->dst = data.data;
-  m->bytes = data.size;
-  pending_recvs_.push_back(m);
-  try_match();
-  request r;
-  r.owner_ = this;
-  r.msg_ = std::move(m);
-  return r;
+  return irecv_reduce(peer, data, const_bytes{}, reduction{}, t);
 }
 
+/// With `local.data` null: a plain receive.
 inline cuda_peer_transport::request cuda_peer_transport::irecv_reduce(int peer, mutable_bytes dst, const_bytes local,
                                                                       reduction red, tag t) {
   if (peer < 0 || peer >= size() || peer == rank_)
     throw invalid_argument("cuda_peer_transport: bad peer " + std::to_string(peer));
   auto m = std::make_shared<message>();
   m->recv = true;
-  m->fused = true;
+  m->fused = local.data != nullptr;
   m->peer = peer;
   m->tg = t;
   m->dst = dst.data;

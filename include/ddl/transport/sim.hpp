@@ -387,20 +387,27 @@ class sim_fabric {
     bytes_ = 0;
   }
 
-  std::uint32_t new_op() {
+  // A fresh record from `pool` (reusing freed ones), its generation bumped
+  // so stale handles to the old occupant are recognised.
+  template <class Rec, class Bump>
+  static std::uint32_t take(std::vector<Rec>& pool, std::vector<std::uint32_t>& free, Bump bump) {
     std::uint32_t i;
-    if (!free_ops_.empty()) {
-      i = free_ops_.back();
-      free_ops_.pop_back();
+    if (!free.empty()) {
+      i = free.back();
+      free.pop_back();
     } else {
-      i = static_cast<std::uint32_t>(ops_.size());
-      ops_.emplace_back();
+      i = static_cast<std::uint32_t>(pool.size());
+      pool.emplace_back();
     }
-    op_rec& o = ops_[i];
-    const std::uint32_t gen = o.gen + 1;
-    o = op_rec{};
-    o.gen = gen;
-    o.used = true;
+    const std::uint32_t g = bump(pool[i]) + 1;
+    pool[i] = Rec{};
+    bump(pool[i]) = g;
+    return i;
+  }
+
+  std::uint32_t new_op() {
+    const std::uint32_t i = take(ops_, free_ops_, [](op_rec& o) -> std::uint32_t& { return o.gen; });
+    ops_[i].used = true;
     return i;
   }
   void free_op(std::uint32_t i) {
@@ -420,9 +427,7 @@ class sim_fabric {
     proto.used = true;
     ops_[i] = std::move(proto);
     const op_rec& o = ops_[i];
-    const int src = o.send ? o.rank : o.peer, dst = o.send ? o.peer : o.rank;
-    const match_key key{static_cast<std::uint64_t>(src) << 32 | static_cast<std::uint32_t>(dst), o.tg};
-    auto it = match_.find(key);
+    auto it = match_.find(key_of(o));
     if (it != match_.end()) {
       auto& other = o.send ? it->second.recvs : it->second.sends;
       if (!other.empty()) {
@@ -434,10 +439,14 @@ class sim_fabric {
         return make_request(i);
       }
     } else {
-      it = match_.emplace(key, match_queues{}).first;
+      it = match_.emplace(key_of(o), match_queues{}).first;
     }
     (o.send ? it->second.sends : it->second.recvs).push_back(i);
     return make_request(i);
+  }
+  static match_key key_of(const op_rec& o) {
+    const int src = o.send ? o.rank : o.peer, dst = o.send ? o.peer : o.rank;
+    return {static_cast<std::uint64_t>(src) << 32 | static_cast<std::uint32_t>(dst), o.tg};
   }
   sim_transport::request make_request(std::uint32_t i) {
     sim_transport::request r;
@@ -459,18 +468,8 @@ class sim_fabric {
       wake(ro.rank);
       return;
     }
-    std::uint32_t m;
-    if (!free_msgs_.empty()) {
-      m = free_msgs_.back();
-      free_msgs_.pop_back();
-    } else {
-      m = static_cast<std::uint32_t>(msgs_.size());
-      msgs_.emplace_back();
-    }
+    const std::uint32_t m = take(msgs_, free_msgs_, [](msg_rec& rec) -> std::uint32_t& { return rec.version; });
     msg_rec& mr = msgs_[m];
-    const std::uint32_t version = mr.version + 1;
-    mr = msg_rec{};
-    mr.version = version;
     mr.live = true;
     mr.send_op = s;
     mr.recv_op = r;
@@ -655,9 +654,7 @@ class sim_fabric {
       return;
     }
     if (!o.matched) {
-      const int src = o.send ? o.rank : o.peer, dst = o.send ? o.peer : o.rank;
-      const match_key key{static_cast<std::uint64_t>(src) << 32 | static_cast<std::uint32_t>(dst), o.tg};
-      auto it = match_.find(key);
+      auto it = match_.find(key_of(o));
       if (it != match_.end()) {
         auto& q = o.send ? it->second.sends : it->second.recvs;
         q.erase(std::find(q.begin(), q.end(), i));
