@@ -85,6 +85,13 @@ double parse_number(const std::string& flag, const std::string& v) {
   }
 }
 
+// A CSV field: plan names hold commas ("ring (flat, 16)", "order 0,2,1").
+std::string field(std::string s) {
+  for (char& c : s)
+    if (c == ',') c = ';';
+  return s;
+}
+
 long peak_rss_mib() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -151,7 +158,7 @@ int run_strategies(const ddl::topology& topo, const std::string& which, double b
                 model * 1e3, o.seconds * 1e3, model > 0 ? o.seconds / model : 0.0,
                 level_name(topo, o.rep.bound_level).c_str(), busy, o.rep.messages, o.wall);
     if (out)
-      std::fprintf(out, "%s,%.0f,%d,%.6f,%.6f,%d,%zu,%.3f\n", name.c_str(), bytes, topo.size(), model * 1e3,
+      std::fprintf(out, "%s,%.0f,%d,%.6f,%.6f,%d,%zu,%.3f\n", field(name).c_str(), bytes, topo.size(), model * 1e3,
                    o.seconds * 1e3, o.rep.bound_level + 1, o.rep.messages, o.wall);
     std::fflush(stdout);
   };
@@ -185,13 +192,15 @@ int run_scaling(const preset& pr, const model_preset& m, int max_gpus, std::size
   std::printf("# gradients %.0f bytes, compute %.3f s per iteration on one GPU\n", m.grad_bytes, m.compute_s);
   std::printf("# no overlap: t = compute + allreduce; overlap: t = max(compute, compute/3 + allreduce)\n");
   std::printf("#   (the all-reduce starts with the backward pass, taken as 2/3 of compute)\n");
-  std::printf("# efficiency = t(1 GPU) / t(n GPUs) (the paper's §3.1); speed-up = n x efficiency\n");
-  std::printf("# %5s %-34s %-24s %10s %12s %8s %8s %8s %8s\n", "gpus", "topology", "plan", "comm_ms",
-              "over_4gpu_ms", "eff", "speedup", "eff_ovl", "spd_ovl");
+  std::printf("# efficiency = t(1 GPU) / t(n GPUs) (the paper's §3.1); speed-up = n x efficiency;\n"
+              "# eff4 = t(4 GPUs) / t(n GPUs), the paper's figures' reference (one node)\n");
+  std::printf("# %5s %-34s %-24s %10s %12s %7s %8s %7s %7s %8s %7s\n", "gpus", "topology", "plan", "comm_ms",
+              "over_4gpu_ms", "eff", "speedup", "eff4", "eff_ovl", "spd_ovl", "eff4_ovl");
   std::FILE* out = std::fopen(csv.c_str(), "w");
   if (!out) usage("cannot write " + csv);
-  std::fprintf(out, "gpus,plan,comm_ms,overhead_vs_4_ms,efficiency,speedup,efficiency_overlap,speedup_overlap\n");
-  double comm4 = 0;
+  std::fprintf(out, "gpus,plan,comm_ms,overhead_vs_4_ms,efficiency,speedup,efficiency_overlap,speedup_overlap,"
+                    "efficiency_vs_4,efficiency_vs_4_overlap\n");
+  double comm4 = 0, t4 = 0, t4_ovl = 0;
   for (int n = 1; n <= max_gpus; n *= 2) {
     double comm = 0;
     std::string topo_s = "-", plan_s = "-";
@@ -203,16 +212,28 @@ int run_scaling(const preset& pr, const model_preset& m, int max_gpus, std::size
       topo_s = topo.str();
       plan_s = ddl::describe(topo, best);
     }
-    if (n == 4) comm4 = comm;
     const double t1 = m.compute_s;
     const double t_plain = m.compute_s + comm;
     const double t_ovl = std::max(m.compute_s, m.compute_s / 3 + comm);
+    if (n == 4) {
+      comm4 = comm;
+      t4 = t_plain;
+      t4_ovl = t_ovl;
+    }
     const double eff = t1 / t_plain, eff_o = t1 / t_ovl;
+    // Below 4 GPUs there is no 4-GPU reference: "-" in the table, an empty CSV field (gnuplot skips it).
+    auto vs4 = [n](double t_ref, double t, bool csv_field) {
+      if (n < 4) return std::string(csv_field ? "" : "-");
+      char b[32];
+      std::snprintf(b, sizeof b, csv_field ? "%.5f" : "%.3f", t_ref / t);
+      return std::string(b);
+    };
     const double over = n >= 4 ? (comm - comm4) * 1e3 : 0.0;
-    std::printf("  %5d %-34s %-24s %10.3f %12.3f %8.3f %8.1f %8.3f %8.1f\n", n, topo_s.c_str(), plan_s.c_str(),
-                comm * 1e3, over, eff, n * eff, eff_o, n * eff_o);
-    std::fprintf(out, "%d,%s,%.6f,%.6f,%.5f,%.3f,%.5f,%.3f\n", n, plan_s.c_str(), comm * 1e3, over, eff, n * eff,
-                 eff_o, n * eff_o);
+    std::printf("  %5d %-34s %-24s %10.3f %12.3f %7.3f %8.1f %7s %7.3f %8.1f %7s\n", n, topo_s.c_str(),
+                plan_s.c_str(), comm * 1e3, over, eff, n * eff, vs4(t4, t_plain, false).c_str(), eff_o, n * eff_o,
+                vs4(t4_ovl, t_ovl, false).c_str());
+    std::fprintf(out, "%d,%s,%.6f,%.6f,%.5f,%.3f,%.5f,%.3f,%s,%s\n", n, field(plan_s).c_str(), comm * 1e3, over, eff,
+                 n * eff, eff_o, n * eff_o, vs4(t4, t_plain, true).c_str(), vs4(t4_ovl, t_ovl, true).c_str());
     std::fflush(stdout);
   }
   std::fclose(out);
@@ -225,8 +246,9 @@ int run_scaling(const preset& pr, const model_preset& m, int max_gpus, std::size
       << "set xlabel 'GPUs'\nset ylabel 'speed-up'\nset logscale y 2\n"
       << "plot '" << csv << "' skip 1 u 1:1 w l dt 2 lc 'gray' t 'linear', '' skip 1 u 1:6 w lp t 'no overlap', "
       << "'' skip 1 u 1:8 w lp t 'overlap'\n"
-      << "unset logscale y\nset ylabel 'scaling efficiency'\nset yrange [0:1.05]\n"
-      << "plot '" << csv << "' skip 1 u 1:5 w lp t 'no overlap', '' skip 1 u 1:7 w lp t 'overlap'\n"
+      << "unset logscale y\nset ylabel 'scaling efficiency'\nset yrange [0.5:1.02]\nset key bottom left\n"
+      << "plot '" << csv << "' skip 1 u 1:5 w lp lc 1 t 'no overlap (vs 1 GPU)', '' skip 1 u 1:7 w lp lc 2 t 'overlap (vs 1 GPU)', "
+      << "'' skip 1 u 1:9 w lp dt 2 lc 1 t 'no overlap (vs 4 GPUs)', '' skip 1 u 1:10 w lp dt 2 lc 2 t 'overlap (vs 4 GPUs)'\n"
       << "unset multiplot\n";
     g.close();
     const std::string cmd = "gnuplot " + gp;
