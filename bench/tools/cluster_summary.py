@@ -11,15 +11,13 @@ import re
 import statistics
 import sys
 
+from bench_table import placement, rows
 
-def parse(path, col):
+
+def parse(path, in_place):
     out, model = {}, {}
-    for line in open(path):
-        f = line.split()
-        if len(f) < 11 or not f[0].isdigit() or f[4] == "floor:copy":
-            continue
-        size, impl = int(f[0]), f[4]
-        out[(size, impl)] = float(f[col])
+    for size, impl, oop, ip, line in rows(path):
+        out[(size, impl)] = ip if in_place else oop
         m = re.search(r"\[model ([0-9.]+) us\]", line)
         if impl == "ddl:auto" and m:
             model[size] = (float(m.group(1)), line.split("  ")[-1].split(" [")[0].strip())
@@ -31,13 +29,8 @@ def stat(v):
 
 
 def main():
-    argv = sys.argv[1:]
-    col = 5
-    if "--placement" in argv:
-        i = argv.index("--placement")
-        col = 10 if argv[i + 1] == "ip" else 5
-        del argv[i:i + 2]
-    runs = [parse(p, col) for p in argv]
+    in_place, argv = placement(sys.argv[1:])
+    runs = [parse(p, in_place) for p in argv]
     sizes = sorted({k[0] for r, _ in runs for k in r})
     print("| size | auto (ms) | plan | auto vs MPI_Allreduce | auto vs flat ring | model (ms) | measured / model |")
     print("|---|---|---|---|---|---|---|")

@@ -9,27 +9,19 @@ best strategy measured, and auto's ratio to it.
 import statistics
 import sys
 
-def rows(path):
-    for line in open(path):
-        f = line.split()
-        if len(f) < 11 or not f[0].isdigit() or f[4] == "floor:copy":
-            continue
-        yield int(f[0]), f[4], float(f[5]), float(f[10]), (f[15] if len(f) > 15 else "")
+from bench_table import placement, rows
+
 
 def main():
-    argv = sys.argv[1:]
-    col = 2
-    if "--placement" in argv:
-        i = argv.index("--placement")
-        col = 3 if argv[i + 1] == "ip" else 2
-        del argv[i:i + 2]
-    args = argv
+    in_place, args = placement(sys.argv[1:])
+    col = 3 if in_place else 2
     data, plan = {}, {}
     for path in args:
         for r in rows(path):
             data.setdefault((r[0], r[1]), []).append(r[col])
             if r[1] == "ddl:auto":
-                plan[r[0]] = " ".join(r[4:]) or plan.get(r[0], "")
+                f = r[4].split()
+                plan[r[0]] = (f[15] if len(f) > 15 else "") or plan.get(r[0], "")
     sizes = sorted({k[0] for k in data})
     impls = []
     for k in data:

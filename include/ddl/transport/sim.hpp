@@ -789,16 +789,11 @@ inline sim_transport::request sim_transport::isend(int peer, const_bytes data, t
   return fab_->post(std::move(o));
 }
 inline sim_transport::request sim_transport::irecv(int peer, mutable_bytes data, tag t) {
-  sim_fabric::op_rec o;
-  o.rank = rank_;
-  o.peer = peer;
-  o.tg = t;
-  o.bytes = data.size;
-  o.dst = data.data;
-  return fab_->post(std::move(o));
+  return irecv_reduce(peer, data, const_bytes{}, reduction{}, t);
 }
 inline sim_transport::request sim_transport::irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r,
                                                           tag t) {
+  // A receive without local data is a plain copy.
   sim_fabric::op_rec o;
   o.rank = rank_;
   o.peer = peer;
@@ -807,7 +802,7 @@ inline sim_transport::request sim_transport::irecv_reduce(int peer, mutable_byte
   o.dst = dst.data;
   o.local = local.data;
   o.red = r;
-  o.fused = true;
+  o.fused = local.data != nullptr;
   return fab_->post(std::move(o));
 }
 inline void sim_transport::wait(request& r, deadline) { fab_->wait(r, rank_); }

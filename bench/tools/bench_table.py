@@ -1,0 +1,21 @@
+"""Reading ddl-bench's table output (shared by the summary scripts here)."""
+
+
+def placement(argv):
+    """Removes `--placement oop|ip` from argv; True when in-place was asked for."""
+    argv = list(argv)
+    in_place = False
+    if "--placement" in argv:
+        i = argv.index("--placement")
+        in_place = argv[i + 1] == "ip"
+        del argv[i:i + 2]
+    return in_place, argv
+
+
+def rows(path):
+    """(size, impl, out-of-place us, in-place us, line) for every measured row."""
+    for line in open(path):
+        f = line.split()
+        if len(f) < 11 or not f[0].isdigit() or f[4] == "floor:copy":
+            continue
+        yield int(f[0]), f[4], float(f[5]), float(f[10]), line
