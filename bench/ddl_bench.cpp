@@ -41,6 +41,9 @@
 #include <gloo/transport/tcp/device.h>
 #endif
 
+#ifdef DDL_BENCH_COMMIT_HEADER
+#include "ddl_bench_commit.hpp"  // generated at build time (cmake/ddl_commit.cmake)
+#endif
 #ifndef DDL_BENCH_COMMIT
 #define DDL_BENCH_COMMIT "unknown"
 #endif
