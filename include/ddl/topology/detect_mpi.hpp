@@ -414,8 +414,6 @@ class mpi_cluster {
           }
       return link_cost{median(l), median(b)};
     };
-    // Links: run k exchanges out of one unit at once; if each keeps its solo
-    // bandwidth the unit has k links, if they share one, 1.
     // Links: one exchange alone, then k at once out of the same unit (the
     // same method back to back, so drift cancels); if each of the k keeps
     // the solo bandwidth the unit has k links, if they share one, 1.
