@@ -25,8 +25,12 @@ struct device_buffer {
   device_buffer(const device_buffer&) = delete;
   device_buffer& operator=(const device_buffer&) = delete;
   T* get(std::size_t offset = 0) const { return static_cast<T*>(ptr) + offset; }
+  // cudaMemcpy from pageable memory may return before the DMA lands, and a
+  // non-blocking stream does not wait for it: finish the copy here, so a
+  // collective on any stream reads the uploaded data.
   void upload(const std::vector<T>& v, std::size_t offset = 0) const {
     DDL_CUDA_CHECK(cudaMemcpy(get(offset), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    DDL_CUDA_CHECK(cudaDeviceSynchronize());
   }
   std::vector<T> download(std::size_t n, std::size_t offset = 0) const {
     std::vector<T> v(n);
