@@ -42,6 +42,34 @@ struct copy_only {
 static_assert(ddl::is_transport_v<copy_only>);
 static_assert(!ddl::has_fused_reduce_v<copy_only>);
 
+// A transport that counts its sends and forwards the fused receive; with
+// Ordered, it declares itself stream-ordered, and the step engine must then
+// send each slice whole.
+template <bool Ordered>
+struct counted {
+  static constexpr bool stream_ordered = Ordered;
+  ddl::local_transport* inner;
+  std::size_t* sends;
+  using request = ddl::local_transport::request;
+  int rank() const { return inner->rank(); }
+  int size() const { return inner->size(); }
+  request isend(int p, ddl::const_bytes b, ddl::tag t) {
+    ++*sends;
+    return inner->isend(p, b, t);
+  }
+  request irecv(int p, ddl::mutable_bytes b, ddl::tag t) { return inner->irecv(p, b, t); }
+  request irecv_reduce(int p, ddl::mutable_bytes d, ddl::const_bytes l, ddl::reduction r, ddl::tag t) {
+    return inner->irecv_reduce(p, d, l, r, t);
+  }
+  void wait(request& r, ddl::deadline d) { inner->wait(r, d); }
+};
+using whole_slices = counted<true>;
+static_assert(ddl::is_stream_ordered_v<whole_slices>);
+static_assert(ddl::is_stream_ordered_v<ddl::group_view<whole_slices>>);
+static_assert(!ddl::is_stream_ordered_v<ddl::local_transport>);
+static_assert(!ddl::is_stream_ordered_v<copy_only>);
+static_assert(!ddl::is_stream_ordered_v<counted<false>>);
+
 ddl::deadline soon(std::chrono::milliseconds ms = 5000ms) { return std::chrono::steady_clock::now() + ms; }
 }  // namespace
 
@@ -220,6 +248,70 @@ TEST_CASE("generic pipeline: receive into scratch, then reduce (transport withou
                 }
             }
         });
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
+TEST_CASE("stream-ordered transport: each slice is one message, whatever the chunk size") {
+  // chunk_bytes = 64 would cut a ring step of 4099 floats into dozens of
+  // chunks; a stream-ordered transport gets one message per step: a ring
+  // all-reduce sends 2(n-1) times per rank, with the same exact results.
+  ddl::options o;
+  o.chunk_bytes = 64;
+  for (int n : {1, 2, 3, 5, 8}) {
+    CAPTURE(n);
+    failure_log log;
+    std::vector<std::size_t> sends(static_cast<std::size_t>(n)), chunked_sends(static_cast<std::size_t>(n));
+    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+      const auto r = static_cast<std::size_t>(lt.rank());
+      whole_slices t{&lt, &sends[r]};
+      ddl::communicator<ddl::ring, whole_slices> comm(t, o);
+      for (ddl::dtype dt : ddl::all_dtypes)
+        ddl::visit_dtype(dt, [&](auto tag) {
+          using T = decltype(tag);
+          for (std::size_t count : matrix_counts(n, 4099))
+            for (ddl::op op : ddl::all_ops) {
+              std::vector<T> in(count), out(count);
+              for (std::size_t i = 0; i < count; ++i) in[i] = to_element<T>(input_value(dt, op, t.rank(), i));
+              std::memset(out.data(), sentinel, count * sizeof(T));
+              const std::size_t before = sends[r];
+              comm.all_reduce(ddl::host_view(std::as_const(in)), ddl::host_view(out), op);
+              if (count == 4099 && sends[r] - before != static_cast<std::size_t>(2 * (n - 1)))
+                log.add("ring all_reduce of 4099 elements: " + std::to_string(sends[r] - before) + " sends, want " +
+                        std::to_string(2 * (n - 1)));
+              for (std::size_t i = 0; i < count; ++i)
+                if (!same_bits(out[i], expected_value<T>(op, n, i))) {
+                  log.add(std::string("whole_slices all_reduce ") + ddl::name_of(dt) + " " + ddl::name_of(op) +
+                          " count " + std::to_string(count) + " element " + std::to_string(i));
+                  break;
+                }
+            }
+        });
+      // Doubling strategies (fold, exchange, halving steps) through whole slices too.
+      ddl::communicator<ddl::halving_doubling, whole_slices> hd(t, o);
+      ddl::communicator<ddl::recursive_doubling, whole_slices> rd(t, o);
+      for (std::size_t count : matrix_counts(n, 4099)) {
+        std::vector<double> in(count), out_hd(count), out_rd(count);
+        for (std::size_t i = 0; i < count; ++i) in[i] = input_value(ddl::dtype::float64, ddl::op::sum, t.rank(), i);
+        hd.all_reduce(ddl::host_view(std::as_const(in)), ddl::host_view(out_hd), ddl::op::sum);
+        rd.all_reduce(ddl::host_view(std::as_const(in)), ddl::host_view(out_rd), ddl::op::sum);
+        for (std::size_t i = 0; i < count; ++i)
+          if (!same_bits(out_hd[i], expected_value<double>(ddl::op::sum, n, i)) ||
+              !same_bits(out_rd[i], expected_value<double>(ddl::op::sum, n, i))) {
+            log.add("whole_slices doubling all_reduce count " + std::to_string(count) + " element " +
+                    std::to_string(i));
+            break;
+          }
+      }
+      // The control: the same call over a transport that is not stream-ordered is chunked.
+      counted<false> ct{&lt, &chunked_sends[r]};
+      ddl::communicator<ddl::ring, counted<false>> plain(ct, o);
+      std::vector<float> in(4099, 1.0f), out(4099);
+      plain.all_reduce(ddl::host_view(std::as_const(in)), ddl::host_view(out), ddl::op::sum);
+      if (n > 1 && chunked_sends[r] <= static_cast<std::size_t>(2 * (n - 1)))
+        log.add("control: only " + std::to_string(chunked_sends[r]) + " chunked sends");
+      if (out[4098] != static_cast<float>(n)) log.add("plain ring all_reduce is wrong");
     });
     CHECK_MESSAGE(log.count() == 0, log.summary());
   }

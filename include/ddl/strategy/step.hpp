@@ -9,6 +9,9 @@
 /// combined, chunks k+1... are already moving. On a transport with a fused
 /// receive-and-reduce (`irecv_reduce`) the combine happens as the data is
 /// read; otherwise chunks land in a small scratch ring and are combined here.
+/// A stream-ordered transport (a device stream orders the transfers) gets
+/// each slice as one message.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -84,15 +87,19 @@ template <class Transport>
 void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, const phase_name& ph) {
   using request = typename Transport::request;
   constexpr std::size_t max_depth = 16;
+  constexpr bool fused = has_fused_reduce_v<Transport>;
+  static_assert(!is_stream_ordered_v<Transport> || fused, "ddl: a stream-ordered transport must offer irecv_reduce");
   const std::size_t esize = size_of(c.red.type);
-  const std::size_t chunk = std::max<std::size_t>(esize, c.opts->chunk_bytes / esize * esize);
+  // A stream-ordered transport gets each slice whole (one chunk).
+  const std::size_t chunk = is_stream_ordered_v<Transport>
+                                ? std::max({esize, s.send_bytes, s.recv_bytes})
+                                : std::max<std::size_t>(esize, c.opts->chunk_bytes / esize * esize);
   const std::size_t depth = std::min<std::size_t>(c.opts->pipeline_depth, max_depth);
   const std::size_t sends = s.send_peer >= 0 ? (s.send_bytes + chunk - 1) / chunk : 0;
   const std::size_t recvs = s.recv_peer >= 0 ? (s.recv_bytes + chunk - 1) / chunk : 0;
   const bool combine = s.local != nullptr;
   call_context cc = c;  // the step's own operand order
   cc.red.received_first = s.received_first;
-  constexpr bool fused = has_fused_reduce_v<Transport>;
   if (!fused && combine && c.scratch_bytes < depth * chunk)
     throw invalid_argument("internal: scratch too small for the pipeline");
 

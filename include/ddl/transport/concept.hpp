@@ -21,6 +21,11 @@
 ///   - `bool test(request&)` — completes `request` if it can without
 ///     blocking (true when done); needed by transports layered on others;
 ///   - `static constexpr bool device_memory` — may be handed CUDA memory;
+///   - `static constexpr bool stream_ordered` — transfers are queued in order
+///     on a device stream and the calls only enqueue them: cutting a slice
+///     into pipelined chunks overlaps nothing and costs host API calls per
+///     chunk, so the step engine sends each slice as one message (such a
+///     transport must offer `irecv_reduce`);
 ///   - `ddl::memory_ops memory(const ddl::location&)` — the local copies and
 ///     reductions for buffers at that location (see `core/memory.hpp`).
 #include <chrono>
@@ -94,6 +99,11 @@ template <class T, class = void>
 struct has_device_memory : std::false_type {};
 template <class T>
 struct has_device_memory<T, std::enable_if_t<T::device_memory>> : std::true_type {};
+
+template <class T, class = void>
+struct has_stream_order : std::false_type {};
+template <class T>
+struct has_stream_order<T, std::enable_if_t<T::stream_ordered>> : std::true_type {};
 }  // namespace detail
 
 /// True when `T` models the Transport concept.
@@ -113,6 +123,11 @@ inline constexpr bool has_test_v = detail::has_test<T>::value;
 /// True when `T` may be handed device (CUDA) memory.
 template <class T>
 inline constexpr bool accepts_device_memory_v = detail::has_device_memory<T>::value;
+
+/// True when `T` queues its transfers in order on a device stream (one
+/// message per slice; see `stream_ordered` above).
+template <class T>
+inline constexpr bool is_stream_ordered_v = detail::has_stream_order<T>::value;
 
 /// Compile-time check with one message per missing requirement; use it where
 /// a transport type enters the library: `static_assert(ddl::check_transport<T>());`

@@ -46,6 +46,11 @@ class cuda_peer_fabric;
 class cuda_peer_transport {
  public:
   static constexpr bool device_memory = true;
+  /// Each slice goes as one message: the stream orders the work, and chunks
+  /// only add API calls. (With 1 MiB chunks an H100 ran 2-8 ranks at 2-5% of
+  /// the memory floor; the times fit ~1.4-2.2 us per CUDA call issued, the
+  /// ranks' threads taking turns in the driver.)
+  static constexpr bool stream_ordered = true;
   /// Planner defaults for ranks sharing GPUs: device memory bandwidth shared
   /// by a peer read, a write and a local read, and one kernel launch.
   static constexpr double default_bandwidth = 200e9;
