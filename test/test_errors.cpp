@@ -110,7 +110,7 @@ TEST_CASE("a stalled peer gives timeout_error on the others within the deadline"
   }
 }
 
-TEST_CASE("options come from DDL_TIMEOUT and DDL_CHUNK_BYTES, and bad values are named") {
+TEST_CASE("options come from DDL_TIMEOUT, DDL_CHUNK_BYTES and DDL_PIPELINE_DEPTH, and bad values are named") {
   setenv("DDL_TIMEOUT", "2.5", 1);
   setenv("DDL_CHUNK_BYTES", "256K", 1);
   auto o = ddl::options::from_env();
@@ -128,6 +128,19 @@ TEST_CASE("options come from DDL_TIMEOUT and DDL_CHUNK_BYTES, and bad values are
   CHECK_THROWS_AS((void)ddl::options::from_env(), ddl::invalid_argument);
   unsetenv("DDL_TIMEOUT");
   unsetenv("DDL_CHUNK_BYTES");
+  setenv("DDL_PIPELINE_DEPTH", "16", 1);
+  CHECK(ddl::options::from_env().pipeline_depth == 16u);
+  for (const char* bad_depth : {"0", "17", "2.5", "deep"}) {
+    setenv("DDL_PIPELINE_DEPTH", bad_depth, 1);
+    try {
+      (void)ddl::options::from_env();
+      FAIL("no exception for ", bad_depth);
+    } catch (const ddl::invalid_argument& e) {
+      CHECK(contains(e.what(), (std::string("DDL_PIPELINE_DEPTH='") + bad_depth + "'").c_str()));
+    }
+  }
+  unsetenv("DDL_PIPELINE_DEPTH");
+  CHECK(ddl::options::from_env().pipeline_depth == 4u);
   ddl::options bad;
   bad.chunk_bytes = 8;
   CHECK_THROWS_AS(bad.validate(), ddl::invalid_argument);

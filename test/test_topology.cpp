@@ -166,6 +166,79 @@ TEST_CASE("planner: latency-bound sizes take recursive doubling, bandwidth-bound
   CHECK(ddl::best_plan(u, 4096).algo == ddl::algorithm::recursive_doubling);
 }
 
+TEST_CASE("DDL_TOPOLOGY: an exchange bandwidth, with or without links, round-trips through str()") {
+  const auto t = ddl::topology::parse("2:24MB/s:30us:2:x18MB/s,4:1GB/s:3us:x0.8GB/s,3:1GB/s:1us:x1GB/s:4");
+  REQUIRE(t.count() == 3);
+  CHECK(t[0].links == 2);
+  CHECK(t[0].exchange == doctest::Approx(18e6));
+  CHECK(t[1].links == 0);
+  CHECK(t[1].exchange == doctest::Approx(0.8e9));
+  CHECK(t[2].links == 4);
+  CHECK(t[2].exchange == doctest::Approx(1e9));
+  const auto back = ddl::topology::parse(t.str());
+  for (std::size_t l = 0; l < 3; ++l) {
+    CHECK(back[l].links == t[l].links);
+    CHECK(back[l].exchange == doctest::Approx(t[l].exchange));
+  }
+  CHECK(ddl::topology::parse("4:1GB/s:3us").str().find(":x") == std::string::npos);
+  static_assert(ddl::level_c<2, 1'000'000'000, 0, 0, 500'000'000>::value.exchange == 5e8);
+  static_assert(ddl::level_c<2, 1'000'000'000, 0>::value.exchange == 0);
+  auto error_of = [](const char* s) {
+    try {
+      (void)ddl::topology::parse(s);
+    } catch (const ddl::topology_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of("4:1GB/s:3us:xfast").find("exchange bandwidth 'fast' does not start with a number") != std::string::npos);
+  CHECK(error_of("4:1GB/s:3us:x1GB/s:x2GB/s").find("exchange bandwidth twice") != std::string::npos);
+  CHECK(error_of("4:1GB/s:3us:2:3").find("too many fields") != std::string::npos);
+  CHECK(error_of("4:1GB/s:3us:x0GB/s").find("exchange bandwidth must be positive") != std::string::npos);
+}
+
+TEST_CASE("cost model: exchanges (rings of two, doubling steps) use the exchange bandwidth") {
+  const double S = 64e6;
+  // 8 ranks on one level; exchanging runs at half the one-way rate.
+  const auto one_way = ddl::topology::uniform(8, 1e9, 0);
+  const auto slow_x = ddl::topology::parse("8:1GB/s:0us:x0.5GB/s");
+  ddl::plan ring;
+  ring.algo = ddl::algorithm::multi_ring;
+  ring.dims = 1;
+  ring.bounds[0] = 0;
+  ring.bounds[1] = 1;
+  ring.order[0] = 0;
+  ddl::plan a = ring, b = ring;
+  ddl::cost::price(one_way.data(), 1, a, S);
+  ddl::cost::price(slow_x.data(), 1, b, S);
+  CHECK(a.seconds == doctest::Approx(ddl::cost::uniform_ring(8, S, 1e9, 0)));
+  CHECK(b.seconds == doctest::Approx(a.seconds));  // a ring of 8 sends one way
+  ddl::plan hd;
+  hd.algo = ddl::algorithm::halving_doubling;
+  ddl::plan hd_a = hd, hd_b = hd;
+  ddl::cost::price(one_way.data(), 1, hd_a, S);
+  ddl::cost::price(slow_x.data(), 1, hd_b, S);
+  CHECK(hd_b.seconds == doctest::Approx(2 * hd_a.seconds));  // every step an exchange
+  // So the planner, level between the two one way, takes the ring.
+  CHECK(hd_a.seconds == doctest::Approx(a.seconds));
+  CHECK(ddl::best_plan(slow_x, S).algo == ddl::algorithm::multi_ring);
+  // A ring of two is an exchange: 2 ranks x 4 nodes, the node level exchanging slowly.
+  const auto two = ddl::topology::parse("4:10GB/s:0us,2:1GB/s:0us:x0.25GB/s");
+  ddl::plan mr;
+  mr.algo = ddl::algorithm::multi_ring;
+  mr.dims = 2;
+  mr.bounds[0] = 0;
+  mr.bounds[1] = 1;
+  mr.bounds[2] = 2;
+  mr.order[0] = 0;
+  mr.order[1] = 1;
+  ddl::cost::price(two.data(), 2, mr, S);
+  // The outer ring of two moves S/4 per rank at the exchange rate (one link per rank).
+  const double inner = ddl::cost::uniform_ring(4, S, 10e9, 0);
+  const double outer = 2.0 * (S / 4 / 2) / 0.25e9;
+  CHECK(mr.seconds == doctest::Approx(inner + outer));
+}
+
 TEST_CASE("planner: a slow outer level gets the least data") {
   // 3 ranks per node on fast links, 5 nodes on a link 20x slower. The best
   // plan reduces the slow level last, when each rank holds 1/3 of the data.

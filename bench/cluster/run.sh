@@ -32,6 +32,7 @@ usage: $0 [--racks R] [--hosts-per-rack H] [--ranks-per-host K] [--intra RATE] [
 RATE is tc's syntax (1gbit, 200mbit). --topology auto probes the emulated network
 (DDL_TOPOLOGY=auto); detect uses ddl's defaults (nodes from shared memory only);
 anything else is passed as DDL_TOPOLOGY. Each run writes DIR/run-K.txt.
+DDL_PIPELINE_DEPTH and DDL_CHUNK_BYTES, when set, are passed to the ranks.
 EOF
   exit 2
 }
@@ -168,6 +169,8 @@ case $topology in
   detect) ;;
   *) env_topo=(-x "DDL_TOPOLOGY=$topology") ;;
 esac
+# ddl settings in this environment travel to the ranks.
+for v in DDL_PIPELINE_DEPTH DDL_CHUNK_BYTES; do [ -n "${!v:-}" ] && env_topo+=(-x "$v=${!v}"); done
 mkdir -p "$work/tmp/head"
 [ -n "$out" ] && mkdir -p "$out"
 for ((k = 1; k <= runs; k++)); do

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// Run-time settings: defaults, environment variables (`DDL_TIMEOUT`,
-/// `DDL_CHUNK_BYTES`) and the per-communicator options that override them.
+/// `DDL_CHUNK_BYTES`, `DDL_PIPELINE_DEPTH`) and the per-communicator options
+/// that override them.
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
@@ -52,15 +53,24 @@ struct options {
   /// so the transfer of one chunk overlaps the reduction of the previous
   /// (`DDL_CHUNK_BYTES`, e.g. `512K`).
   std::size_t chunk_bytes = 1u << 20;
-  /// How many chunks a ring step keeps in flight per peer.
+  /// How many chunks a ring step keeps in flight per peer, 1..16
+  /// (`DDL_PIPELINE_DEPTH`). Over TCP, where a message's handshake waits
+  /// behind data, more in flight keeps exchanges busier.
   std::size_t pipeline_depth = 4;
 
-  /// Defaults overridden by `DDL_TIMEOUT` and `DDL_CHUNK_BYTES` when set.
+  /// Defaults overridden by `DDL_TIMEOUT`, `DDL_CHUNK_BYTES` and
+  /// `DDL_PIPELINE_DEPTH` when set.
   static options from_env() {
     options o;
     if (const char* t = std::getenv("DDL_TIMEOUT"))
       o.timeout = std::chrono::duration<double>(detail::parse_positive("DDL_TIMEOUT", t));
     if (const char* c = std::getenv("DDL_CHUNK_BYTES")) o.chunk_bytes = detail::parse_bytes("DDL_CHUNK_BYTES", c);
+    if (const char* d = std::getenv("DDL_PIPELINE_DEPTH")) {
+      const double v = detail::parse_positive("DDL_PIPELINE_DEPTH", d);
+      if (v != static_cast<double>(static_cast<std::size_t>(v)) || v > 16)
+        throw invalid_argument(std::string("DDL_PIPELINE_DEPTH='") + d + "' must be a whole number in 1..16");
+      o.pipeline_depth = static_cast<std::size_t>(v);
+    }
     o.validate();
     return o;
   }

@@ -12,14 +12,19 @@
 /// rack level): it holds g_L = prod_{i<L} extent_i ranks and `links_L` links
 /// (default g_L: one per rank). If F flows leave one unit at once, each gets
 ///     B_flow(L, F) = B_L * min(1, links_L / F).
-/// A step costs bytes / B_flow + alpha of the slowest link it uses.
+/// A step costs bytes / B_flow + alpha of the slowest link it uses. A step
+/// that sends to and receives from the same peer (an exchange: a ring of two,
+/// every doubling step) uses the level's exchange bandwidth instead of B_L
+/// where the topology gives one.
 ///
 ///  * Ring over a dimension spanning levels [lo, hi), m = prod extents ranks:
 ///      t = 2 (m-1) (S_dim / (m B) + alpha)
 ///    B = min over the spanned levels of B_flow(L, F_L), F_L = g_L / r_L the
 ///    number of this dimension's rings that touch one unit (r_L ranks of a
-///    ring share a unit, and a ring leaves a unit once); alpha = the largest
-///    latency spanned. A flat ring is the one dimension spanning all levels:
+///    ring share a unit, and a ring leaves a unit once); when r_L > 1 the
+///    rings all leave from the same group of the level below, and share only
+///    its part of the unit's links (links_L / extent_(L-1), at least 1);
+///    alpha = the largest latency spanned. A flat ring is the one dimension spanning all levels:
 ///    2 (n-1) (S / (n B_min) + alpha_max), the paper's formula.
 ///  * Multi-ring: dimensions are runs of adjacent levels, reduced in some
 ///    order; dimension j sees S_j = S / (m_1 ... m_(j-1)); t = sum of its rings.
@@ -84,14 +89,33 @@ constexpr int ranks_below(const level* lv, int l) {
   return g;
 }
 
-/// Bandwidth one of `flows` concurrent flows out of a unit gets at level `l`.
-constexpr double flow_bandwidth(const level* lv, int l, int flows) {
-  const int links = lv[l].links ? lv[l].links : ranks_below(lv, l);
+/// Bandwidth one of `flows` concurrent flows out of a unit gets at level `l`
+/// when they may use `links` of its links (0: all of them).
+constexpr double flow_bandwidth(const level* lv, int l, int flows, int links = 0) {
+  if (links == 0) links = lv[l].links ? lv[l].links : ranks_below(lv, l);
   return flows <= links ? lv[l].bandwidth : lv[l].bandwidth * links / flows;
+}
+
+/// The same for a flow whose rank also receives from its peer at once.
+constexpr double exchange_bandwidth(const level* lv, int l, int flows, int links = 0) {
+  const double b = flow_bandwidth(lv, l, flows, links);
+  return lv[l].exchange > 0 ? b * lv[l].exchange / lv[l].bandwidth : b;
+}
+
+/// The links of level `l` that parallel rings with `r` > 1 members in each
+/// unit can use: every such ring leaves the unit from the same group of the
+/// level below (its last member's), so they share that group's part of the
+/// unit's links (links sit with the groups, e.g. one NIC per node).
+constexpr int exit_links(const level* lv, int l, int r) {
+  const int links = lv[l].links ? lv[l].links : ranks_below(lv, l);
+  if (r == 1 || l == 0) return links;
+  const int share = links / lv[l - 1].extent;
+  return share > 0 ? share : 1;
 }
 
 /// Seconds for the rings of one dimension spanning levels [lo, hi) to
 /// reduce-scatter and all-gather `bytes` per rank: 2 (m-1) (bytes/(m B) + alpha).
+/// A ring of two is an exchange (each rank's one peer is both neighbours).
 constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes) {
   int m = 1;
   for (int l = lo; l < hi; ++l) m *= lv[l].extent;
@@ -100,7 +124,8 @@ constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes) {
   int r = 1;  // ranks of one ring inside a unit of level l
   for (int l = lo; l < hi; ++l) {
     if (lv[l].extent > 1) {
-      const double bl = flow_bandwidth(lv, l, ranks_below(lv, l) / r);
+      const int flows = ranks_below(lv, l) / r, links = exit_links(lv, l, r);
+      const double bl = m == 2 ? exchange_bandwidth(lv, l, flows, links) : flow_bandwidth(lv, l, flows, links);
       b = (b == 0 || bl < b) ? bl : b;
       alpha = lv[l].latency > alpha ? lv[l].latency : alpha;
     }
@@ -152,7 +177,7 @@ constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double by
     double t = 0;
     for (int nr = 0; nr < p2; ++nr) {
       const int l = common_level(lv, k, real(nr), real(nr ^ mask));
-      const double tp = b_pair / flow_bandwidth(lv, l, ranks_below(lv, l)) + lv[l].latency;
+      const double tp = b_pair / exchange_bandwidth(lv, l, ranks_below(lv, l)) + lv[l].latency;
       t = tp > t ? tp : t;
     }
     return t;

@@ -11,9 +11,10 @@
 ///     mismatch is the same `topology_error` everywhere, not a hang);
 ///   - `DDL_TOPOLOGY=auto` (or `detect_options::hierarchy`): measured. The
 ///     node leaders probe pairwise, one pair at a time (latency from 1-byte
-///     round trips, bandwidth from streams both ways at once, as every
-///     algorithm step sends and receives together), nodes are grouped
-///     by the largest bandwidth gap into "racks", nodes are renumbered rack
+///     round trips; bandwidth from a one-way stream, and from streams both
+///     ways at once, the exchange bandwidth: steps that exchange with one
+///     peer are priced with it), nodes are grouped
+///     by the largest one-way bandwidth gap into "racks", nodes are renumbered rack
 ///     by rack, and a concurrent probe finds how many links a node and a rack
 ///     have (does a second flow halve the first?). Three levels (ranks per
 ///     node x nodes per rack x racks), or two when no gap shows; what was
@@ -34,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/config.hpp"
 #include "../transport/mpi.hpp"
 #include "topology.hpp"
 
@@ -257,15 +259,18 @@ class mpi_cluster {
     return {rtt / 2, 2.0 * static_cast<double>(big) / std::max(rtt_big - rtt, 1e-9)};
   }
 
-  // Bytes/s each way while a and b stream `reps` messages of `big` to each
-  // other at once: every step of every algorithm here sends and receives
-  // together, and on some networks a direction slows when the other is busy
-  // (its acknowledgements queue behind data). `rtt` is subtracted.
-  double exchange_rate(int a, int b, std::size_t big, int reps, double rtt) {
+  // Bytes/s from a to b (and from b to a too, when `both`: each way while
+  // both directions stream) for `reps` messages of `big`, at most `depth` in
+  // flight each way, as the step engine sends. On some networks a direction
+  // slows when the other is busy (a connection's acknowledgements and
+  // handshakes queue behind its own data): exchanges and one-way streams are
+  // priced apart. `rtt` is subtracted.
+  double stream_rate(int a, int b, std::size_t big, int reps, bool both, double rtt, int depth) {
     auto& t = *transport_;
     if (t.rank() != a && t.rank() != b) return 0;
     const int other = t.rank() == a ? b : a;
-    const std::size_t need = 2 * big * static_cast<std::size_t>(reps);
+    const bool sends = both || t.rank() == a, recvs = both || t.rank() == b;
+    const std::size_t need = 2 * big * static_cast<std::size_t>(depth);
     if (probe_buf_size_ < need) {
       probe_buf_.reset(new std::byte[need]());
       probe_buf_size_ = need;
@@ -273,12 +278,26 @@ class mpi_cluster {
     const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     auto once = [&](int n) {
       const auto start = std::chrono::steady_clock::now();
-      std::vector<mpi_transport::request> reqs;
+      std::vector<mpi_transport::request> rq, sq;
       for (int i = 0; i < n; ++i) {
-        reqs.push_back(t.irecv(other, {probe_buf_.get() + static_cast<std::size_t>(i) * big, big}, 8));
-        reqs.push_back(t.isend(other, {probe_buf_.get() + static_cast<std::size_t>(n + i) * big, big}, 8));
+        const std::size_t slot = static_cast<std::size_t>(i % depth) * big;
+        if (recvs) {
+          if (static_cast<int>(rq.size()) == depth) {
+            t.wait(rq.front(), limit);
+            rq.erase(rq.begin());
+          }
+          rq.push_back(t.irecv(other, {probe_buf_.get() + slot, big}, 8));
+        }
+        if (sends) {
+          if (static_cast<int>(sq.size()) == depth) {
+            t.wait(sq.front(), limit);
+            sq.erase(sq.begin());
+          }
+          sq.push_back(t.isend(other, {probe_buf_.get() + static_cast<std::size_t>(depth) * big + slot, big}, 8));
+        }
       }
-      for (auto& r : reqs) t.wait(r, limit);
+      for (auto& r : rq) t.wait(r, limit);
+      for (auto& r : sq) t.wait(r, limit);
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
     once(1);  // warm-up
@@ -320,6 +339,8 @@ class mpi_cluster {
     auto& t = *transport_;
     const int ppn = layout_.node_sizes[0], nodes = layout_.nodes;
     const MPI_Comm comm = t.comm();
+    // Stream as the collectives will: that many chunks in flight.
+    const int depth = static_cast<int>(options::from_env().pipeline_depth);
     std::string log;
     // Inside a node: rank 0 and 1.
     link_cost node{};
@@ -330,20 +351,23 @@ class mpi_cluster {
     }
     // Every pair of node leaders, one pair at a time.
     const auto N = static_cast<std::size_t>(nodes);
-    std::vector<double> bw(N * N, 0.0), lat(N * N, 0.0);
+    // bw: one way (as the receiver saw it); xbw: each way in an exchange.
+    std::vector<double> bw(N * N, 0.0), xbw(N * N, 0.0), lat(N * N, 0.0);
     for (int i = 0; i < nodes; ++i)
       for (int j = i + 1; j < nodes; ++j) {
         const int a = i * ppn, b = j * ppn;
         const link_cost c = pingpong(a, b, 1, 1);  // latency (the 1-byte round trips)
-        const double rate = exchange_rate(a, b, o.probe_bytes, 8, 2 * c.latency);
+        const double one_way = stream_rate(a, b, o.probe_bytes, 8, false, c.latency, depth);
+        const double both = stream_rate(a, b, o.probe_bytes, 8, true, 2 * c.latency, depth);
         if (t.rank() == a) {
-          bw[i * N + j] = bw[j * N + i] = rate;
+          xbw[i * N + j] = xbw[j * N + i] = both;
           lat[i * N + j] = lat[j * N + i] = c.latency;
         }
+        if (t.rank() == b) bw[i * N + j] = bw[j * N + i] = one_way;
         quiet_barrier();
       }
-    DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bw.data(), static_cast<int>(bw.size()), MPI_DOUBLE, MPI_SUM, comm));
-    DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, lat.data(), static_cast<int>(lat.size()), MPI_DOUBLE, MPI_SUM, comm));
+    for (auto* m : {&bw, &xbw, &lat})
+      DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, m->data(), static_cast<int>(m->size()), MPI_DOUBLE, MPI_SUM, comm));
     char line[160];
     for (int i = 0; i < nodes; ++i) {
       log += "\n  node " + std::to_string(i) + " to nodes:";
@@ -351,7 +375,15 @@ class mpi_cluster {
         std::snprintf(line, sizeof line, " %8.1f", i == j ? 0.0 : bw[i * N + j] / 1e6);
         log += line;
       }
-      log += " MB/s";
+      log += " MB/s one way";
+    }
+    for (int i = 0; i < nodes; ++i) {
+      log += "\n  node " + std::to_string(i) + " to nodes:";
+      for (int j = 0; j < nodes; ++j) {
+        std::snprintf(line, sizeof line, " %8.1f", i == j ? 0.0 : xbw[i * N + j] / 1e6);
+        log += line;
+      }
+      log += " MB/s each way, exchanging";
     }
     // The largest gap between sorted pair bandwidths splits fast from slow.
     std::vector<double> all;
@@ -404,15 +436,20 @@ class mpi_cluster {
       MPI_Comm_free(&reordered);
       log += "\n  nodes renumbered rack by rack";
     }
+    struct pair_costs {
+      double latency, bandwidth, exchange;
+    };
     auto stats = [&](bool inside) {
-      std::vector<double> b, l;
+      std::vector<double> b, x, l;
       for (std::size_t i = 0; i < N; ++i)
         for (std::size_t j = i + 1; j < N; ++j)
           if (!clean || (group[i] == group[j]) == inside) {
             b.push_back(bw[i * N + j]);
+            x.push_back(xbw[i * N + j]);
             l.push_back(lat[i * N + j]);
           }
-      return link_cost{median(l), median(b)};
+      // An exchange is never priced faster than one way.
+      return pair_costs{median(l), median(b), std::min(median(x), median(b))};
     };
     // Links: one exchange alone, then k at once out of the same unit (the
     // same method back to back, so drift cancels); if each of the k keeps
@@ -424,11 +461,11 @@ class mpi_cluster {
       double solo = 0, mine = 0;
       quiet_barrier();
       if (me == pairs[0].first || me == pairs[0].second)
-        solo = exchange_rate(pairs[0].first, pairs[0].second, o.probe_bytes, reps, 0);
+        solo = stream_rate(pairs[0].first, pairs[0].second, o.probe_bytes, reps, true, 0, depth);
       quiet_barrier();
       for (const auto& pr : pairs)
         if (me == pr.first || me == pr.second) {
-          const double rate = exchange_rate(pr.first, pr.second, o.probe_bytes, reps, 0);
+          const double rate = stream_rate(pr.first, pr.second, o.probe_bytes, reps, true, 0, depth);
           if (me == pr.first) mine = rate;
         }
       quiet_barrier();
@@ -442,24 +479,26 @@ class mpi_cluster {
     };
     topology_ = topology{};
     if (ppn > 1) topology_.add(level{ppn, node.bandwidth, node.latency, 0});
-    const link_cost in = stats(true);
+    const pair_costs in = stats(true);
     // Node links: every rank of node 0 talks to its counterpart on node 1 at once.
     std::vector<std::pair<int, int>> pairs;
     for (int r = 0; r < ppn; ++r) pairs.push_back({r, ppn + r});
     const int node_links = links_of(pairs);
-    topology_.add(level{per_group, in.bandwidth, in.latency, node_links});
-    std::snprintf(line, sizeof line, "\n  %s: %d node(s), %.1f MB/s, %.1f us, %d link(s) per node",
-                  clean ? "inside a rack" : "network", per_group, in.bandwidth / 1e6, in.latency * 1e6, node_links);
+    topology_.add(level{per_group, in.bandwidth, in.latency, node_links, in.exchange});
+    std::snprintf(line, sizeof line, "\n  %s: %d node(s), %.1f MB/s one way, %.1f MB/s exchanging, %.1f us, %d link(s) per node",
+                  clean ? "inside a rack" : "network", per_group, in.bandwidth / 1e6, in.exchange / 1e6, in.latency * 1e6,
+                  node_links);
     log += line;
     if (clean) {
-      const link_cost out = stats(false);
+      const pair_costs out = stats(false);
       // Rack links: the leaders of rack 0 each talk to rack 1 at once.
       pairs.clear();
       for (int k = 0; k < per_group; ++k) pairs.push_back({k * ppn, (per_group + k) * ppn});
       const int rack_links = links_of(pairs);
-      topology_.add(level{groups, out.bandwidth, out.latency, rack_links});
-      std::snprintf(line, sizeof line, "\n  across racks: %d rack(s), %.1f MB/s, %.1f us, %d link(s) per rack (gap %.1fx)",
-                    groups, out.bandwidth / 1e6, out.latency * 1e6, rack_links, gap);
+      topology_.add(level{groups, out.bandwidth, out.latency, rack_links, out.exchange});
+      std::snprintf(line, sizeof line,
+                    "\n  across racks: %d rack(s), %.1f MB/s one way, %.1f MB/s exchanging, %.1f us, %d link(s) per rack (gap %.1fx)",
+                    groups, out.bandwidth / 1e6, out.exchange / 1e6, out.latency * 1e6, rack_links, gap);
       log += line;
     }
     topology_.check(transport_->size());

@@ -6,12 +6,19 @@
 /// below shares to reach its peers at this level (e.g. a node of 4 GPUs with
 /// 2 NICs: `links = 2` at the node level; 0 = one link per rank, no sharing).
 ///
+/// A level may also give its exchange bandwidth: bytes/s each way while a
+/// rank sends to and receives from the same peer at once (the steps of a
+/// ring of two and of the doubling algorithms). On some networks it is lower
+/// than the one-way figure (a TCP connection's acknowledgements and
+/// handshakes queue behind its own data); 0 means the same.
+///
 /// Two forms feed one planner: `ddl::topology` (a run-time value, parsed from
 /// `DDL_TOPOLOGY`) and `ddl::static_topology<ddl::level_c<...>...>` (a type
 /// with `constexpr` costs).
 ///
 /// `DDL_TOPOLOGY` syntax: levels separated by commas, innermost first; each
-/// `extent:bandwidth:latency[:links]`, e.g. `4:20GB/s:3us,16:10GB/s:5us,4:9.5GB/s:8us`.
+/// `extent:bandwidth:latency[:links][:x<exchange bandwidth>]`, e.g.
+/// `4:20GB/s:3us,16:10GB/s:5us,4:9.5GB/s:8us` or `2:24MB/s:30us:2:x18MB/s`.
 /// Bandwidth units: B/s KB/s MB/s GB/s (powers of 1000), KiB/s MiB/s GiB/s,
 /// Kbit/s Mbit/s Gbit/s (also tc's kbit mbit gbit). Latency units: s ms us ns.
 #include <array>
@@ -33,17 +40,19 @@ struct level {
   double bandwidth = 1e9;  ///< bytes/s of one link, one direction
   double latency = 1e-6;   ///< seconds per communication step at this level
   int links = 0;           ///< links one group of the level below shares here; 0 = one per rank
+  double exchange = 0;     ///< bytes/s each way in an exchange with one peer; 0 = `bandwidth`
 };
 
-/// A level as a type, for static topologies: bandwidth in bytes/s, latency in ns.
-template <int Extent, long long BytesPerSecond, long long LatencyNs, int Links = 0>
+/// A level as a type, for static topologies: bandwidths in bytes/s, latency in ns.
+template <int Extent, long long BytesPerSecond, long long LatencyNs, int Links = 0, long long ExchangeBytesPerSecond = 0>
 struct level_c {
   static_assert(Extent > 0, "ddl: a level's extent must be positive");
   static_assert(BytesPerSecond > 0, "ddl: a level's bandwidth must be positive");
   static_assert(LatencyNs >= 0, "ddl: a level's latency must not be negative");
   static_assert(Links >= 0, "ddl: a level's link count must not be negative");
+  static_assert(ExchangeBytesPerSecond >= 0, "ddl: a level's exchange bandwidth must not be negative");
   static constexpr level value{Extent, static_cast<double>(BytesPerSecond), static_cast<double>(LatencyNs) * 1e-9,
-                               Links};
+                               Links, static_cast<double>(ExchangeBytesPerSecond)};
 };
 
 /// A topology known at compile time.
@@ -100,8 +109,9 @@ class topology {
   }
   void add(const level& l) {
     if (count_ == max_dims) throw topology_error("a topology has at most " + std::to_string(max_dims) + " levels");
-    if (l.extent < 1 || !(l.bandwidth > 0) || l.latency < 0 || l.links < 0)
-      throw topology_error("level " + std::to_string(count_ + 1) + " needs extent >= 1, bandwidth > 0, latency >= 0");
+    if (l.extent < 1 || !(l.bandwidth > 0) || l.latency < 0 || l.links < 0 || l.exchange < 0)
+      throw topology_error("level " + std::to_string(count_ + 1) +
+                           " needs extent >= 1, bandwidth > 0, latency >= 0, links >= 0, exchange >= 0");
     levels_[count_++] = l;
   }
   /// Throws `topology_error` unless the levels hold exactly `ranks` ranks.
@@ -110,13 +120,14 @@ class topology {
       throw topology_error("topology " + str() + " describes " + std::to_string(size()) + " ranks but the group has " +
                            std::to_string(ranks));
   }
-  /// `extent:bandwidth:latency[:links]` per level, as `DDL_TOPOLOGY` takes it.
+  /// `extent:bandwidth:latency[:links][:x<exchange>]` per level, as `DDL_TOPOLOGY` takes it.
   std::string str() const {
     std::string s;
     for (std::size_t i = 0; i < count_; ++i) {
       const auto& l = levels_[i];
       s += (i ? "," : "") + std::to_string(l.extent) + ":" + format_number(l.bandwidth / 1e9) + "GB/s:" +
-           format_number(l.latency * 1e6) + "us" + (l.links ? ":" + std::to_string(l.links) : "");
+           format_number(l.latency * 1e6) + "us" + (l.links ? ":" + std::to_string(l.links) : "") +
+           (l.exchange > 0 ? ":x" + format_number(l.exchange / 1e9) + "GB/s" : "");
     }
     return s;
   }
@@ -182,20 +193,20 @@ inline topology topology::parse(const std::string& text, const char* source) {
     const std::size_t comma = text.find(',', start);
     const std::size_t stop = comma == std::string::npos ? text.size() : comma;
     ++lvl;
-    std::array<detail::field, 5> f{};
+    std::array<detail::field, 6> f{};
     std::size_t nf = 0, p = start;
     while (p <= stop) {
       const std::size_t colon = text.find(':', p);
       const std::size_t e = (colon == std::string::npos || colon > stop) ? stop : colon;
       if (nf == f.size())
-        detail::topology_parse_error(source, text, p, stop - p, "level " + std::to_string(lvl) + " has too many fields (extent:bandwidth:latency[:links])");
+        detail::topology_parse_error(source, text, p, stop - p, "level " + std::to_string(lvl) + " has too many fields (extent:bandwidth:latency[:links][:x<exchange>])");
       f[nf++] = {text.substr(p, e - p), p};
       p = e + 1;
     }
     const std::string where = "level " + std::to_string(lvl) + " ('" + text.substr(start, stop - start) + "')";
     if (nf < 3)
       detail::topology_parse_error(source, text, start, stop - start,
-                                   where + " needs extent:bandwidth:latency[:links], got " + std::to_string(nf) + " field(s)");
+                                   where + " needs extent:bandwidth:latency[:links][:x<exchange>], got " + std::to_string(nf) + " field(s)");
     level l;
     char* end = nullptr;
     const long ext = std::strtol(f[0].text.c_str(), &end, 10);
@@ -208,13 +219,27 @@ inline topology topology::parse(const std::string& text, const char* source) {
     l.latency = detail::parse_quantity(source, text, f[2], (where + ": latency").c_str(), lat_units,
                                        sizeof lat_units / sizeof lat_units[0], "s, ms, us, ns");
     if (l.latency < 0) detail::topology_parse_error(source, text, f[2].at, f[2].text.size(), where + ": latency must not be negative");
-    if (nf == 4) {
-      const long links = std::strtol(f[3].text.c_str(), &end, 10);
-      if (f[3].text.empty() || *end != '\0' || links < 1)
-        detail::topology_parse_error(source, text, f[3].at, f[3].text.size(), where + ": links '" + f[3].text + "' is not a positive integer");
-      l.links = static_cast<int>(links);
+    // Optional fields after the latency: a link count, an exchange bandwidth ('x...'), once each.
+    bool have_links = false;
+    for (std::size_t k = 3; k < nf; ++k) {
+      if (!f[k].text.empty() && f[k].text[0] == 'x') {
+        if (l.exchange > 0)
+          detail::topology_parse_error(source, text, f[k].at, f[k].text.size(), where + " gives the exchange bandwidth twice");
+        const detail::field bw{f[k].text.substr(1), f[k].at + 1};
+        l.exchange = detail::parse_quantity(source, text, bw, (where + ": exchange bandwidth").c_str(), bw_units,
+                                            sizeof bw_units / sizeof bw_units[0], "B/s, KB/s, MB/s, GB/s, GiB/s, Mbit/s, Gbit/s");
+        if (!(l.exchange > 0))
+          detail::topology_parse_error(source, text, f[k].at, f[k].text.size(), where + ": exchange bandwidth must be positive");
+      } else if (!have_links) {
+        const long links = std::strtol(f[k].text.c_str(), &end, 10);
+        if (f[k].text.empty() || *end != '\0' || links < 1)
+          detail::topology_parse_error(source, text, f[k].at, f[k].text.size(), where + ": links '" + f[k].text + "' is not a positive integer");
+        l.links = static_cast<int>(links);
+        have_links = true;
+      } else {
+        detail::topology_parse_error(source, text, f[k].at, f[k].text.size(), where + " has too many fields");
+      }
     }
-    if (nf > 4) detail::topology_parse_error(source, text, f[4].at, f[4].text.size(), where + " has too many fields");
     if (t.count_ == max_dims) detail::topology_parse_error(source, text, start, stop - start, "more than 8 levels");
     t.levels_[t.count_++] = l;
     if (comma == std::string::npos) break;
