@@ -16,7 +16,10 @@
 ///     peer are priced with it), nodes are grouped
 ///     by the largest one-way bandwidth gap into "racks", nodes are renumbered rack
 ///     by rack, and a concurrent probe finds how many links a node and a rack
-///     have (does a second flow halve the first?). Three levels (ranks per
+///     have (does a second flow halve the first?) and what exchanging costs
+///     under that load (every rank of a unit streaming at once, one way and
+///     both ways: the ratio scales the level's exchange bandwidth, since a
+///     pair probed alone can miss a penalty the loaded unit pays). Three levels (ranks per
 ///     node x nodes per rack x racks), or two when no gap shows; what was
 ///     found is logged on rank 0;
 ///   - else two levels, ranks per node (shared memory) x nodes (network),
@@ -451,14 +454,24 @@ class mpi_cluster {
       // An exchange is never priced faster than one way.
       return pair_costs{median(l), median(b), std::min(median(x), median(b))};
     };
-    // Links: one exchange alone, then k at once out of the same unit (the
-    // same method back to back, so drift cancels); if each of the k keeps
-    // the solo bandwidth the unit has k links, if they share one, 1.
-    auto links_of = [&](const std::vector<std::pair<int, int>>& pairs) {
-      if (pairs.size() < 2) return 0;
+    // A unit's links, and what exchanging costs under the collective's load.
+    // One exchange alone, then k at once out of the same unit (the same
+    // method back to back, so drift cancels): if each of the k keeps the
+    // solo bandwidth the unit has k links, if they share one, 1. Then the k
+    // flows one way at once: exchanging / one way, both under that load, is
+    // the factor the level's exchange bandwidth gets (a pair probed alone can
+    // hide the penalty a loaded unit pays, e.g. with many messages in flight).
+    struct unit_probe {
+      int links = 0;
+      double factor = 0;                 ///< exchange / one way, per flow, k flows at once; 0: not measured
+      double exchange = 0, one_way = 0;  ///< per flow, k flows at once
+    };
+    auto probe_unit = [&](const std::vector<std::pair<int, int>>& pairs) {
+      unit_probe u;
+      if (pairs.size() < 2) return u;
       const int me = transport_->rank();
       const int reps = 8;
-      double solo = 0, mine = 0;
+      double solo = 0, x = 0, one = 0;
       quiet_barrier();
       if (me == pairs[0].first || me == pairs[0].second)
         solo = stream_rate(pairs[0].first, pairs[0].second, o.probe_bytes, reps, true, 0, depth);
@@ -466,16 +479,37 @@ class mpi_cluster {
       for (const auto& pr : pairs)
         if (me == pr.first || me == pr.second) {
           const double rate = stream_rate(pr.first, pr.second, o.probe_bytes, reps, true, 0, depth);
-          if (me == pr.first) mine = rate;
+          if (me == pr.first) x = rate;
         }
       quiet_barrier();
-      double both[2] = {me == pairs[0].first ? solo : 0.0, mine};
-      double total[2] = {0, 0};
-      DDL_MPI_CHECK(MPI_Allreduce(both, total, 2, MPI_DOUBLE, MPI_SUM, transport_->comm()));
+      for (const auto& pr : pairs)
+        if (me == pr.first || me == pr.second) {
+          const double rate = stream_rate(pr.first, pr.second, o.probe_bytes, reps, false, 0, depth);
+          if (me == pr.second) one = rate;  // as the receiver saw it
+        }
+      quiet_barrier();
+      double mine[3] = {me == pairs[0].first ? solo : 0.0, x, one};
+      double total[3] = {0, 0, 0};
+      DDL_MPI_CHECK(MPI_Allreduce(mine, total, 3, MPI_DOUBLE, MPI_SUM, transport_->comm()));
       const int k = static_cast<int>(pairs.size());
-      const double per = total[1] / k;
-      if (total[0] <= 0) return 0;
-      return std::max(1, std::min(k, static_cast<int>(std::lround(k * per / total[0]))));
+      if (total[0] <= 0) return u;
+      u.links = std::max(1, std::min(k, static_cast<int>(std::lround(total[1] / total[0]))));
+      u.exchange = total[1] / k;
+      u.one_way = total[2] / k;
+      if (total[2] > 0) u.factor = std::min(1.0, total[1] / total[2]);
+      return u;
+    };
+    // The level's exchange bandwidth: its one-way bandwidth times the loaded
+    // factor when measured, else the pairs' own exchange figure.
+    auto exchange_of = [](const pair_costs& c, const unit_probe& u) {
+      return u.factor > 0 ? c.bandwidth * u.factor : c.exchange;
+    };
+    auto describe = [&](const unit_probe& u, std::size_t flows) {
+      if (!(u.factor > 0)) return std::string();
+      char text[160];
+      std::snprintf(text, sizeof text, "; %zu flows at once: %.1f MB/s each one way, %.1f exchanging (x%.2f)", flows,
+                    u.one_way / 1e6, u.exchange / 1e6, u.factor);
+      return std::string(text);
     };
     topology_ = topology{};
     if (ppn > 1) topology_.add(level{ppn, node.bandwidth, node.latency, 0});
@@ -483,23 +517,29 @@ class mpi_cluster {
     // Node links: every rank of node 0 talks to its counterpart on node 1 at once.
     std::vector<std::pair<int, int>> pairs;
     for (int r = 0; r < ppn; ++r) pairs.push_back({r, ppn + r});
-    const int node_links = links_of(pairs);
-    topology_.add(level{per_group, in.bandwidth, in.latency, node_links, in.exchange});
+    const unit_probe node_unit = probe_unit(pairs);
+    const double in_x = exchange_of(in, node_unit);
+    topology_.add(level{per_group, in.bandwidth, in.latency, node_unit.links, in_x});
     std::snprintf(line, sizeof line, "\n  %s: %d node(s), %.1f MB/s one way, %.1f MB/s exchanging, %.1f us, %d link(s) per node",
-                  clean ? "inside a rack" : "network", per_group, in.bandwidth / 1e6, in.exchange / 1e6, in.latency * 1e6,
-                  node_links);
-    log += line;
+                  clean ? "inside a rack" : "network", per_group, in.bandwidth / 1e6, in_x / 1e6, in.latency * 1e6,
+                  node_unit.links);
+    log += line + describe(node_unit, pairs.size());
     if (clean) {
       const pair_costs out = stats(false);
-      // Rack links: the leaders of rack 0 each talk to rack 1 at once.
+      // Rack links: every rank of rack 0's nodes talks to its counterpart in
+      // rack 1 at once (the load a cross-rack step puts on them).
       pairs.clear();
-      for (int k = 0; k < per_group; ++k) pairs.push_back({k * ppn, (per_group + k) * ppn});
-      const int rack_links = links_of(pairs);
-      topology_.add(level{groups, out.bandwidth, out.latency, rack_links, out.exchange});
+      for (int k = 0; k < per_group; ++k)
+        for (int r = 0; r < ppn; ++r) pairs.push_back({k * ppn + r, (per_group + k) * ppn + r});
+      const unit_probe rack_unit = probe_unit(pairs);
+      const double out_x = exchange_of(out, rack_unit);
+      // Racks' links are counted in node uplinks, not flows.
+      const int rack_links = std::max(1, std::min(per_group, rack_unit.links));
+      topology_.add(level{groups, out.bandwidth, out.latency, rack_links, out_x});
       std::snprintf(line, sizeof line,
                     "\n  across racks: %d rack(s), %.1f MB/s one way, %.1f MB/s exchanging, %.1f us, %d link(s) per rack (gap %.1fx)",
-                    groups, out.bandwidth / 1e6, out.exchange / 1e6, out.latency * 1e6, rack_links, gap);
-      log += line;
+                    groups, out.bandwidth / 1e6, out_x / 1e6, out.latency * 1e6, rack_links, gap);
+      log += line + describe(rack_unit, pairs.size());
     }
     topology_.check(transport_->size());
     found_ += ", hierarchy probed (DDL_TOPOLOGY=auto):" + log;
