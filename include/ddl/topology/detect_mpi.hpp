@@ -456,9 +456,9 @@ class mpi_cluster {
     };
     // A unit's links, and what exchanging costs under the collective's load.
     // One exchange alone, then k at once out of the same unit (the same
-    // method back to back, so drift cancels): if each of the k keeps the
-    // solo bandwidth the unit has k links, if they share one, 1. Then the k
-    // flows one way at once: exchanging / one way, both under that load, is
+    // method back to back, so drift cancels): if the k take as long as one
+    // alone the unit has k links, if k times as long, 1. Then the k flows
+    // one way at once: exchanging / one way, both under that load, is
     // the factor the level's exchange bandwidth gets (a pair probed alone can
     // hide the penalty a loaded unit pays, e.g. with many messages in flight).
     struct unit_probe {
@@ -466,37 +466,36 @@ class mpi_cluster {
       double factor = 0;                 ///< exchange / one way, per flow, k flows at once; 0: not measured
       double exchange = 0, one_way = 0;  ///< per flow, k flows at once
     };
+    // Each figure is the flows' bytes over the wall time from a common start
+    // until the last flow ends (timed on rank 0 between two barriers, less
+    // the barriers' own time): flows that start or finish apart would each
+    // report more than their share.
     auto probe_unit = [&](const std::vector<std::pair<int, int>>& pairs) {
       unit_probe u;
       if (pairs.size() < 2) return u;
       const int me = transport_->rank();
       const int reps = 8;
-      double solo = 0, x = 0, one = 0;
-      quiet_barrier();
-      if (me == pairs[0].first || me == pairs[0].second)
-        solo = stream_rate(pairs[0].first, pairs[0].second, o.probe_bytes, reps, true, 0, depth);
-      quiet_barrier();
-      for (const auto& pr : pairs)
-        if (me == pr.first || me == pr.second) {
-          const double rate = stream_rate(pr.first, pr.second, o.probe_bytes, reps, true, 0, depth);
-          if (me == pr.first) x = rate;
-        }
-      quiet_barrier();
-      for (const auto& pr : pairs)
-        if (me == pr.first || me == pr.second) {
-          const double rate = stream_rate(pr.first, pr.second, o.probe_bytes, reps, false, 0, depth);
-          if (me == pr.second) one = rate;  // as the receiver saw it
-        }
-      quiet_barrier();
-      double mine[3] = {me == pairs[0].first ? solo : 0.0, x, one};
-      double total[3] = {0, 0, 0};
-      DDL_MPI_CHECK(MPI_Allreduce(mine, total, 3, MPI_DOUBLE, MPI_SUM, transport_->comm()));
+      auto wall = [&](std::size_t flows, bool both) {
+        quiet_barrier();
+        const auto start = std::chrono::steady_clock::now();
+        for (std::size_t f = 0; f < flows; ++f)
+          if (me == pairs[f].first || me == pairs[f].second)
+            stream_rate(pairs[f].first, pairs[f].second, o.probe_bytes, reps, both, 0, depth);
+        quiet_barrier();
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      };
+      // The two barriers alone, taken off each figure (they matter on fast links).
+      const double idle = std::min(wall(0, true), wall(0, true));
+      double secs[3] = {wall(1, true) - idle, wall(pairs.size(), true) - idle, wall(pairs.size(), false) - idle};
+      DDL_MPI_CHECK(MPI_Bcast(secs, 3, MPI_DOUBLE, 0, transport_->comm()));
+      // stream_rate sends one warm-up message before its timed ones.
+      const double bytes = static_cast<double>(reps + 1) * static_cast<double>(o.probe_bytes);
       const int k = static_cast<int>(pairs.size());
-      if (total[0] <= 0) return u;
-      u.links = std::max(1, std::min(k, static_cast<int>(std::lround(total[1] / total[0]))));
-      u.exchange = total[1] / k;
-      u.one_way = total[2] / k;
-      if (total[2] > 0) u.factor = std::min(1.0, total[1] / total[2]);
+      if (!(secs[0] > 0 && secs[1] > 0 && secs[2] > 0)) return u;
+      u.exchange = bytes / secs[1];  // per flow, each way
+      u.one_way = bytes / secs[2];
+      u.links = std::max(1, std::min(k, static_cast<int>(std::lround(k * secs[0] / secs[1]))));
+      u.factor = std::min(1.0, secs[2] / secs[1]);
       return u;
     };
     // The level's exchange bandwidth: its one-way bandwidth times the loaded
