@@ -170,6 +170,12 @@ TEST_CASE("mpi: DDL_TOPOLOGY=auto probes node leaders and every rank ends with t
   CHECK(topo[0].extent == 2);  // ranks per node first
   REQUIRE(topo.count() >= 2);
   for (std::size_t l = 0; l < topo.count(); ++l) CHECK(topo[l].bandwidth > 1e6);
+  // Network levels are priced for exchanges, under load, never faster than one way.
+  for (std::size_t l = 1; l < topo.count(); ++l) {
+    CHECK(topo[l].exchange > 0);
+    CHECK(topo[l].exchange <= topo[l].bandwidth);
+  }
+  CHECK(cluster.report().find("flows at once") != std::string::npos);
   // One machine: whatever grouping noise suggests, every rank must agree on it.
   const std::string s = topo.str();
   std::uint64_t h = 1469598103934665603ull;
