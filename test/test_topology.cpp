@@ -197,18 +197,22 @@ TEST_CASE("DDL_TOPOLOGY: an exchange bandwidth, with or without links, round-tri
   CHECK(error_of("4:1GB/s:3us:x0GB/s").find("exchange bandwidth must be positive") != std::string::npos);
 }
 
+// A multi-ring with one dimension per level, reduced innermost first.
+static ddl::plan ring_per_level(std::size_t levels) {
+  ddl::plan p;
+  p.algo = ddl::algorithm::multi_ring;
+  p.dims = levels;
+  for (std::size_t d = 0; d <= levels; ++d) p.bounds[d] = static_cast<int>(d);
+  for (std::size_t d = 0; d < levels; ++d) p.order[d] = static_cast<int>(d);
+  return p;
+}
+
 TEST_CASE("cost model: exchanges (rings of two, doubling steps) use the exchange bandwidth") {
   const double S = 64e6;
   // 8 ranks on one level; exchanging runs at half the one-way rate.
   const auto one_way = ddl::topology::uniform(8, 1e9, 0);
   const auto slow_x = ddl::topology::parse("8:1GB/s:0us:x0.5GB/s");
-  ddl::plan ring;
-  ring.algo = ddl::algorithm::multi_ring;
-  ring.dims = 1;
-  ring.bounds[0] = 0;
-  ring.bounds[1] = 1;
-  ring.order[0] = 0;
-  ddl::plan a = ring, b = ring;
+  ddl::plan a = ring_per_level(1), b = a;
   ddl::cost::price(one_way.data(), 1, a, S);
   ddl::cost::price(slow_x.data(), 1, b, S);
   CHECK(a.seconds == doctest::Approx(ddl::cost::uniform_ring(8, S, 1e9, 0)));
@@ -224,14 +228,7 @@ TEST_CASE("cost model: exchanges (rings of two, doubling steps) use the exchange
   CHECK(ddl::best_plan(slow_x, S).algo == ddl::algorithm::multi_ring);
   // A ring of two is an exchange: 2 ranks x 4 nodes, the node level exchanging slowly.
   const auto two = ddl::topology::parse("4:10GB/s:0us,2:1GB/s:0us:x0.25GB/s");
-  ddl::plan mr;
-  mr.algo = ddl::algorithm::multi_ring;
-  mr.dims = 2;
-  mr.bounds[0] = 0;
-  mr.bounds[1] = 1;
-  mr.bounds[2] = 2;
-  mr.order[0] = 0;
-  mr.order[1] = 1;
+  ddl::plan mr = ring_per_level(2);
   ddl::cost::price(two.data(), 2, mr, S);
   // The outer ring of two moves S/4 per rank at the exchange rate (one link per rank).
   const double inner = ddl::cost::uniform_ring(4, S, 10e9, 0);

@@ -89,10 +89,13 @@ constexpr int ranks_below(const level* lv, int l) {
   return g;
 }
 
+/// Links out of one unit of level `l` (default: one per rank in it).
+constexpr int unit_links(const level* lv, int l) { return lv[l].links ? lv[l].links : ranks_below(lv, l); }
+
 /// Bandwidth one of `flows` concurrent flows out of a unit gets at level `l`
 /// when they may use `links` of its links (0: all of them).
 constexpr double flow_bandwidth(const level* lv, int l, int flows, int links = 0) {
-  if (links == 0) links = lv[l].links ? lv[l].links : ranks_below(lv, l);
+  if (links == 0) links = unit_links(lv, l);
   return flows <= links ? lv[l].bandwidth : lv[l].bandwidth * links / flows;
 }
 
@@ -107,7 +110,7 @@ constexpr double exchange_bandwidth(const level* lv, int l, int flows, int links
 /// level below (its last member's), so they share that group's part of the
 /// unit's links (links sit with the groups, e.g. one NIC per node).
 constexpr int exit_links(const level* lv, int l, int r) {
-  const int links = lv[l].links ? lv[l].links : ranks_below(lv, l);
+  const int links = unit_links(lv, l);
   if (r == 1 || l == 0) return links;
   const int share = links / lv[l - 1].extent;
   return share > 0 ? share : 1;

@@ -372,22 +372,18 @@ class mpi_cluster {
     for (auto* m : {&bw, &xbw, &lat})
       DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, m->data(), static_cast<int>(m->size()), MPI_DOUBLE, MPI_SUM, comm));
     char line[160];
-    for (int i = 0; i < nodes; ++i) {
-      log += "\n  node " + std::to_string(i) + " to nodes:";
-      for (int j = 0; j < nodes; ++j) {
-        std::snprintf(line, sizeof line, " %8.1f", i == j ? 0.0 : bw[i * N + j] / 1e6);
-        log += line;
+    auto print_matrix = [&](const std::vector<double>& m, const char* unit) {
+      for (int i = 0; i < nodes; ++i) {
+        log += "\n  node " + std::to_string(i) + " to nodes:";
+        for (int j = 0; j < nodes; ++j) {
+          std::snprintf(line, sizeof line, " %8.1f", i == j ? 0.0 : m[i * N + j] / 1e6);
+          log += line;
+        }
+        log += unit;
       }
-      log += " MB/s one way";
-    }
-    for (int i = 0; i < nodes; ++i) {
-      log += "\n  node " + std::to_string(i) + " to nodes:";
-      for (int j = 0; j < nodes; ++j) {
-        std::snprintf(line, sizeof line, " %8.1f", i == j ? 0.0 : xbw[i * N + j] / 1e6);
-        log += line;
-      }
-      log += " MB/s each way, exchanging";
-    }
+    };
+    print_matrix(bw, " MB/s one way");
+    print_matrix(xbw, " MB/s each way, exchanging");
     // The largest gap between sorted pair bandwidths splits fast from slow.
     std::vector<double> all;
     for (std::size_t i = 0; i < N; ++i)
@@ -532,8 +528,8 @@ class mpi_cluster {
         for (int r = 0; r < ppn; ++r) pairs.push_back({k * ppn + r, (per_group + k) * ppn + r});
       const unit_probe rack_unit = probe_unit(pairs);
       const double out_x = exchange_of(out, rack_unit);
-      // Racks' links are counted in node uplinks, not flows.
-      const int rack_links = std::max(1, std::min(per_group, rack_unit.links));
+      // Racks' links are counted in node uplinks, not flows (0: not measured).
+      const int rack_links = std::min(per_group, rack_unit.links);
       topology_.add(level{groups, out.bandwidth, out.latency, rack_links, out_x});
       std::snprintf(line, sizeof line,
                     "\n  across racks: %d rack(s), %.1f MB/s one way, %.1f MB/s exchanging, %.1f us, %d link(s) per rack (gap %.1fx)",
