@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include <ddl.hpp>
+#include <ddl/sim.hpp>
 
 namespace {
 

@@ -1,7 +1,10 @@
 #pragma once
 /// \file
 /// ddl: topology-aware ring and multi-dimensional ring collectives for
-/// data-parallel deep learning. This is the one header a user includes.
+/// data-parallel deep learning. This is the one header a user includes: the
+/// generic library (core, reductions, topologies, the transport concept,
+/// strategies, communicator) and the in-process back-end (threads).
+/// Other back-ends opt in: `<ddl/mpi.hpp>`, `<ddl/cuda.hpp>`, `<ddl/sim.hpp>`.
 #include "ddl/version.hpp"
 #include "ddl/core/error.hpp"
 #include "ddl/core/float16.hpp"
@@ -12,9 +15,7 @@
 #include "ddl/core/memory.hpp"
 #include "ddl/reduce/host.hpp"
 #include "ddl/transport/concept.hpp"
-#include "ddl/transport/local.hpp"
 #include "ddl/transport/group.hpp"
-#include "ddl/transport/sim.hpp"
 #include "ddl/topology/extents.hpp"
 #include "ddl/topology/topology.hpp"
 #include "ddl/strategy/partition.hpp"
@@ -25,4 +26,8 @@
 #include "ddl/strategy/cost_model.hpp"
 #include "ddl/strategy/planner.hpp"
 #include "ddl/strategy/auto.hpp"
+#include "ddl/strategy/broadcast.hpp"
+#include "ddl/comm/progress.hpp"
 #include "ddl/comm/communicator.hpp"
+#include "ddl/comm/bucketer.hpp"
+#include "ddl/local/transport.hpp"

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <ddl/sim.hpp>
+
 #include "matrix.hpp"
 #include "support.hpp"
 

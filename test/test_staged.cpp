@@ -9,7 +9,7 @@
 
 #include "matrix.hpp"
 #include "support.hpp"
-#include <ddl/transport/staged.hpp>
+#include <ddl/staged/transport.hpp>
 
 namespace {
 

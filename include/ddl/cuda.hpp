@@ -7,5 +7,5 @@
 #include "ddl.hpp"
 #include "ddl/cuda/runtime.hpp"
 #include "ddl/cuda/staging.hpp"
-#include "ddl/transport/cuda_peer.hpp"
-#include "ddl/transport/staged.hpp"
+#include "ddl/cuda/peer_transport.hpp"
+#include "ddl/staged/transport.hpp"

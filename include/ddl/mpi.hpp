@@ -2,6 +2,6 @@
 /// \file
 /// The MPI back-end: everything in `ddl.hpp` plus `ddl::mpi_transport`,
 /// `ddl::mpi_session` and topology detection. Link the `ddl::mpi` target.
-#include "../ddl.hpp"
-#include "transport/mpi.hpp"
-#include "topology/detect_mpi.hpp"
+#include "ddl.hpp"
+#include "ddl/mpi/transport.hpp"
+#include "ddl/mpi/detect.hpp"

@@ -13,9 +13,9 @@
 ///   ddl::communicator<ddl::auto_strategy, ddl::mpi_staged_transport> comm(t, ddl::auto_strategy(cluster.topo()));
 ///   comm.all_reduce(ddl::device_view(d_grads, n, local_gpu, stream), ddl::op::sum);
 /// \endcode
-#include "mpi.hpp"
-#include "cuda/staging.hpp"
-#include "transport/staged.hpp"
+#include "ddl/mpi.hpp"
+#include "ddl/cuda/staging.hpp"
+#include "ddl/staged/transport.hpp"
 
 #if defined(__has_include)
 #if __has_include(<mpi-ext.h>)

@@ -1,22 +1,27 @@
 #pragma once
 /// \file
-/// `ddl::communicator<Strategy, Transport>`: the user-facing collectives.
-/// It checks arguments (clear `ddl::invalid_argument` on misuse), owns the
-/// reusable workspace, numbers calls so their messages never mix, and hands
-/// the strategy raw, validated pointers.
+/// `ddl::communicator<Strategy, Transport>`: the user-facing collectives,
+/// blocking and asynchronous. It checks arguments on the caller's thread
+/// (clear `ddl::invalid_argument` on misuse, thrown by the call itself), owns
+/// the reusable workspace, numbers calls so their messages never mix, and
+/// hands the strategy raw, validated pointers. Asynchronous calls run on the
+/// communicator's progress engine (`comm/progress.hpp`) in issue order;
+/// blocking calls issued meanwhile queue behind them.
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
 
-#include "../core/buffer.hpp"
-#include "../core/config.hpp"
-#include "../core/error.hpp"
-#include "../core/memory.hpp"
-#include "../strategy/partition.hpp"
-#include "../strategy/step.hpp"
-#include "../transport/concept.hpp"
+#include "ddl/core/buffer.hpp"
+#include "ddl/core/config.hpp"
+#include "ddl/core/error.hpp"
+#include "ddl/core/memory.hpp"
+#include "ddl/comm/progress.hpp"
+#include "ddl/strategy/partition.hpp"
+#include "ddl/strategy/broadcast.hpp"
+#include "ddl/strategy/step.hpp"
+#include "ddl/transport/concept.hpp"
 
 namespace ddl {
 
@@ -25,11 +30,15 @@ namespace ddl {
 /// \tparam Strategy e.g. `ddl::ring`
 /// \tparam Transport a model of the Transport concept, e.g. `ddl::local_transport`
 /// \pre every rank calls the same collectives in the same order with the
-///      same count, dtype and op (as with MPI).
+///      same count, dtype and op (as with MPI). One thread at a time calls a
+///      communicator.
 /// Example:
 /// \code
 ///   ddl::communicator<ddl::ring, ddl::local_transport> comm(t);
 ///   comm.all_reduce(ddl::host_view(grads), ddl::op::avg);
+///   auto r = comm.all_reduce_async(ddl::host_view(more), ddl::op::avg);
+///   ...                      // compute while it runs
+///   r.wait();
 /// \endcode
 template <class Strategy, class Transport>
 class communicator {
@@ -42,7 +51,7 @@ class communicator {
   /// \param t the transport; must outlive the communicator.
   /// \param s the strategy (its box, order or topology, where it has one);
   ///        throws `topology_error` on every rank if it does not fit the group.
-  /// \param o settings; defaults read `DDL_TIMEOUT` and `DDL_CHUNK_BYTES`.
+  /// \param o settings; defaults read `DDL_TIMEOUT`, `DDL_CHUNK_BYTES`, ...
   communicator(Transport& t, Strategy s, options o) : transport_(&t), strategy_(std::move(s)), opts_(o) {
     opts_.validate();
     validate_strategy(strategy_, t, 0);
@@ -52,24 +61,27 @@ class communicator {
   communicator(Transport& t, Strategy s) : communicator(t, std::move(s), options::from_env()) {}
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
-  communicator(communicator&& o) noexcept
-      : transport_(o.transport_), strategy_(std::move(o.strategy_)), opts_(o.opts_), sequence_(o.sequence_),
-        mem_(o.mem_), workspace_(std::exchange(o.workspace_, nullptr)),
-        workspace_size_(std::exchange(o.workspace_size_, 0)) {}
+  /// Moving finishes the source's pending collectives first.
+  communicator(communicator&& o) noexcept : transport_(o.transport_), strategy_(std::move(o.strategy_)) {
+    o.finish_pending();
+    take(o);
+  }
   communicator& operator=(communicator&& o) noexcept {
     if (this != &o) {
+      finish_pending();
+      o.finish_pending();
       release_workspace();
       transport_ = o.transport_;
       strategy_ = std::move(o.strategy_);
-      opts_ = o.opts_;
-      sequence_ = o.sequence_;
-      mem_ = o.mem_;
-      workspace_ = std::exchange(o.workspace_, nullptr);
-      workspace_size_ = std::exchange(o.workspace_size_, 0);
+      take(o);
     }
     return *this;
   }
-  ~communicator() { release_workspace(); }
+  /// Finishes every pending collective, then releases the workspace.
+  ~communicator() {
+    finish_pending();
+    release_workspace();
+  }
 
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
@@ -83,74 +95,225 @@ class communicator {
     return strategy_.explain(bytes);
   }
   const options& opts() const noexcept { return opts_; }
-  /// Changes settings; every rank must use the same chunk size.
+  /// Changes settings (after finishing pending collectives); every rank must
+  /// use the same chunk size.
   void set_options(const options& o) {
     o.validate();
+    wait_all();
     opts_ = o;
+    if (engine_ && engine_->mode() != progress_mode()) engine_.reset();
   }
   /// Bytes of workspace held now (grown on demand, never shrunk, reused).
   std::size_t workspace_bytes() const noexcept { return workspace_size_; }
   /// Grows the workspace up front (in the memory of buffers at `where`), so
   /// no call allocates later.
   void reserve_workspace(std::size_t bytes, const location& where = {}) {
+    wait_all();
     use_memory(memory_for(*transport_, where));
     workspace(bytes);
   }
+
+  /// Where asynchronous collectives progress: `opts().async_progress`, or
+  /// `progress::deferred` when the transport must stay on the caller's thread.
+  progress progress_mode() const noexcept {
+    return opts_.async_progress == progress::thread && progress_thread_allowed(*transport_) ? progress::thread
+                                                                                            : progress::deferred;
+  }
+  /// Collectives issued and not yet finished.
+  bool pending() const noexcept { return engine_ && !engine_->idle(); }
+  /// Waits until every collective issued so far has finished. Errors stay
+  /// with the requests (their `wait` re-throws them).
+  void wait_all() noexcept { finish_pending(); }
+
+  // --- all-reduce --------------------------------------------------------------
 
   /// Every rank's `out` = the element-wise `o` of every rank's `in`.
   /// \pre `in.count == out.count`, same dtype; `in` and `out` are the same
   ///      buffer (in-place) or do not overlap.
   void all_reduce(const_buffer_view in, buffer_view out, op o) {
-    check_pair("all_reduce", in, out);
-    if (in.count != out.count)
-      throw invalid_argument("all_reduce: input has " + std::to_string(in.count) + " elements, output " +
-                             std::to_string(out.count));
-    check_disjoint_or_same("all_reduce", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
-    if (in.count == 0) return;
-    auto c = context("all_reduce", out.where, in.type, o, strategy_.all_reduce_workspace(in.count, in.type, size()));
-    strategy_.all_reduce(*transport_, in.byte_data(), out.byte_data(), in.count, c);
+    check_all_reduce(in, out);
+    run_now(all_reduce_job(in, out, o));
   }
   /// In-place all-reduce.
   void all_reduce(buffer_view inout, op o) { all_reduce(inout, inout, o); }
+  /// As `all_reduce`, returning at once; `in` and `out` belong to ddl until
+  /// the request completes.
+  collective_request all_reduce_async(const_buffer_view in, buffer_view out, op o) {
+    check_all_reduce(in, out);
+    return submit("all_reduce", all_reduce_job(in, out, o));
+  }
+  collective_request all_reduce_async(buffer_view inout, op o) { return all_reduce_async(inout, inout, o); }
+
+  // --- reduce-scatter --------------------------------------------------------
 
   /// `out` = this rank's block (see `ddl::block_of`) of the reduction of
   /// every rank's `in`. In place when `out` is that block of `in` (then the
   /// rest of `in` is used as scratch and left unspecified).
   void reduce_scatter(const_buffer_view in, buffer_view out, op o) {
+    check_reduce_scatter(in, out);
+    run_now(reduce_scatter_job(in, out, o));
+  }
+  collective_request reduce_scatter_async(const_buffer_view in, buffer_view out, op o) {
+    check_reduce_scatter(in, out);
+    return submit("reduce_scatter", reduce_scatter_job(in, out, o));
+  }
+
+  // --- all-gather ------------------------------------------------------------
+
+  /// `out` (the total count) = every rank's `in` block, in rank order (see
+  /// `ddl::block_of`). In place when `in` is this rank's block of `out`.
+  void all_gather(const_buffer_view in, buffer_view out) {
+    check_all_gather(in, out);
+    run_now(all_gather_job(in, out));
+  }
+  collective_request all_gather_async(const_buffer_view in, buffer_view out) {
+    check_all_gather(in, out);
+    return submit("all_gather", all_gather_job(in, out));
+  }
+
+  // --- broadcast and barrier -------------------------------------------------
+
+  /// Every rank's `data` = `root`'s. Small messages take a binomial tree,
+  /// large ones a pipelined chain (`ddl::broadcast_choice`).
+  /// \pre the same count and dtype on every rank; `0 <= root < size()`.
+  void broadcast(buffer_view data, int root) {
+    check_broadcast(data, root);
+    run_now(broadcast_job(data, root));
+  }
+  collective_request broadcast_async(buffer_view data, int root) {
+    check_broadcast(data, root);
+    return submit("broadcast", broadcast_job(data, root));
+  }
+  /// The plan `broadcast` follows for `bytes` (for `explain`-style output).
+  broadcast_plan broadcast_plan_for(std::size_t bytes, dtype type = dtype::float32) const {
+    return broadcast_choice(bytes, size(), default_link<Transport>::latency, default_link<Transport>::bandwidth,
+                            size_of(type));
+  }
+
+  /// Returns once every rank has entered it.
+  void barrier() { run_now(barrier_job()); }
+  collective_request barrier_async() { return submit("barrier", barrier_job()); }
+
+ private:
+  // --- argument checks: on the caller's thread, before anything is queued ---
+
+  void check_all_reduce(const const_buffer_view& in, const const_buffer_view& out) const {
+    check_pair("all_reduce", in, out);
+    if (in.count != out.count)
+      throw invalid_argument("all_reduce: input has " + std::to_string(in.count) + " elements, output " +
+                             std::to_string(out.count));
+    check_disjoint_or_same("all_reduce", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
+  }
+  void check_reduce_scatter(const const_buffer_view& in, const const_buffer_view& out) const {
     check_pair("reduce_scatter", in, out);
     const block mine = block_of(in.count, size(), rank());
     if (out.count != mine.size)
       throw invalid_argument("reduce_scatter: output has " + std::to_string(out.count) + " elements, rank " +
                              std::to_string(rank()) + "'s block of " + std::to_string(in.count) + " over " +
                              std::to_string(size()) + " ranks has " + std::to_string(mine.size));
-    const std::size_t es = size_of(in.type);
-    const bool in_place = out.byte_data() == in.byte_data() + mine.offset * es;
-    if (!in_place) check_disjoint_or_same("reduce_scatter", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
-    if (in.count == 0) return;
-    const std::size_t extra = in_place ? 0 : strategy_.reduce_scatter_workspace(in.count, in.type, size());
-    auto c = context("reduce_scatter", out.where, in.type, o, extra);
-    std::byte* work = in_place ? out.byte_data() - mine.offset * es : c.work;
-    strategy_.reduce_scatter(*transport_, in.byte_data(), work, out.byte_data(), in.count, c);
+    if (out.byte_data() != in.byte_data() + mine.offset * size_of(in.type))
+      check_disjoint_or_same("reduce_scatter", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
   }
-
-  /// `out` (the total count) = every rank's `in` block, in rank order (see
-  /// `ddl::block_of`). In place when `in` is this rank's block of `out`.
-  void all_gather(const_buffer_view in, buffer_view out) {
+  void check_all_gather(const const_buffer_view& in, const const_buffer_view& out) const {
     check_pair("all_gather", in, out);
     const block mine = block_of(out.count, size(), rank());
     if (in.count != mine.size)
       throw invalid_argument("all_gather: input has " + std::to_string(in.count) + " elements, rank " +
                              std::to_string(rank()) + "'s block of " + std::to_string(out.count) + " over " +
                              std::to_string(size()) + " ranks has " + std::to_string(mine.size));
-    const std::size_t es = size_of(in.type);
-    const bool in_place = in.byte_data() == out.byte_data() + mine.offset * es;
-    if (!in_place) check_disjoint_or_same("all_gather", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
-    if (out.count == 0) return;
-    auto c = context("all_gather", out.where, in.type, op::sum, 0);
-    strategy_.all_gather(*transport_, in.byte_data(), out.byte_data(), out.count, c);
+    if (in.byte_data() != out.byte_data() + mine.offset * size_of(in.type))
+      check_disjoint_or_same("all_gather", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
+  }
+  void check_broadcast(const const_buffer_view& data, int root) const {
+    check_pair("broadcast", data, data);
+    if (root < 0 || root >= size())
+      throw invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank of this group of " +
+                             std::to_string(size()));
   }
 
- private:
+  // --- the collectives' bodies: run on the engine (or inline when idle) ---
+
+  auto all_reduce_job(const_buffer_view in, buffer_view out, op o) {
+    return [this, in, out, o] {
+      if (in.count == 0) return;
+      auto c = context("all_reduce", out.where, in.type, o, strategy_.all_reduce_workspace(in.count, in.type, size()));
+      strategy_.all_reduce(*transport_, in.byte_data(), out.byte_data(), in.count, c);
+    };
+  }
+  auto reduce_scatter_job(const_buffer_view in, buffer_view out, op o) {
+    return [this, in, out, o] {
+      if (in.count == 0) return;
+      const std::size_t es = size_of(in.type);
+      const block mine = block_of(in.count, size(), rank());
+      const bool in_place = out.byte_data() == in.byte_data() + mine.offset * es;
+      const std::size_t extra = in_place ? 0 : strategy_.reduce_scatter_workspace(in.count, in.type, size());
+      auto c = context("reduce_scatter", out.where, in.type, o, extra);
+      std::byte* work = in_place ? out.byte_data() - mine.offset * es : c.work;
+      strategy_.reduce_scatter(*transport_, in.byte_data(), work, out.byte_data(), in.count, c);
+    };
+  }
+  auto all_gather_job(const_buffer_view in, buffer_view out) {
+    return [this, in, out] {
+      if (out.count == 0) return;
+      auto c = context("all_gather", out.where, in.type, op::sum, 0);
+      strategy_.all_gather(*transport_, in.byte_data(), out.byte_data(), out.count, c);
+    };
+  }
+  auto broadcast_job(buffer_view data, int root) {
+    return [this, data, root] {
+      if (data.count == 0 || size() == 1) return;
+      auto c = context("broadcast", data.where, data.type, op::sum, 0);
+      const broadcast_plan p = broadcast_plan_for(data.bytes(), data.type);
+      if (p.algo == broadcast_plan::algorithm::chain)
+        detail::chain_broadcast(*transport_, data.byte_data(), data.bytes(), root, p.segments, size_of(data.type), c,
+                                c.base_tag + 1);
+      else
+        detail::binomial_broadcast(*transport_, data.byte_data(), data.bytes(), root, c, c.base_tag + 1);
+    };
+  }
+  auto barrier_job() {
+    return [this] {
+      if (size() == 1) return;
+      // Two int32 tokens (one sent, one received) in the call's workspace.
+      auto c = context("barrier", location{}, dtype::int32, op::sum, 2 * sizeof(std::int32_t));
+      detail::dissemination_barrier(*transport_, c.work, sizeof(std::int32_t), c, c.base_tag + 1);
+    };
+  }
+
+  // --- running them ----------------------------------------------------------
+
+  // A blocking call runs here when nothing is queued (no hand-off cost);
+  // otherwise it queues behind the pending ones, keeping issue order.
+  template <class Job>
+  void run_now(Job&& job) {
+    if (!engine_ || engine_->idle()) {
+      job();
+      return;
+    }
+    auto op = engine().submit("blocking", std::forward<Job>(job));
+    collective_request(engine_, std::move(op)).wait();
+  }
+  template <class Job>
+  collective_request submit(const char* what, Job&& job) {
+    auto op = engine().submit(what, std::forward<Job>(job));
+    return collective_request(engine_, std::move(op));
+  }
+  detail::progress_engine& engine() {
+    if (!engine_) engine_ = std::make_shared<detail::progress_engine>(progress_mode());
+    return *engine_;
+  }
+  void finish_pending() noexcept {
+    if (engine_) engine_->drain_quietly();
+  }
+  void take(communicator& o) noexcept {
+    opts_ = o.opts_;
+    sequence_ = o.sequence_;
+    mem_ = o.mem_;
+    workspace_ = std::exchange(o.workspace_, nullptr);
+    workspace_size_ = std::exchange(o.workspace_size_, 0);
+    engine_.reset();  // the source's engine stays with its requests; ours starts on demand
+  }
+
   // Strategies validate against the group size, or against the transport
   // itself when they need more (auto_strategy takes its default link costs).
   template <class S>
@@ -242,6 +405,9 @@ class communicator {
   memory_ops mem_ = host_memory_ops();
   std::byte* workspace_ = nullptr;
   std::size_t workspace_size_ = 0;
+  // Created by the first asynchronous call (or a blocking one behind it);
+  // shared with the requests so one may outlive the communicator.
+  std::shared_ptr<detail::progress_engine> engine_;
 };
 
 }  // namespace ddl

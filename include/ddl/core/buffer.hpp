@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "dtype.hpp"
+#include "ddl/core/dtype.hpp"
 
 namespace ddl {
 

@@ -1,14 +1,14 @@
 #pragma once
 /// \file
 /// Run-time settings: defaults, environment variables (`DDL_TIMEOUT`,
-/// `DDL_CHUNK_BYTES`, `DDL_PIPELINE_DEPTH`) and the per-communicator options
+/// `DDL_CHUNK_BYTES`, `DDL_PIPELINE_DEPTH`, `DDL_PROGRESS`) and the per-communicator options
 /// that override them.
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <string>
 
-#include "error.hpp"
+#include "ddl/core/error.hpp"
 
 namespace ddl {
 
@@ -45,6 +45,13 @@ inline std::size_t parse_bytes(const char* name, const std::string& text) {
 }
 }  // namespace detail
 
+/// Where a communicator's asynchronous collectives make progress
+/// (`DDL_PROGRESS=thread|deferred`; see `comm/progress.hpp`).
+enum class progress {
+  thread,    ///< a background thread per communicator runs them while the caller computes
+  deferred,  ///< they run inside the request's `test` / `wait`, on the caller's thread
+};
+
 /// Settings of one communicator. Defaults come from the environment.
 struct options {
   /// Longest any single wait may take before `timeout_error` (`DDL_TIMEOUT`, seconds).
@@ -57,6 +64,9 @@ struct options {
   /// (`DDL_PIPELINE_DEPTH`). Over TCP, where a message's handshake waits
   /// behind data, more in flight keeps exchanges busier.
   std::size_t pipeline_depth = 4;
+  /// Where asynchronous collectives progress (`DDL_PROGRESS`). A transport
+  /// that must stay on its caller's thread gets `deferred` whatever this says.
+  progress async_progress = progress::thread;
 
   /// Defaults overridden by `DDL_TIMEOUT`, `DDL_CHUNK_BYTES` and
   /// `DDL_PIPELINE_DEPTH` when set.
@@ -70,6 +80,12 @@ struct options {
       if (v != static_cast<double>(static_cast<std::size_t>(v)) || v > 16)
         throw invalid_argument(std::string("DDL_PIPELINE_DEPTH='") + d + "' must be a whole number in 1..16");
       o.pipeline_depth = static_cast<std::size_t>(v);
+    }
+    if (const char* p = std::getenv("DDL_PROGRESS")) {
+      const std::string v = p;
+      if (v == "thread") o.async_progress = progress::thread;
+      else if (v == "deferred") o.async_progress = progress::deferred;
+      else throw invalid_argument("DDL_PROGRESS='" + v + "' must be 'thread' or 'deferred'");
     }
     o.validate();
     return o;

@@ -7,8 +7,8 @@
 #include <string>
 #include <type_traits>
 
-#include "error.hpp"
-#include "float16.hpp"
+#include "ddl/core/error.hpp"
+#include "ddl/core/float16.hpp"
 
 namespace ddl {
 

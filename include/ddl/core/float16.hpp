@@ -8,7 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "macros.hpp"
+#include "ddl/core/macros.hpp"
 
 namespace ddl {
 namespace detail {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "dtype.hpp"
-#include "macros.hpp"
+#include "ddl/core/dtype.hpp"
+#include "ddl/core/macros.hpp"
 
 namespace ddl {
 

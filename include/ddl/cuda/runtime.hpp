@@ -19,10 +19,10 @@
 #include <string>
 #include <type_traits>
 
-#include "../core/buffer.hpp"
-#include "../core/error.hpp"
-#include "../core/memory.hpp"
-#include "../core/op.hpp"
+#include "ddl/core/buffer.hpp"
+#include "ddl/core/error.hpp"
+#include "ddl/core/memory.hpp"
+#include "ddl/core/op.hpp"
 
 /// Throws `ddl::transport_error` naming the call and CUDA's message.
 #define DDL_CUDA_CHECK(call)                                                                              \

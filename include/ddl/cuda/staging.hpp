@@ -11,8 +11,8 @@
 /// its slots, used only to receive pieces that are reduced, on the device.
 #include <vector>
 
-#include "../transport/staged.hpp"
-#include "runtime.hpp"
+#include "ddl/staged/transport.hpp"
+#include "ddl/cuda/runtime.hpp"
 
 namespace ddl {
 namespace cuda {

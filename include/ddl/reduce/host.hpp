@@ -4,10 +4,12 @@
 /// fixed order, so results are deterministic; loops are written so the
 /// compiler vectorises them (no aliasing between distinct operands).
 #include <cstddef>
+#include <cstring>
 
-#include "../core/dtype.hpp"
-#include "../core/macros.hpp"
-#include "../core/op.hpp"
+#include "ddl/core/dtype.hpp"
+#include "ddl/core/macros.hpp"
+#include "ddl/core/memory.hpp"
+#include "ddl/core/op.hpp"
 
 namespace ddl {
 namespace host {
@@ -68,4 +70,23 @@ inline void finalize(void* data, std::size_t count, reduction r, int ranks) {
 }
 
 }  // namespace host
+
+/// The table for host memory: `memmove`, the host kernels, `new[]`.
+inline memory_ops host_memory_ops() noexcept {
+  memory_ops m;
+  m.name = "host";
+  m.copy = [](void*, std::byte* dst, const std::byte* src, std::size_t n) {
+    if (n && dst != src) std::memmove(dst, src, n);
+  };
+  m.reduce = [](void*, std::byte* dst, const std::byte* a, const std::byte* b, std::size_t count, reduction r) {
+    host::reduce(dst, a, b, count, r);
+  };
+  m.finalize = [](void*, std::byte* p, std::size_t count, reduction r, int ranks) {
+    host::finalize(p, count, r, ranks);
+  };
+  m.allocate = [](void*, std::size_t n) { return new std::byte[n]; };
+  m.release = [](void*, std::byte* p, std::size_t) { delete[] p; };
+  return m;
+}
+
 }  // namespace ddl

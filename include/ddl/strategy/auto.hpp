@@ -9,21 +9,9 @@
 #include <string>
 #include <type_traits>
 
-#include "planner.hpp"
+#include "ddl/strategy/planner.hpp"
 
 namespace ddl {
-
-/// Link costs a transport assumes when nobody measured or described them:
-/// `T::default_bandwidth` (bytes/s) and `T::default_latency` (s) when the
-/// transport declares them, else 1 GB/s and 10 us.
-template <class T, class = void>
-struct default_link {
-  static constexpr double bandwidth = 1e9, latency = 10e-6;
-};
-template <class T>
-struct default_link<T, std::void_t<decltype(T::default_bandwidth), decltype(T::default_latency)>> {
-  static constexpr double bandwidth = T::default_bandwidth, latency = T::default_latency;
-};
 
 namespace detail {
 template <class T, class = void>

@@ -40,8 +40,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../topology/extents.hpp"
-#include "../topology/topology.hpp"
+#include "ddl/topology/extents.hpp"
+#include "ddl/topology/topology.hpp"
 
 namespace ddl {
 

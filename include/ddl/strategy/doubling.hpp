@@ -17,8 +17,8 @@
 /// Bit-identical results: partners always combine as (lower rank's value) op
 /// (higher rank's value), so both compute the same bits; halving-doubling
 /// reduces each block in one place and then only copies.
-#include "multi_ring.hpp"
-#include "step.hpp"
+#include "ddl/strategy/multi_ring.hpp"
+#include "ddl/strategy/step.hpp"
 
 namespace ddl {
 namespace detail {

@@ -23,11 +23,11 @@
 #include <array>
 #include <string>
 
-#include "../core/buffer.hpp"
-#include "../topology/extents.hpp"
-#include "../transport/group.hpp"
-#include "partition.hpp"
-#include "step.hpp"
+#include "ddl/core/buffer.hpp"
+#include "ddl/topology/extents.hpp"
+#include "ddl/transport/group.hpp"
+#include "ddl/strategy/partition.hpp"
+#include "ddl/strategy/step.hpp"
 
 namespace ddl {
 namespace detail {

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "cost_model.hpp"
-#include "doubling.hpp"
-#include "multi_ring.hpp"
+#include "ddl/strategy/cost_model.hpp"
+#include "ddl/strategy/doubling.hpp"
+#include "ddl/strategy/multi_ring.hpp"
 
 namespace ddl {
 

@@ -17,10 +17,10 @@
 #include <cstddef>
 #include <string>
 
-#include "../core/config.hpp"
-#include "../core/error.hpp"
-#include "../core/memory.hpp"
-#include "../transport/concept.hpp"
+#include "ddl/core/config.hpp"
+#include "ddl/core/error.hpp"
+#include "ddl/core/memory.hpp"
+#include "ddl/transport/concept.hpp"
 
 namespace ddl {
 namespace detail {

@@ -12,7 +12,7 @@
 #include <string>
 #include <type_traits>
 
-#include "../core/error.hpp"
+#include "ddl/core/error.hpp"
 
 namespace ddl {
 

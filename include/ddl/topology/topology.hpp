@@ -29,8 +29,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "../core/error.hpp"
-#include "extents.hpp"
+#include "ddl/core/error.hpp"
+#include "ddl/topology/extents.hpp"
 
 namespace ddl {
 

@@ -26,6 +26,10 @@
 ///     into pipelined chunks overlaps nothing and costs host API calls per
 ///     chunk, so the step engine sends each slice as one message (such a
 ///     transport must offer `irecv_reduce`);
+///   - `bool allows_progress_thread() const` — may a background thread drive
+///     it (one thread at a time)? See `progress_thread_allowed`;
+///   - `default_bandwidth`, `default_latency` (static) — link costs the
+///     planner assumes when nobody measured them (`default_link`);
 ///   - `ddl::memory_ops memory(const ddl::location&)` — the local copies and
 ///     reductions for buffers at that location (see `core/memory.hpp`).
 #include <chrono>
@@ -33,8 +37,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "../core/buffer.hpp"
-#include "../core/op.hpp"
+#include "ddl/core/buffer.hpp"
+#include "ddl/core/memory.hpp"
+#include "ddl/core/op.hpp"
+#include "ddl/reduce/host.hpp"
 
 namespace ddl {
 
@@ -151,5 +157,64 @@ constexpr bool check_transport() {
 template <class T>
 concept transport = is_transport_v<T>;
 #endif
+
+namespace detail {
+template <class T, class = void>
+struct has_memory : std::false_type {};
+template <class T>
+struct has_memory<T, std::enable_if_t<std::is_same_v<decltype(std::declval<T&>().memory(location{})), memory_ops>>>
+    : std::true_type {};
+}  // namespace detail
+
+/// True when `T` supplies its own local memory operations.
+template <class T>
+inline constexpr bool has_memory_ops_v = detail::has_memory<T>::value;
+
+/// The operations for buffers at `where` on transport `t`.
+template <class Transport>
+memory_ops memory_for(Transport& t, const location& where) {
+  if constexpr (has_memory_ops_v<Transport>) {
+    return t.memory(where);
+  } else {
+    (void)t;
+    (void)where;
+    return host_memory_ops();
+  }
+}
+
+/// Link costs a transport assumes when nobody measured or described them:
+/// `T::default_bandwidth` (bytes/s) and `T::default_latency` (s) when the
+/// transport declares them, else 1 GB/s and 10 us.
+template <class T, class = void>
+struct default_link {
+  static constexpr double bandwidth = 1e9, latency = 10e-6;
+};
+template <class T>
+struct default_link<T, std::void_t<decltype(T::default_bandwidth), decltype(T::default_latency)>> {
+  static constexpr double bandwidth = T::default_bandwidth, latency = T::default_latency;
+};
+
+namespace detail {
+template <class T, class = void>
+struct has_progress_query : std::false_type {};
+template <class T>
+struct has_progress_query<T, std::enable_if_t<std::is_convertible_v<
+                                 decltype(std::declval<const T&>().allows_progress_thread()), bool>>>
+    : std::true_type {};
+}  // namespace detail
+
+/// Whether another thread than the one that created `t` may drive it (one
+/// thread at a time), so asynchronous collectives can progress in the
+/// background: `t.allows_progress_thread()` when the transport says, else true
+/// for host-only transports and false for device ones (CUDA binds a device
+/// per thread).
+template <class T>
+bool progress_thread_allowed(const T& t) {
+  if constexpr (detail::has_progress_query<T>::value) return t.allows_progress_thread();
+  else {
+    (void)t;
+    return !accepts_device_memory_v<T>;
+  }
+}
 
 }  // namespace ddl

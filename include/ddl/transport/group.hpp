@@ -4,8 +4,8 @@
 /// transport, seen as a transport of their own. In a box, the ranks that
 /// differ only in one coordinate form such a group; rings run on group
 /// views, and that is how a multi-ring composes from rings.
-#include "../core/error.hpp"
-#include "concept.hpp"
+#include "ddl/core/error.hpp"
+#include "ddl/transport/concept.hpp"
 
 namespace ddl {
 

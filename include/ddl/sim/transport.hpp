@@ -62,11 +62,11 @@
 #include <utility>
 #include <vector>
 
-#include "../core/error.hpp"
-#include "../core/memory.hpp"
-#include "../reduce/host.hpp"
-#include "../topology/topology.hpp"
-#include "concept.hpp"
+#include "ddl/core/error.hpp"
+#include "ddl/core/memory.hpp"
+#include "ddl/reduce/host.hpp"
+#include "ddl/topology/topology.hpp"
+#include "ddl/transport/concept.hpp"
 
 namespace ddl {
 
@@ -143,6 +143,9 @@ class sim_transport {
     std::uint32_t op_ = 0, gen_ = 0;
   };
 
+  /// Ranks are fibers of one thread in virtual time: asynchronous
+  /// collectives progress inside their requests (`progress::deferred`).
+  bool allows_progress_thread() const noexcept { return false; }
   int rank() const noexcept { return rank_; }
   inline int size() const noexcept;
   /// The network being simulated (`auto_strategy` plans on it).

@@ -34,9 +34,9 @@
 #include <thread>
 #include <vector>
 
-#include "../cuda/runtime.hpp"
-#include "../detail/event.hpp"
-#include "concept.hpp"
+#include "ddl/cuda/runtime.hpp"
+#include "ddl/detail/event.hpp"
+#include "ddl/transport/concept.hpp"
 
 namespace ddl {
 

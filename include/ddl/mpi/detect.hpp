@@ -38,9 +38,9 @@
 #include <string>
 #include <vector>
 
-#include "../core/config.hpp"
-#include "../transport/mpi.hpp"
-#include "topology.hpp"
+#include "ddl/core/config.hpp"
+#include "ddl/mpi/transport.hpp"
+#include "ddl/topology/topology.hpp"
 
 namespace ddl {
 

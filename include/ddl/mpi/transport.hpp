@@ -21,8 +21,8 @@
 #include <string>
 #include <thread>
 
-#include "../core/error.hpp"
-#include "concept.hpp"
+#include "ddl/core/error.hpp"
+#include "ddl/transport/concept.hpp"
 
 /// Throws `ddl::transport_error` with the MPI error string if `call` fails.
 #define DDL_MPI_CHECK(call)                                                              \
@@ -42,13 +42,14 @@ namespace detail {
 }
 }  // namespace detail
 
-/// Initialises MPI (thread level `MPI_THREAD_FUNNELED` or better) unless it
-/// already is, and finalises it on destruction if it initialised it.
+/// Initialises MPI (thread level `MPI_THREAD_SERIALIZED` or better, so a
+/// communicator's progress thread may run asynchronous collectives) unless
+/// it already is, and finalises it on destruction if it initialised it.
 /// Example: `int main(int argc, char** argv) { ddl::mpi_session mpi(argc, argv); ... }`
 class mpi_session {
  public:
-  mpi_session(int& argc, char**& argv, int required = MPI_THREAD_FUNNELED) { init(&argc, &argv, required); }
-  mpi_session() { init(nullptr, nullptr, MPI_THREAD_FUNNELED); }
+  mpi_session(int& argc, char**& argv, int required = MPI_THREAD_SERIALIZED) { init(&argc, &argv, required); }
+  mpi_session() { init(nullptr, nullptr, MPI_THREAD_SERIALIZED); }
   ~mpi_session() {
     int fin = 0;
     MPI_Finalized(&fin);
@@ -142,6 +143,17 @@ class mpi_transport {
   int size() const noexcept { return size_; }
   /// ddl's private duplicate of the user's communicator.
   MPI_Comm comm() const noexcept { return comm_; }
+
+  /// A communicator's progress thread may drive this transport when MPI was
+  /// initialised with `MPI_THREAD_SERIALIZED` or better (`ddl::mpi_session`
+  /// asks for it). Under `SERIALIZED` the program must not call MPI itself
+  /// while a ddl asynchronous collective is pending; below it, asynchronous
+  /// collectives run inside their requests' `wait` (no overlap).
+  bool allows_progress_thread() const noexcept {
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    return level >= MPI_THREAD_SERIALIZED;
+  }
 
   request isend(int peer, const_bytes data, tag t) {
     request r;

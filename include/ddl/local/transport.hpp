@@ -35,10 +35,10 @@
 #include <thread>
 #include <vector>
 
-#include "../core/error.hpp"
-#include "../detail/event.hpp"
-#include "../reduce/host.hpp"
-#include "concept.hpp"
+#include "ddl/core/error.hpp"
+#include "ddl/detail/event.hpp"
+#include "ddl/reduce/host.hpp"
+#include "ddl/transport/concept.hpp"
 
 namespace ddl {
 

@@ -30,10 +30,10 @@
 #include <thread>
 #include <vector>
 
-#include "../core/error.hpp"
-#include "../core/memory.hpp"
-#include "../detail/event.hpp"
-#include "concept.hpp"
+#include "ddl/core/error.hpp"
+#include "ddl/core/memory.hpp"
+#include "ddl/detail/event.hpp"
+#include "ddl/transport/concept.hpp"
 
 namespace ddl {
 

@@ -1,0 +1,275 @@
+#pragma once
+/// \file
+/// The progress engine behind asynchronous collectives, and the request a
+/// caller holds for one of them.
+///
+/// A communicator's collectives run one at a time, in the order they were
+/// issued (so every rank runs them in the same order, as MPI requires), on
+/// one of two engines:
+///   - `progress::thread`: a background thread per communicator runs the
+///     queued collectives while the caller computes (S-Caffe's overlap). The
+///     transport is then used from that thread; a blocking call issued while
+///     the queue is non-empty is queued behind it, and one issued while it is
+///     empty runs on the caller's thread at no extra cost. Only one thread
+///     touches the transport at any moment either way.
+///   - `progress::deferred`: nothing runs in the background; a request's
+///     `test` and `wait` run the queue up to it on the caller's thread. For
+///     transports that must stay on the caller's thread (the simulator's
+///     fibers, an MPI initialised below `MPI_THREAD_SERIALIZED`, CUDA
+///     devices bound per thread).
+///
+/// Errors (timeouts, a failed peer) are caught on the engine and re-thrown by
+/// `wait`, with the types the blocking calls throw.
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "ddl/core/config.hpp"
+#include "ddl/core/error.hpp"
+#include "ddl/detail/event.hpp"
+#include "ddl/transport/concept.hpp"
+
+namespace ddl {
+
+namespace detail {
+
+/// One queued collective.
+struct async_op {
+  std::function<void()> run;
+  const char* what = "";  ///< the collective, for messages
+  std::atomic<bool> done{false};
+  std::exception_ptr error;
+};
+
+/// Runs queued operations in order, on a worker thread or on demand.
+class progress_engine {
+ public:
+  explicit progress_engine(progress mode) : mode_(mode) {
+    if (mode_ == progress::thread) worker_ = std::thread([this] { work(); });
+  }
+  progress_engine(const progress_engine&) = delete;
+  progress_engine& operator=(const progress_engine&) = delete;
+  /// Finishes every queued operation (their errors stay with their requests),
+  /// then stops the worker.
+  ~progress_engine() {
+    drain_quietly();
+    if (worker_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+      }
+      work_bell_.notify();
+      worker_.join();
+    }
+  }
+
+  progress mode() const noexcept { return mode_; }
+  /// True when nothing is queued or running: the caller may use the transport.
+  bool idle() const noexcept { return pending_.load(std::memory_order_acquire) == 0; }
+
+  std::shared_ptr<async_op> submit(const char* what, std::function<void()> f) {
+    auto op = std::make_shared<async_op>();
+    op->run = std::move(f);
+    op->what = what;
+    pending_.fetch_add(1, std::memory_order_acq_rel);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(op);
+    }
+    if (mode_ == progress::thread) work_bell_.notify();
+    return op;
+  }
+
+  /// True once `op` has finished (deferred: runs the queue up to it first).
+  bool test(async_op& op) {
+    if (mode_ == progress::deferred && !op.done.load(std::memory_order_acquire)) run_until(&op);
+    return op.done.load(std::memory_order_acquire);
+  }
+
+  /// Waits for `op` until `until`; false if it is still running then.
+  bool wait(async_op& op, deadline until) {
+    if (mode_ == progress::deferred) return test(op);
+    backoff wait_more;
+    for (;;) {
+      const auto ticket = done_bell_.prepare();
+      if (op.done.load(std::memory_order_acquire)) return true;
+      if (std::chrono::steady_clock::now() >= until) return false;
+      wait_more(done_bell_, ticket, until);
+    }
+  }
+
+  /// Waits for everything queued so far; errors stay with their requests.
+  void drain_quietly() noexcept {
+    if (mode_ == progress::deferred) {
+      run_until(nullptr);
+      return;
+    }
+    backoff wait_more;
+    const auto forever = std::chrono::steady_clock::time_point::max();
+    for (;;) {
+      const auto ticket = done_bell_.prepare();
+      if (idle()) return;
+      wait_more(done_bell_, ticket, forever);
+    }
+  }
+
+ private:
+  static void execute(async_op& op) noexcept {
+    try {
+      op.run();
+    } catch (...) {
+      op.error = std::current_exception();
+    }
+    op.run = nullptr;  // release what the operation captured
+    op.done.store(true, std::memory_order_release);
+  }
+
+  std::shared_ptr<async_op> pop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.empty()) return nullptr;
+    auto op = std::move(queue_.front());
+    queue_.pop_front();
+    return op;
+  }
+
+  // Deferred: run queued operations in order until `target` is done (all of
+  // them for nullptr).
+  void run_until(async_op* target) noexcept {
+    while (!target || !target->done.load(std::memory_order_acquire)) {
+      auto op = pop();
+      if (!op) return;
+      execute(*op);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  void work() {
+    backoff idle_wait;
+    const auto forever = std::chrono::steady_clock::time_point::max();
+    for (;;) {
+      const auto ticket = work_bell_.prepare();
+      auto op = pop();
+      if (!op) {
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          if (stop_ && queue_.empty()) return;
+        }
+        idle_wait(work_bell_, ticket, forever);
+        continue;
+      }
+      idle_wait.reset();
+      execute(*op);
+      // Done before idle: a caller that sees idle() also sees the op's writes.
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      done_bell_.notify();
+    }
+  }
+
+  progress mode_;
+  std::mutex mutex_;
+  std::deque<std::shared_ptr<async_op>> queue_;
+  std::atomic<std::size_t> pending_{0};
+  bool stop_ = false;
+  event_count work_bell_, done_bell_;
+  std::thread worker_;
+};
+
+}  // namespace detail
+
+/// A collective in flight, returned by the communicator's `*_async` calls.
+/// The buffers it was given belong to ddl until it completes. Move-only;
+/// destroying one that has not completed waits for it (its error, if any, is
+/// then dropped: call `wait` to see it).
+/// Example:
+/// \code
+///   ddl::collective_request r = comm.all_reduce_async(ddl::host_view(grads), ddl::op::avg);
+///   compute_something_else();
+///   r.wait();  // grads reduced, or the collective's error re-thrown
+/// \endcode
+class collective_request {
+ public:
+  collective_request() = default;
+  collective_request(std::shared_ptr<detail::progress_engine> engine, std::shared_ptr<detail::async_op> op)
+      : engine_(std::move(engine)), op_(std::move(op)) {}
+  collective_request(collective_request&&) noexcept = default;
+  collective_request& operator=(collective_request&& o) noexcept {
+    if (this != &o) {
+      finish_quietly();
+      engine_ = std::move(o.engine_);
+      op_ = std::move(o.op_);
+    }
+    return *this;
+  }
+  collective_request(const collective_request&) = delete;
+  collective_request& operator=(const collective_request&) = delete;
+  ~collective_request() { finish_quietly(); }
+
+  /// True while it refers to a collective not yet waited for.
+  bool valid() const noexcept { return op_ != nullptr; }
+  /// The collective's name ("all_reduce", ...), or "" when empty.
+  const char* what() const noexcept { return op_ ? op_->what : ""; }
+
+  /// True once the collective has finished (successfully or not); never
+  /// blocks on the engine's thread (a deferred engine runs the collective here).
+  bool test() { return !op_ || engine_->test(*op_); }
+
+  /// Waits until the collective has finished, then re-throws its error if it
+  /// failed. Afterwards the request is empty.
+  void wait() {
+    if (!op_) return;
+    engine_->wait(*op_, std::chrono::steady_clock::time_point::max());
+    release_and_rethrow();
+  }
+
+  /// Waits until `until`: true (and as `wait`) if the collective finished,
+  /// false if it is still running (the request stays valid).
+  bool wait_until(deadline until) {
+    if (!op_) return true;
+    if (!engine_->wait(*op_, until)) return false;
+    release_and_rethrow();
+    return true;
+  }
+  template <class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> d) {
+    return wait_until(std::chrono::steady_clock::now() +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(d));
+  }
+
+ private:
+  void release_and_rethrow() {
+    auto op = std::move(op_);
+    engine_.reset();
+    if (op->error) std::rethrow_exception(op->error);
+  }
+  void finish_quietly() noexcept {
+    if (op_) engine_->wait(*op_, std::chrono::steady_clock::time_point::max());
+    op_.reset();
+    engine_.reset();
+  }
+
+  std::shared_ptr<detail::progress_engine> engine_;
+  std::shared_ptr<detail::async_op> op_;
+};
+
+/// Waits for every request in `[first, last)`, in order; re-throws the first
+/// error after all have finished.
+template <class It>
+void wait_all(It first, It last) {
+  std::exception_ptr first_error;
+  for (; first != last; ++first) {
+    try {
+      first->wait();
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+  }
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace ddl

@@ -1,0 +1,453 @@
+// Asynchronous collectives, broadcast, barrier and gradient buckets over
+// in-process ranks, in both progress modes. Every asynchronous result is
+// compared with an independent reference (the exact expected value) and with
+// the blocking path on the same inputs.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "support.hpp"
+
+using namespace ddl_test;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+ddl::options with_progress(ddl::progress p, double timeout_s = 60) {
+  ddl::options o = ddl::options::from_env();
+  o.async_progress = p;
+  o.timeout = std::chrono::duration<double>(timeout_s);
+  o.chunk_bytes = 4096;  // several chunks per step even on small buffers
+  return o;
+}
+
+template <class T>
+std::vector<T> inputs(ddl::op o, int rank, std::size_t n) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = to_element<T>(input_value(ddl::dtype_of_v<T>, o, rank, i));
+  return v;
+}
+
+template <class T>
+std::size_t count_wrong(const std::vector<T>& got, ddl::op o, int ranks) {
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!same_bits(got[i], expected_value<T>(o, ranks, i))) ++wrong;
+  return wrong;
+}
+
+// Broadcast input: root-specific, index-dependent, exact in every dtype.
+template <class T>
+T bcast_value(int root, std::size_t i) {
+  return to_element<T>(static_cast<std::int64_t>((i * 7 + static_cast<std::size_t>(root) * 3) % 61) - 30);
+}
+
+const ddl::progress modes[] = {ddl::progress::thread, ddl::progress::deferred};
+const char* mode_name(ddl::progress p) { return p == ddl::progress::thread ? "thread" : "deferred"; }
+
+}  // namespace
+
+TEST_CASE("async: several all-reduces in flight, waited out of order, equal the blocking path") {
+  for (ddl::progress mode : modes)
+    for (int n : {1, 2, 3, 4, 5, 7}) {
+      CAPTURE(mode_name(mode));
+      CAPTURE(n);
+      failure_log log;
+      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+        ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(mode));
+        const std::size_t sizes[] = {0, 1, 13, 1000, 20011};
+        std::vector<std::vector<float>> a;
+        std::vector<std::vector<double>> b;
+        std::vector<std::vector<std::int32_t>> c;
+        for (std::size_t s : sizes) {
+          a.push_back(inputs<float>(ddl::op::sum, t.rank(), s));
+          b.push_back(inputs<double>(ddl::op::avg, t.rank(), s));
+          c.push_back(inputs<std::int32_t>(ddl::op::max, t.rank(), s));
+        }
+        std::vector<ddl::collective_request> reqs;
+        for (std::size_t k = 0; k < std::size(sizes); ++k) {
+          reqs.push_back(comm.all_reduce_async(ddl::host_view(a[k]), ddl::op::sum));
+          reqs.push_back(comm.all_reduce_async(ddl::host_view(b[k]), ddl::op::avg));
+          // a blocking call between asynchronous ones queues behind them
+          comm.all_reduce(ddl::host_view(c[k]), ddl::op::max);
+        }
+        // wait in reverse order
+        for (auto it = reqs.rbegin(); it != reqs.rend(); ++it) it->wait();
+        for (std::size_t k = 0; k < std::size(sizes); ++k) {
+          if (auto w = count_wrong(a[k], ddl::op::sum, n)) log.add("float sum wrong: " + std::to_string(w));
+          if (auto w = count_wrong(b[k], ddl::op::avg, n)) log.add("double avg wrong: " + std::to_string(w));
+          if (auto w = count_wrong(c[k], ddl::op::max, n)) log.add("int32 max wrong: " + std::to_string(w));
+        }
+        if (comm.pending()) log.add("pending after every wait");
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+}
+
+TEST_CASE("async: every dtype and op, out of place, bit-identical to the blocking call") {
+  const int n = 4;
+  for (ddl::dtype type : ddl::all_dtypes)
+    for (ddl::op o : ddl::all_ops) {
+      CAPTURE(ddl::name_of(type));
+      CAPTURE(ddl::name_of(o));
+      failure_log log;
+      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+        ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t, ddl::auto_strategy(),
+                                                                          with_progress(ddl::progress::thread));
+        ddl::visit_dtype(type, [&](auto tag) {
+          using T = decltype(tag);
+          const std::size_t count = 3001;
+          const auto in = inputs<T>(o, t.rank(), count);
+          std::vector<T> async_out(count), blocking_out(count);
+          std::memset(async_out.data(), sentinel, count * sizeof(T));
+          auto r = comm.all_reduce_async(ddl::host_view(in), ddl::host_view(async_out), o);
+          r.wait();
+          comm.all_reduce(ddl::host_view(in), ddl::host_view(blocking_out), o);
+          if (std::memcmp(async_out.data(), blocking_out.data(), count * sizeof(T)) != 0)
+            log.add("async and blocking results differ");
+          if (auto w = count_wrong(async_out, o, n)) log.add(std::to_string(w) + " wrong");
+        });
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+}
+
+TEST_CASE("async: reduce_scatter and all_gather, in place and out of place") {
+  for (ddl::progress mode : modes)
+    for (int n : {1, 3, 4, 6}) {
+      CAPTURE(mode_name(mode));
+      CAPTURE(n);
+      failure_log log;
+      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+        ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(mode));
+        const std::size_t count = 10007;
+        const ddl::block mine = ddl::block_of(count, n, t.rank());
+        auto in = inputs<float>(ddl::op::sum, t.rank(), count);
+        std::vector<float> out(mine.size);
+        auto in_place = in;  // reduce-scatter in place: out is my block of the input
+        auto r1 = comm.reduce_scatter_async(ddl::host_view(in), ddl::host_view(out), ddl::op::sum);
+        auto r2 = comm.reduce_scatter_async(ddl::host_view(in_place),
+                                            ddl::host_view(in_place.data() + mine.offset, mine.size), ddl::op::sum);
+        // all-gather the blocks back, out of place and in place
+        std::vector<float> gathered(count), gathered_in_place(count);
+        r1.wait();
+        auto r3 = comm.all_gather_async(ddl::host_view(out), ddl::host_view(gathered));
+        std::copy(out.begin(), out.end(), gathered_in_place.begin() + static_cast<std::ptrdiff_t>(mine.offset));
+        auto r4 = comm.all_gather_async(ddl::host_view(gathered_in_place.data() + mine.offset, mine.size),
+                                        ddl::host_view(gathered_in_place));
+        r4.wait();
+        r2.wait();
+        r3.wait();
+        for (std::size_t i = 0; i < mine.size; ++i) {
+          const float e = expected_value<float>(ddl::op::sum, n, mine.offset + i);
+          if (out[i] != e || in_place[mine.offset + i] != e) {
+            log.add("reduce_scatter wrong at " + std::to_string(i));
+            break;
+          }
+        }
+        if (auto w = count_wrong(gathered, ddl::op::sum, n)) log.add("all_gather wrong: " + std::to_string(w));
+        if (auto w = count_wrong(gathered_in_place, ddl::op::sum, n))
+          log.add("in-place all_gather wrong: " + std::to_string(w));
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+}
+
+TEST_CASE("broadcast: from every root, every dtype, sizes that take both algorithms") {
+  for (int n : {1, 2, 3, 4, 5, 8}) {
+    CAPTURE(n);
+    failure_log log;
+    ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+      ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread));
+      for (ddl::dtype type : ddl::all_dtypes)
+        ddl::visit_dtype(type, [&](auto tag) {
+          using T = decltype(tag);
+          for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(100003)}) {
+            for (int root = 0; root < n; ++root) {
+              std::vector<T> v(count);
+              if (t.rank() == root)
+                for (std::size_t i = 0; i < count; ++i) v[i] = bcast_value<T>(root, i);
+              else
+                std::memset(v.data(), sentinel, count * sizeof(T));
+              const bool async = (root + static_cast<int>(count)) % 2 == 1;
+              if (async) comm.broadcast_async(ddl::host_view(v), root).wait();
+              else comm.broadcast(ddl::host_view(v), root);
+              for (std::size_t i = 0; i < count; ++i)
+                if (!same_bits(v[i], bcast_value<T>(root, i))) {
+                  log.add(std::string(ddl::name_of(type)) + " root " + std::to_string(root) + " count " +
+                          std::to_string(count) + " wrong at " + std::to_string(i));
+                  break;
+                }
+            }
+          }
+        });
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
+TEST_CASE("broadcast: the plan takes the binomial tree for small messages and the chain for large") {
+  const auto small = ddl::broadcast_choice(64, 8, 8e-6, 4e9, 4);
+  const auto large = ddl::broadcast_choice(std::size_t(64) << 20, 8, 8e-6, 4e9, 4);
+  CHECK(small.algo == ddl::broadcast_plan::algorithm::binomial);
+  CHECK(large.algo == ddl::broadcast_plan::algorithm::chain);
+  CHECK(large.segments > 1);
+  CHECK(large.seconds < 3 * (8e-6 + (64 << 20) / 4e9));  // beats the tree's three full rounds
+  CHECK(ddl::broadcast_choice(std::size_t(64) << 20, 2, 8e-6, 4e9, 4).algo ==
+        ddl::broadcast_plan::algorithm::binomial);  // two ranks: one send either way
+}
+
+TEST_CASE("barrier: nobody leaves before everyone has arrived") {
+  for (ddl::progress mode : modes)
+    for (int n : {1, 2, 3, 5, 8}) {
+      CAPTURE(mode_name(mode));
+      CAPTURE(n);
+      std::atomic<int> arrived{0};
+      failure_log log;
+      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+        ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(mode));
+        for (int round = 1; round <= 3; ++round) {
+          if (t.rank() == round % n) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          arrived.fetch_add(1);
+          if (round == 2) comm.barrier_async().wait();
+          else comm.barrier();
+          if (arrived.load() < round * n) log.add("left the barrier before every rank arrived");
+          comm.barrier();  // keep rounds apart
+        }
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+}
+
+TEST_CASE("async: a request destroyed unfinished waits for its collective") {
+  const int n = 3;
+  failure_log log;
+  ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread));
+    auto v = inputs<float>(ddl::op::sum, t.rank(), 50000);
+    if (t.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    { auto r = comm.all_reduce_async(ddl::host_view(v), ddl::op::sum); }  // destroyed at once
+    if (auto w = count_wrong(v, ddl::op::sum, n)) log.add("after destruction " + std::to_string(w) + " wrong");
+  });
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("async: test() and a deadline-bounded wait see a late peer, then the result") {
+  const int n = 2;
+  failure_log log;
+  ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread));
+    std::vector<float> v(1000, 1.0f);
+    if (t.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto r = comm.all_reduce_async(ddl::host_view(v), ddl::op::sum);
+    if (t.rank() == 0) {
+      if (r.test()) log.add("test() true while the peer sleeps");
+      const auto start = clock_type::now();
+      if (r.wait_for(std::chrono::milliseconds(20))) log.add("wait_for(20ms) true while the peer sleeps");
+      if (clock_type::now() - start > std::chrono::milliseconds(250)) log.add("wait_for overran its deadline");
+      if (!r.valid()) log.add("request invalid after a timed-out wait_for");
+    }
+    r.wait();
+    if (r.valid()) log.add("request still valid after wait");
+    for (float x : v)
+      if (x != 2.0f) {
+        log.add("wrong value");
+        break;
+      }
+  });
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("async: a peer that never comes gives timeout_error at wait, not at issue") {
+  for (ddl::progress mode : modes) {
+    CAPTURE(mode_name(mode));
+    std::atomic<int> timeouts{0};
+    failure_log log;
+    ddl::local_fabric::run(3, [&](ddl::local_transport& t) {
+      if (t.rank() == 2) return;  // never calls
+      ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(mode, 0.3));
+      std::vector<float> v(100, 1.0f);
+      auto r = comm.all_reduce_async(ddl::host_view(v), ddl::op::sum);
+      try {
+        r.wait();
+        log.add("wait returned without the third rank");
+      } catch (const ddl::timeout_error& e) {
+        ++timeouts;
+        if (std::string(e.what()).find("all_reduce") == std::string::npos)
+          log.add(std::string("timeout does not name the collective: ") + e.what());
+      }
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+    CHECK(timeouts.load() == 2);
+  }
+}
+
+TEST_CASE("async: bad arguments throw at the call, naming the problem") {
+  ddl::local_fabric::run(2, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread));
+    std::vector<float> a(10), b(11);
+    CHECK_THROWS_WITH_AS(comm.all_reduce_async(ddl::host_view(a), ddl::host_view(b), ddl::op::sum),
+                         doctest::Contains("input has 10 elements, output 11"), ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(comm.broadcast_async(ddl::host_view(a), 2), doctest::Contains("root 2"),
+                         ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(comm.broadcast(ddl::host_view(a), -1), doctest::Contains("root -1"), ddl::invalid_argument);
+    CHECK_FALSE(comm.pending());
+  });
+}
+
+// --- gradient buckets ----------------------------------------------------------
+
+namespace {
+
+// A model's gradients: tensors of mixed dtypes and ragged sizes, some lying
+// in one flat buffer (in place), the others separate (packed).
+struct fake_model {
+  std::vector<float> flat;                    // tensors 0..3 tile it
+  std::vector<std::vector<float>> loose;      // separate float tensors
+  std::vector<std::vector<double>> doubles;   // another dtype
+  std::vector<ddl::buffer_view> views;        // in registration (backward) order
+
+  explicit fake_model(int rank) {
+    const std::size_t flat_sizes[] = {1, 4097, 333, 20000};
+    flat.resize(std::accumulate(std::begin(flat_sizes), std::end(flat_sizes), std::size_t(0)));
+    for (std::size_t s : {std::size_t(7), std::size_t(65536), std::size_t(0), std::size_t(129)}) loose.emplace_back(s);
+    for (std::size_t s : {std::size_t(3), std::size_t(1000)}) doubles.emplace_back(s);
+    fill(rank);
+    // Backward order: the flat buffer's tensors last layer first, interleaved
+    // with the others, so buckets mix contiguous and packed tensors.
+    std::size_t off = flat.size();
+    std::vector<ddl::buffer_view> flat_views;
+    for (auto it = std::rbegin(flat_sizes); it != std::rend(flat_sizes); ++it) {
+      off -= *it;
+      flat_views.push_back(ddl::host_view(flat.data() + off, *it));
+    }
+    views = {flat_views[0], ddl::host_view(loose[0]), flat_views[1], ddl::host_view(doubles[0]),
+             flat_views[2], ddl::host_view(loose[1]), ddl::host_view(loose[2]), flat_views[3],
+             ddl::host_view(doubles[1]), ddl::host_view(loose[3])};
+  }
+
+  // This rank's gradients of one backward pass (the same every step).
+  void fill(int rank) {
+    for (std::size_t i = 0; i < flat.size(); ++i) flat[i] = static_cast<float>(value(ddl::dtype::float32, rank, i));
+    for (std::size_t k = 0; k < loose.size(); ++k)
+      for (std::size_t i = 0; i < loose[k].size(); ++i)
+        loose[k][i] = static_cast<float>(value(ddl::dtype::float32, rank, loose_index(k, i)));
+    for (std::size_t k = 0; k < doubles.size(); ++k)
+      for (std::size_t i = 0; i < doubles[k].size(); ++i)
+        doubles[k][i] = static_cast<double>(value(ddl::dtype::float64, rank, double_index(k, i)));
+  }
+  static std::int64_t value(ddl::dtype t, int rank, std::size_t index) {
+    return input_value(t, ddl::op::sum, rank, index);
+  }
+  static std::size_t loose_index(std::size_t k, std::size_t i) { return 1000000 + k * 100000 + i; }
+  static std::size_t double_index(std::size_t k, std::size_t i) { return 2000000 + k * 100000 + i; }
+};
+
+// Elements of `m` that differ from the exact average over `n` ranks (the
+// integer sum, divided once, as `op::avg` defines it).
+std::size_t count_wrong_model(const fake_model& m, int n) {
+  auto avg = [&](ddl::dtype t, std::size_t index) {
+    std::int64_t sum = 0;
+    for (int r = 0; r < n; ++r) sum += fake_model::value(t, r, index);
+    return sum;
+  };
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < m.flat.size(); ++i)
+    wrong += m.flat[i] != static_cast<float>(avg(ddl::dtype::float32, i)) / static_cast<float>(n);
+  for (std::size_t k = 0; k < m.loose.size(); ++k)
+    for (std::size_t i = 0; i < m.loose[k].size(); ++i)
+      wrong += m.loose[k][i] !=
+               static_cast<float>(avg(ddl::dtype::float32, fake_model::loose_index(k, i))) / static_cast<float>(n);
+  for (std::size_t k = 0; k < m.doubles.size(); ++k)
+    for (std::size_t i = 0; i < m.doubles[k].size(); ++i)
+      wrong += m.doubles[k][i] !=
+               static_cast<double>(avg(ddl::dtype::float64, fake_model::double_index(k, i))) / static_cast<double>(n);
+  return wrong;
+}
+
+}  // namespace
+
+TEST_CASE("bucketer: mixed dtypes, ragged sizes, contiguous and packed tensors, several steps") {
+  for (ddl::progress mode : modes)
+    for (int n : {1, 2, 3, 4}) {
+      CAPTURE(mode_name(mode));
+      CAPTURE(n);
+      failure_log log;
+      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+        ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t, ddl::auto_strategy(), with_progress(mode));
+        fake_model m(t.rank());
+        ddl::bucket_options bo;
+        bo.bucket_bytes = 64 << 10;  // several buckets
+        bo.first_bucket_bytes = 16 << 10;
+        ddl::bucketer<decltype(comm)> buckets(comm, ddl::op::avg, bo);
+        for (auto& v : m.views) buckets.add(v);
+        const auto& layout = buckets.layout();
+        if (layout.size() < 3) log.add("expected several buckets, got " + std::to_string(layout.size()));
+        bool some_in_place = false, some_packed = false;
+        for (const auto& b : layout) (b.in_place ? some_in_place : some_packed) = true;
+        if (!some_in_place || !some_packed) log.add("expected both in-place and packed buckets");
+        for (int step = 0; step < 3; ++step) {
+          m.fill(t.rank());
+          // the backward pass: gradients come in registration order, with a
+          // little compute between them so buckets launch mid-pass
+          for (std::size_t i = 0; i < m.views.size(); ++i) {
+            if (i % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+            buckets.mark_ready(i);
+          }
+          if (buckets.launched() != layout.size()) log.add("not every bucket launched after the last mark_ready");
+          buckets.wait_all();
+          if (auto w = count_wrong_model(m, n)) log.add("step " + std::to_string(step) + ": " + std::to_string(w) + " wrong");
+        }
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+}
+
+TEST_CASE("bucketer: buckets launch in order even when gradients arrive out of order") {
+  ddl::local_fabric::run(3, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread));
+    std::vector<std::vector<float>> g(6, std::vector<float>(1000));
+    ddl::bucket_options bo;
+    bo.bucket_bytes = bo.first_bucket_bytes = 4000;  // one tensor per bucket
+    ddl::bucketer<decltype(comm)> buckets(comm, ddl::op::sum, bo);
+    for (auto& v : g) buckets.add(ddl::host_view(v));
+    for (int step = 0; step < 2; ++step) {
+      for (auto& v : g) std::fill(v.begin(), v.end(), static_cast<float>(t.rank() + 1));
+      // rank-dependent order: the launch order must not follow it
+      std::vector<std::size_t> order = {5, 4, 3, 2, 1, 0};
+      if (t.rank() == 1) order = {1, 0, 3, 2, 5, 4};
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        buckets.mark_ready(order[k]);
+        if (t.rank() == 0 && k < 5) CHECK(buckets.launched() == 0);  // bucket 0's tensor comes last
+      }
+      CHECK(buckets.launched() == 6);
+      buckets.wait_all();
+      for (auto& v : g) CHECK(v[999] == 6.0f);
+    }
+  });
+}
+
+TEST_CASE("bucketer: misuse is named") {
+  ddl::local_fabric::run(1, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t);
+    std::vector<float> a(10), b(10);
+    ddl::bucketer<decltype(comm)> buckets(comm);
+    buckets.add(ddl::host_view(a));
+    buckets.add(ddl::host_view(b));
+    buckets.mark_ready(0);
+    CHECK_THROWS_WITH_AS(buckets.add(ddl::host_view(a)), doctest::Contains("layout is fixed"), ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(buckets.mark_ready(0), doctest::Contains("twice"), ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(buckets.mark_ready(7), doctest::Contains("tensor 7 of 2"), ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(buckets.wait_all(), doctest::Contains("tensors 1 were not marked"), ddl::invalid_argument);
+    // the next step works
+    buckets.mark_ready(0);
+    buckets.mark_ready(1);
+    buckets.wait_all();
+  });
+}
