@@ -190,6 +190,106 @@ TEST_CASE("mpi: DDL_TOPOLOGY=auto probes node leaders and every rank ends with t
   CHECK(std::all_of(g.begin(), g.end(), [n](std::int32_t v) { return v == n * (n + 1) / 2; }));
 }
 
+TEST_CASE("mpi: asynchronous collectives on the progress thread equal the blocking ones") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  const int n = t.size(), r = t.rank();
+  CHECK(t.allows_progress_thread());  // mpi_session asked for MPI_THREAD_SERIALIZED
+  for (ddl::progress mode : {ddl::progress::thread, ddl::progress::deferred}) {
+    ddl::options o = ddl::options::from_env();
+    o.async_progress = mode;
+    ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t, ddl::auto_strategy(), o);
+    CHECK(comm.progress_mode() == mode);
+    failure_log log;
+    const std::size_t sizes[] = {0, 1, 17, 4099, 300007};
+    std::vector<std::vector<float>> a;
+    std::vector<std::vector<std::int64_t>> b;
+    std::vector<ddl::collective_request> reqs;
+    for (std::size_t sz : sizes) {
+      a.emplace_back(sz);
+      b.emplace_back(sz);
+      for (std::size_t i = 0; i < sz; ++i) {
+        a.back()[i] = to_element<float>(input_value(ddl::dtype::float32, ddl::op::avg, r, i));
+        b.back()[i] = input_value(ddl::dtype::int64, ddl::op::min, r, i);
+      }
+    }
+    for (std::size_t k = 0; k < std::size(sizes); ++k) {
+      reqs.push_back(comm.all_reduce_async(ddl::host_view(a[k]), ddl::op::avg));
+      comm.all_reduce(ddl::host_view(b[k]), ddl::op::min);  // blocking, queued behind
+    }
+    comm.barrier();
+    ddl::wait_all(reqs.rbegin(), reqs.rend());
+    for (std::size_t k = 0; k < std::size(sizes); ++k)
+      for (std::size_t i = 0; i < sizes[k]; ++i) {
+        if (!same_bits(a[k][i], expected_value<float>(ddl::op::avg, n, i)) ||
+            b[k][i] != expected_value<std::int64_t>(ddl::op::min, n, i)) {
+          log.add("size " + std::to_string(sizes[k]) + " wrong at " + std::to_string(i));
+          break;
+        }
+      }
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+    CHECK(all_sum(static_cast<int>(log.count())) == 0);
+  }
+}
+
+TEST_CASE("mpi: broadcast from every root, blocking and asynchronous") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t);
+  const int n = t.size(), r = t.rank();
+  failure_log log;
+  for (std::size_t count : {std::size_t(1), std::size_t(1001), std::size_t(1) << 20}) {
+    for (int root = 0; root < n; ++root) {
+      std::vector<double> v(count, -1.0);
+      if (r == root)
+        for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<double>(i % 977) + root;
+      if (root % 2) comm.broadcast_async(ddl::host_view(v), root).wait();
+      else comm.broadcast(ddl::host_view(v), root);
+      for (std::size_t i = 0; i < count; ++i)
+        if (v[i] != static_cast<double>(i % 977) + root) {
+          log.add("count " + std::to_string(count) + " root " + std::to_string(root) + " wrong at " + std::to_string(i));
+          break;
+        }
+    }
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
+}
+
+TEST_CASE("mpi: gradient buckets average a model's gradients across processes") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+  const int n = t.size(), r = t.rank();
+  std::vector<float> flat(70001);
+  std::vector<std::vector<float>> loose = {std::vector<float>(5), std::vector<float>(30011)};
+  ddl::bucket_options bo;
+  bo.bucket_bytes = 64 << 10;
+  bo.first_bucket_bytes = 8 << 10;
+  ddl::bucketer<decltype(comm)> buckets(comm, ddl::op::avg, bo);
+  // backward order: the flat buffer's second half, a loose tensor, the first half, the other
+  buckets.add(ddl::host_view(flat.data() + 35000, 35001));
+  buckets.add(ddl::host_view(loose[0]));
+  buckets.add(ddl::host_view(flat.data(), 35000));
+  buckets.add(ddl::host_view(loose[1]));
+  failure_log log;
+  for (int step = 0; step < 3; ++step) {
+    for (std::size_t i = 0; i < flat.size(); ++i) flat[i] = static_cast<float>((i + static_cast<std::size_t>(r) * 3) % 1000);
+    for (auto& l : loose) std::fill(l.begin(), l.end(), static_cast<float>(r * 2));
+    for (std::size_t i = 0; i < buckets.tensor_count(); ++i) buckets.mark_ready(i);
+    buckets.wait_all();
+    for (std::size_t i = 0; i < flat.size(); ++i) {
+      float sum = 0;
+      for (int q = 0; q < n; ++q) sum += static_cast<float>((i + static_cast<std::size_t>(q) * 3) % 1000);
+      if (flat[i] != sum / static_cast<float>(n)) {
+        log.add("flat wrong at " + std::to_string(i));
+        break;
+      }
+    }
+    for (auto& l : loose)
+      if (l.back() != static_cast<float>(n - 1)) log.add("loose tensor wrong");  // avg of 0, 2, ..., 2(n-1)
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
+}
+
 TEST_CASE("mpi stall: a rank that never joins gives timeout_error on the others") {
   // Run alone (its own CTest entry): after it, cancelled messages may linger.
   const int n = world_size(), r = world_rank();
