@@ -7,11 +7,12 @@
 /// issued (so every rank runs them in the same order, as MPI requires), on
 /// one of two engines:
 ///   - `progress::thread`: a background thread per communicator runs the
-///     queued collectives while the caller computes (S-Caffe's overlap). The
-///     transport is then used from that thread; a blocking call issued while
-///     the queue is non-empty is queued behind it, and one issued while it is
-///     empty runs on the caller's thread at no extra cost. Only one thread
-///     touches the transport at any moment either way.
+///     queued collectives while the caller computes (S-Caffe's overlap). A
+///     blocking call issued while the queue is non-empty is queued behind it,
+///     and one issued while it is empty runs on the caller's thread at no
+///     extra cost; a caller that waits (without a deadline) for a collective
+///     the worker has not started runs it itself rather than wake the worker.
+///     Only one thread touches the transport at any moment (`busy_`).
 ///   - `progress::deferred`: nothing runs in the background; a request's
 ///     `test` and `wait` run the queue up to it on the caller's thread. For
 ///     transports that must stay on the caller's thread (the simulator's
@@ -42,6 +43,7 @@ namespace detail {
 /// One queued collective.
 struct async_op {
   std::function<void()> run;
+  std::chrono::steady_clock::time_point submitted{};
   const char* what = "";  ///< the collective, for messages
   std::atomic<bool> done{false};
   std::exception_ptr error;
@@ -77,12 +79,15 @@ class progress_engine {
     auto op = std::make_shared<async_op>();
     op->run = std::move(f);
     op->what = what;
+    op->submitted = std::chrono::steady_clock::now();
     pending_.fetch_add(1, std::memory_order_acq_rel);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(op);
     }
-    if (mode_ == progress::thread) work_bell_.notify();
+    // A polling worker finds it within `poll`; only a dozing one is woken
+    // (a wake-up per call would preempt the ranks on an oversubscribed machine).
+    if (mode_ == progress::thread && dozing_.load(std::memory_order_acquire)) work_bell_.notify();
     return op;
   }
 
@@ -92,13 +97,18 @@ class progress_engine {
     return op.done.load(std::memory_order_acquire);
   }
 
-  /// Waits for `op` until `until`; false if it is still running then.
+  /// Waits for `op` until `until`; false if it is still running then. An
+  /// unbounded wait on an operation the worker has not started runs the
+  /// queue up to it on the caller's thread instead (no hand-off latency);
+  /// a bounded one never does, so it can return at its deadline.
   bool wait(async_op& op, deadline until) {
     if (mode_ == progress::deferred) return test(op);
+    const bool unbounded = until == std::chrono::steady_clock::time_point::max();
     backoff wait_more;
     for (;;) {
       const auto ticket = done_bell_.prepare();
       if (op.done.load(std::memory_order_acquire)) return true;
+      if (unbounded && try_run_until(&op)) continue;
       if (std::chrono::steady_clock::now() >= until) return false;
       wait_more(done_bell_, ticket, until);
     }
@@ -115,6 +125,7 @@ class progress_engine {
     for (;;) {
       const auto ticket = done_bell_.prepare();
       if (idle()) return;
+      if (try_run_until(nullptr)) continue;
       wait_more(done_bell_, ticket, forever);
     }
   }
@@ -138,8 +149,23 @@ class progress_engine {
     return op;
   }
 
-  // Deferred: run queued operations in order until `target` is done (all of
-  // them for nullptr).
+  // Runs the queue up to `target` here if no one else is running it.
+  bool try_run_until(async_op* target) noexcept {
+    if (busy_.exchange(true, std::memory_order_acquire)) return false;
+    run_until(target);
+    busy_.store(false, std::memory_order_release);
+    done_bell_.notify();
+    bool left = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      left = !queue_.empty();
+    }
+    if (left) work_bell_.notify();  // the worker resumes what is left
+    return true;
+  }
+
+  // Runs queued operations in order until `target` is done (all of them for
+  // nullptr). The caller holds `busy_` (or the engine is deferred).
   void run_until(async_op* target) noexcept {
     while (!target || !target->done.load(std::memory_order_acquire)) {
       auto op = pop();
@@ -149,25 +175,65 @@ class progress_engine {
     }
   }
 
+  /// The worker leaves a freshly queued operation alone this long, so a
+  /// caller that waits for it at once runs it itself: waking a sleeping
+  /// thread and handing the result back costs tens of microseconds on an
+  /// oversubscribed machine, far more than this grace costs an overlapped
+  /// collective (which runs for milliseconds behind the caller's compute).
+  static constexpr std::chrono::microseconds grace{50};
+  /// While collectives keep coming, the worker looks for new ones this often
+  /// instead of being woken for each; after `doze_after` without any it dozes
+  /// until the next submit wakes it.
+  static constexpr std::chrono::microseconds poll{500};
+  static constexpr std::chrono::milliseconds doze_after{200};
+
+  // The worker never spins (on an oversubscribed machine a spinning worker
+  // takes the core a rank needs) and runs everything queued once it holds
+  // `busy_`.
   void work() {
-    backoff idle_wait;
-    const auto forever = std::chrono::steady_clock::time_point::max();
+    auto last_work = std::chrono::steady_clock::now();
     for (;;) {
       const auto ticket = work_bell_.prepare();
-      auto op = pop();
-      if (!op) {
+      const auto now = std::chrono::steady_clock::now();
+      auto wake = now + poll;
+      bool ripe = false, empty = true;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stop_ && queue_.empty()) return;
+        if (!queue_.empty()) {
+          empty = false;
+          const auto due = queue_.front()->submitted + grace;
+          ripe = stop_ || now >= due;
+          if (!ripe) wake = due;
+        }
+      }
+      if (ripe && !busy_.exchange(true, std::memory_order_acquire)) {
+        while (auto op = pop()) {
+          execute(*op);
+          // Done before idle: a caller that sees idle() also sees the op's writes.
+          pending_.fetch_sub(1, std::memory_order_acq_rel);
+          done_bell_.notify();
+        }
+        busy_.store(false, std::memory_order_release);
+        last_work = std::chrono::steady_clock::now();
+        continue;  // re-check: an op queued while we released is ours again
+      }
+      if (!empty) last_work = now;
+      if (empty && now - last_work > doze_after) {
+        dozing_.store(true, std::memory_order_release);
+        // re-check after announcing, so a submit in between is not missed
+        bool queued = false;
         {
           std::lock_guard<std::mutex> lock(mutex_);
-          if (stop_ && queue_.empty()) return;
+          queued = !queue_.empty() || stop_;
         }
-        idle_wait(work_bell_, ticket, forever);
+        if (!queued) work_bell_.wait(ticket, now + std::chrono::seconds(1));
+        dozing_.store(false, std::memory_order_release);
+        last_work = std::chrono::steady_clock::now();
         continue;
       }
-      idle_wait.reset();
-      execute(*op);
-      // Done before idle: a caller that sees idle() also sees the op's writes.
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
-      done_bell_.notify();
+      // Polling; a waiting caller that ran the queue rings work_bell_ when done.
+      work_bell_.wait(ticket, wake);
     }
   }
 
@@ -175,6 +241,8 @@ class progress_engine {
   std::mutex mutex_;
   std::deque<std::shared_ptr<async_op>> queue_;
   std::atomic<std::size_t> pending_{0};
+  std::atomic<bool> busy_{false};  ///< someone (worker or a waiting caller) is running operations
+  std::atomic<bool> dozing_{false};  ///< the worker sleeps until woken (see `poll`)
   bool stop_ = false;
   event_count work_bell_, done_bell_;
   std::thread worker_;
