@@ -1,7 +1,7 @@
 // ddl-async-bench: what asynchronous collectives and gradient buckets buy.
 //
 //   ddl-async-bench overlap   [common] [--model resnet50|transformer|FILE.csv] [--ratios 0,1,1.5]
-//                             [--tflops X] [--bucket BYTES] [--separate]
+//                             [--tflops X] [--bucket BYTES] [--last-bucket BYTES] [--separate]
 //   ddl-async-bench overhead  [common] [-b 8 -e 64M -f 8]
 //   ddl-async-bench broadcast [common] [-b 4K -e 64M -f 4]
 //   common: [--transport local|mpi] [--ranks N] [-n ITERS] [-w WARMUP] [--csv]
@@ -53,6 +53,7 @@ struct settings {
   std::vector<double> ratios = {0, 1, 1.5};
   double tflops = 0;  // > 0: absolute compute rate instead of ratios
   std::size_t bucket_bytes = 0;  // 0: DDL_BUCKET_BYTES or the default
+  long long last_bucket = -1;    // -1: the default tail split; 0: none (DDP's layout)
   bool separate = false;         // gradients in separate allocations (packed buckets)
   std::size_t min_bytes = 8, max_bytes = std::size_t(64) << 20;
   double factor = 8;
@@ -64,7 +65,7 @@ struct settings {
                "usage: ddl-async-bench overlap|overhead|broadcast [--transport local|mpi] [--ranks N]\n"
                "         [-n ITERS] [-w WARMUP] [--csv]\n"
                "       overlap:   [--model resnet50|transformer|FILE.csv] [--ratios 0,1,1.5] [--tflops X]\n"
-               "                  [--bucket BYTES] [--separate]\n"
+               "                  [--bucket BYTES] [--last-bucket BYTES (0: DDP's layout)] [--separate]\n"
                "       overhead, broadcast: [-b MIN] [-e MAX] [-f FACTOR]   (sizes take K, M, G)\n",
                error.empty() ? "" : ("ddl-async-bench: " + error + "\n").c_str(), "");
   std::exit(error == "help" ? 0 : 2);
@@ -96,6 +97,7 @@ settings parse(int argc, char** argv) {
         for (std::string x; std::getline(ss, x, ',');) s.ratios.push_back(std::stod(x));
       } else if (a == "--tflops") s.tflops = std::stod(value());
       else if (a == "--bucket") s.bucket_bytes = ddl::detail::parse_bytes("--bucket", value());
+      else if (a == "--last-bucket") s.last_bucket = static_cast<long long>(ddl::detail::parse_bytes("--last-bucket", value()));
       else if (a == "--separate") s.separate = true;
       else if (a == "-b") s.min_bytes = ddl::detail::parse_bytes("-b", value());
       else if (a == "-e") s.max_bytes = ddl::detail::parse_bytes("-e", value());
@@ -209,7 +211,12 @@ std::vector<overlap_row> overlap_rank(Transport& t, const settings& s, const std
   comm.reserve_workspace(total * sizeof(float) * 2);
 
   ddl::bucket_options bo = ddl::bucket_options::from_env();
-  if (s.bucket_bytes) bo.bucket_bytes = s.bucket_bytes, bo.first_bucket_bytes = std::min(bo.first_bucket_bytes, s.bucket_bytes);
+  if (s.bucket_bytes) {
+    bo.bucket_bytes = s.bucket_bytes;
+    bo.first_bucket_bytes = std::min(bo.first_bucket_bytes, s.bucket_bytes);
+    bo.last_bucket_bytes = std::min(bo.last_bucket_bytes, s.bucket_bytes);
+  }
+  if (s.last_bucket >= 0) bo.last_bucket_bytes = static_cast<std::size_t>(s.last_bucket);
   ddl::bucketer<comm_t> buckets(comm, ddl::op::avg, bo);
   for (std::size_t k = n_tensors; k-- > 0;) buckets.add(grads[k]);  // backward order
 

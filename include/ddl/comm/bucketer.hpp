@@ -37,16 +37,22 @@
 
 namespace ddl {
 
-/// Bucket sizes: `DDL_BUCKET_BYTES` (default 25 MiB, as DDP) and the first
-/// bucket's 1 MiB (never above `bucket_bytes`).
+/// Bucket sizes: `DDL_BUCKET_BYTES` (default 25 MiB, as DDP), the first
+/// bucket's 1 MiB, so reduction starts early, and the last one's 1 MiB
+/// (neither above `bucket_bytes`). The last bucket is reduced after the
+/// backward pass has ended, so all of it is exposed: its tensors (the last
+/// registered, up to `last_bucket_bytes` in all) get buckets of their own.
+/// 0 turns the tail split off (DDP's layout).
 struct bucket_options {
   std::size_t bucket_bytes = std::size_t(25) << 20;
   std::size_t first_bucket_bytes = std::size_t(1) << 20;
+  std::size_t last_bucket_bytes = std::size_t(1) << 20;
 
   static bucket_options from_env() {
     bucket_options o;
     if (const char* b = std::getenv("DDL_BUCKET_BYTES")) o.bucket_bytes = detail::parse_bytes("DDL_BUCKET_BYTES", b);
     o.first_bucket_bytes = std::min(o.first_bucket_bytes, o.bucket_bytes);
+    o.last_bucket_bytes = std::min(o.last_bucket_bytes, o.bucket_bytes);
     o.validate();
     return o;
   }
@@ -179,8 +185,13 @@ class bucketer {
     };
     std::vector<open_bucket> open;
     bucket_of_.resize(tensors_.size());
+    // The tail: the last tensors, up to last_bucket_bytes, start new buckets.
+    std::size_t tail = tensors_.size(), tail_bytes = 0;
+    while (tail > 1 && tail_bytes + tensors_[tail - 1].bytes() <= opts_.last_bucket_bytes)
+      tail_bytes += tensors_[--tail].bytes();
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
       const buffer_view& t = tensors_[i];
+      if (i == tail && i > 0) open.clear();
       auto it = std::find_if(open.begin(), open.end(), [&](const open_bucket& o) {
         return buckets_[o.index].type == t.type && same_place(buckets_[o.index].where, t.where);
       });
