@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Quick start on a fresh Debian 12 machine:
-#   ./quickstart.sh demo   install what is missing, build, run ddl-bench (in-process ranks)
+#   ./quickstart.sh demo   install what is missing, build what the demo runs, run ddl-bench and a
+#                          short data-parallel training run (in-process ranks)
 #   ./quickstart.sh test   install what is missing, build, run the whole test suite (CTest)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -9,7 +10,7 @@ mode=${1:-}
 case "$mode" in demo|test) ;; *) echo "usage: $0 demo|test" >&2; exit 2 ;; esac
 
 # Debian packages the build and tests need (only the missing ones are installed).
-packages=(cmake g++ make doctest-dev openmpi-bin libopenmpi-dev iproute2)
+packages=(cmake g++ make python3 doctest-dev openmpi-bin libopenmpi-dev iproute2 zlib1g-dev dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,13 +26,16 @@ build=${DDL_BUILD_DIR:-build/release}
 jobs=$(nproc 2>/dev/null || echo 2)
 echo "== configuring and building in $build"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON >/dev/null
-cmake --build "$build" -j "$jobs"
 
 if [ "$mode" = demo ]; then
+  cmake --build "$build" -j "$jobs" --target ddl-bench ddl-train
   ranks=${DDL_RANKS:-4}
   echo "== ddl-bench: ring all-reduce over $ranks in-process ranks, 4 KiB .. 64 MiB"
   "$build/bench/ddl-bench" --ranks "$ranks" -b 4K -e 64M -f 4 -n 10 -w 2
+  echo "== ddl-train: an MLP on Fashion-MNIST, $ranks in-process ranks, gradients averaged through ddl's buckets"
+  "$build/examples/ddl-train" --model mlp --ranks "$ranks" --epochs 2
 else
+  cmake --build "$build" -j "$jobs"
   echo "== running the test suite"
   ctest --test-dir "$build" --output-on-failure --timeout 900 -j 2
 fi

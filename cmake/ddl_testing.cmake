@@ -11,3 +11,24 @@ function(ddl_label_tests quick_regex)
     endif()
   endforeach()
 endfunction()
+
+# ddl_mpiexec_command(<out var> <ranks>): the command line that starts <ranks>
+# MPI processes on this machine. Open MPI needs leave to oversubscribe and to
+# yield while idle (2 cores, more ranks); MPICH oversubscribes by default and
+# rejects those flags. Tests add OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)=1 to their
+# environment so CI may run them as root.
+function(ddl_mpiexec_command out ranks)
+  if(NOT DEFINED CACHE{DDL_MPIEXEC_IS_OPENMPI})
+    execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE v ERROR_VARIABLE v)
+    if(v MATCHES "Open MPI|OpenRTE")
+      set(DDL_MPIEXEC_IS_OPENMPI ON CACHE INTERNAL "")
+    else()
+      set(DDL_MPIEXEC_IS_OPENMPI OFF CACHE INTERNAL "")
+    endif()
+  endif()
+  set(cmd ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} ${MPIEXEC_PREFLAGS})
+  if(DDL_MPIEXEC_IS_OPENMPI)
+    list(APPEND cmd --oversubscribe --mca mpi_yield_when_idle 1 --mca btl self,vader)
+  endif()
+  set(${out} ${cmd} PARENT_SCOPE)
+endfunction()

@@ -286,8 +286,12 @@ class communicator {
   // otherwise it queues behind the pending ones, keeping issue order.
   template <class Job>
   void run_now(Job&& job) {
-    if (!engine_ || engine_->idle()) {
+    if (!engine_) {
       job();
+      return;
+    }
+    if (engine_->idle()) {
+      engine_->run_inline(job);
       return;
     }
     auto op = engine().submit("blocking", std::forward<Job>(job));

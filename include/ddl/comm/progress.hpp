@@ -75,6 +75,18 @@ class progress_engine {
   /// True when nothing is queued or running: the caller may use the transport.
   bool idle() const noexcept { return pending_.load(std::memory_order_acquire) == 0; }
 
+  /// Runs `job` on the caller's thread. \pre `idle()`: nothing queued, so the
+  /// worker cannot be running anything; `busy_` tells it to stay asleep.
+  template <class Job>
+  void run_inline(Job& job) {
+    busy_.store(true, std::memory_order_release);
+    struct release {
+      std::atomic<bool>& b;
+      ~release() { b.store(false, std::memory_order_release); }
+    } r{busy_};
+    job();
+  }
+
   std::shared_ptr<async_op> submit(const char* what, std::function<void()> f) {
     auto op = std::make_shared<async_op>();
     op->run = std::move(f);
@@ -181,10 +193,12 @@ class progress_engine {
   /// oversubscribed machine, far more than this grace costs an overlapped
   /// collective (which runs for milliseconds behind the caller's compute).
   static constexpr std::chrono::microseconds grace{50};
-  /// While collectives keep coming, the worker looks for new ones this often
-  /// instead of being woken for each; after `doze_after` without any it dozes
-  /// until the next submit wakes it.
+  /// While collectives keep coming, the worker looks for new ones every
+  /// `poll` (every `busy_poll` while a caller runs some itself) instead of
+  /// being woken for each; after `doze_after` without any it dozes until the
+  /// next submit wakes it.
   static constexpr std::chrono::microseconds poll{500};
+  static constexpr std::chrono::milliseconds busy_poll{2};
   static constexpr std::chrono::milliseconds doze_after{200};
 
   // The worker never spins (on an oversubscribed machine a spinning worker
@@ -219,6 +233,14 @@ class progress_engine {
         continue;  // re-check: an op queued while we released is ours again
       }
       if (!empty) last_work = now;
+      // While a caller runs collectives itself, look again only every
+      // `busy_poll` (a caller that leaves work behind rings work_bell_);
+      // polling then would only take the core it needs.
+      if (busy_.load(std::memory_order_acquire)) {
+        work_bell_.wait(ticket, now + busy_poll);
+        continue;
+      }
+      // Doze until a submit wakes us when nothing happened for a while.
       if (empty && now - last_work > doze_after) {
         dozing_.store(true, std::memory_order_release);
         // re-check after announcing, so a submit in between is not missed
