@@ -1,0 +1,271 @@
+// ddl-train-libtorch: the Fashion-MNIST job in an existing framework. A
+// LibTorch CNN trains data-parallel; its gradients are handed to ddl from
+// autograd hooks as backward produces them (the way PyTorch DDP does it: a
+// post-hook on each parameter's gradient accumulator), averaged by ddl's
+// buckets over threads or MPI, and LibTorch's own SGD steps on the result.
+//
+// The parameters' .grad tensors are views into one flat buffer that ddl
+// owns, so buckets reduce them in place with no copy.
+//
+//   ddl-train-libtorch [--epochs 10] [--batch 64] [--lr 0.05] [--momentum 0.9] [--seed 1]
+//                      [--data DIR] [--ranks N | --transport mpi] [--steps N] [--test-subset N]
+//                      [--csv FILE] [--target-accuracy A]
+// Exit 77 when the dataset is missing.
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <ddl.hpp>
+#ifdef DDL_TRAIN_MPI
+#include <ddl/mpi.hpp>
+#endif
+
+#include "../train/fashion_mnist.hpp"
+#include "../train/model.hpp"  // train::rng, the same shuffle as ddl-train
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct settings {
+  std::string data = "/usr/share/datasets/fashion-mnist", transport = "local", csv;
+  int epochs = 10, batch = 64, ranks = 1, steps = 0, test_subset = 0;
+  double lr = 0.05, momentum = 0.9, target_accuracy = -1;
+  std::uint64_t seed = 1;
+};
+
+[[noreturn]] void usage(const std::string& error) {
+  std::fprintf(stderr,
+               "%s%susage: ddl-train-libtorch [--epochs N] [--batch GLOBAL] [--lr X] [--momentum X] [--seed N]\n"
+               "                          [--data DIR] [--ranks N | --transport mpi] [--steps N] [--test-subset N]\n"
+               "                          [--csv FILE] [--target-accuracy A]\n",
+               error.empty() ? "" : "ddl-train-libtorch: ", error.empty() ? "" : (error + "\n").c_str());
+  std::exit(error == "help" ? 0 : 2);
+}
+
+settings parse(int argc, char** argv) {
+  settings s;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("flag " + a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--epochs") s.epochs = std::stoi(value());
+      else if (a == "--batch") s.batch = std::stoi(value());
+      else if (a == "--lr") s.lr = std::stod(value());
+      else if (a == "--momentum") s.momentum = std::stod(value());
+      else if (a == "--seed") s.seed = std::stoull(value());
+      else if (a == "--data") s.data = value();
+      else if (a == "--ranks") s.ranks = std::stoi(value());
+      else if (a == "--transport") s.transport = value();
+      else if (a == "--steps") s.steps = std::stoi(value());
+      else if (a == "--test-subset") s.test_subset = std::stoi(value());
+      else if (a == "--csv") s.csv = value();
+      else if (a == "--target-accuracy") s.target_accuracy = std::stod(value());
+      else if (a == "-h" || a == "--help") usage("help");
+      else usage("unknown flag '" + a + "'");
+    } catch (const std::logic_error&) {
+      usage("bad value for " + a);
+    }
+  }
+  if (s.transport != "local" && s.transport != "mpi") usage("unknown transport '" + s.transport + "'");
+  if (s.epochs < 1 || s.batch < 1 || s.ranks < 1 || s.steps < 0 || s.test_subset < 0) usage("counts must be positive");
+  return s;
+}
+
+// conv 3x3 (1 -> 16) ReLU pool, conv 3x3 (16 -> 32) ReLU pool, linear 1568 -> 10
+torch::nn::Sequential make_cnn() {
+  namespace nn = torch::nn;
+  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                        nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                        nn::Flatten(), nn::Linear(32 * 7 * 7, 10));
+}
+
+struct epoch_stats {
+  int epoch;
+  double wall, loss, accuracy, images_per_s, exposed, epoch_time;
+};
+
+template <class Transport>
+std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train::dataset& tr, const train::dataset& te) {
+  const int n = t.size(), r = t.rank();
+  if (s.batch % n) throw ddl::invalid_argument("--batch does not split evenly over the ranks");
+  const int local_batch = s.batch / n;
+  torch::manual_seed(s.seed + static_cast<std::uint64_t>(r));
+  auto net = make_cnn();
+  using comm_t = ddl::communicator<ddl::auto_strategy, Transport>;
+  comm_t comm(t);
+
+  // Everyone starts from rank 0's weights; gradients live in one flat buffer.
+  std::vector<torch::Tensor> params = net->parameters();
+  std::size_t total = 0;
+  for (auto& p : params) {
+    torch::NoGradGuard no_grad;
+    comm.broadcast(ddl::host_view(p.data_ptr<float>(), static_cast<std::size_t>(p.numel())), 0);
+    total += static_cast<std::size_t>(p.numel());
+  }
+  std::vector<float> flat(total, 0.0f);
+  ddl::bucketer<comm_t> buckets(comm, ddl::op::avg);
+  std::vector<std::size_t> bucket_of(params.size());
+  {
+    std::size_t off = 0;
+    std::vector<std::size_t> offsets;
+    for (auto& p : params) {
+      p.mutable_grad() = torch::from_blob(flat.data() + off, p.sizes());  // .grad is a view into `flat`
+      offsets.push_back(off);
+      off += static_cast<std::size_t>(p.numel());
+    }
+    for (std::size_t k = params.size(); k-- > 0;)  // backward order
+      bucket_of[k] = buckets.add(ddl::host_view(flat.data() + offsets[k], static_cast<std::size_t>(params[k].numel())));
+  }
+  // DDP's hook: after autograd has accumulated a gradient into .grad.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    auto acc = torch::autograd::impl::grad_accumulator(params[k]);
+    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [&buckets, idx = bucket_of[k]](const torch::autograd::variable_list& outputs,
+                                       const torch::autograd::variable_list&) {
+          buckets.mark_ready(idx);
+          return outputs;
+        }));
+    accumulators.push_back(std::move(acc));
+  }
+  torch::optim::SGD opt(params, torch::optim::SGDOptions(s.lr).momentum(s.momentum));
+
+  const std::int64_t pixels = static_cast<std::int64_t>(tr.pixels());
+  const int steps = std::min<int>(s.steps ? s.steps : INT32_MAX, static_cast<int>(tr.size()) / s.batch);
+  std::vector<std::uint32_t> order(tr.size());
+  std::vector<float> x(static_cast<std::size_t>(local_batch * pixels));
+  std::vector<std::int64_t> y(static_cast<std::size_t>(local_batch));
+  std::vector<epoch_stats> stats;
+  const auto start = clock_type::now();
+  for (int epoch = 1; epoch <= s.epochs; ++epoch) {
+    std::iota(order.begin(), order.end(), 0u);
+    train::rng shuffle(s.seed * 1000003u + static_cast<std::uint64_t>(epoch));
+    for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[shuffle.next() % i]);
+    comm.barrier();
+    const auto epoch_start = clock_type::now();
+    double loss_sum = 0, exposed = 0;
+    net->train();
+    for (int step = 0; step < steps; ++step) {
+      for (int b = 0; b < local_batch; ++b) {
+        const std::uint32_t id = order[static_cast<std::size_t>(step) * s.batch + r * local_batch + b];
+        std::copy_n(tr.images.data() + id * pixels, pixels, x.data() + b * pixels);
+        y[b] = tr.labels[id];
+      }
+      auto input = torch::from_blob(x.data(), {local_batch, 1, 28, 28});
+      auto target = torch::from_blob(y.data(), {local_batch}, torch::kLong);
+      std::fill(flat.begin(), flat.end(), 0.0f);  // zero_grad, keeping the views
+      auto loss = torch::nn::functional::cross_entropy(net->forward(input), target);
+      loss.backward();  // the hooks hand each gradient to ddl as it is accumulated
+      const auto wait_start = clock_type::now();
+      buckets.wait_all();
+      exposed += std::chrono::duration<double>(clock_type::now() - wait_start).count();
+      const double progress = (static_cast<double>(epoch - 1) * steps + step) / (static_cast<double>(s.epochs) * steps);
+      static_cast<torch::optim::SGDOptions&>(opt.param_groups()[0].options()).lr(s.lr * 0.5 * (1 + std::cos(M_PI * progress)));
+      opt.step();
+      loss_sum += loss.item<double>();
+    }
+    const double epoch_time = std::chrono::duration<double>(clock_type::now() - epoch_start).count();
+    net->eval();
+    torch::NoGradGuard no_grad;
+    const std::size_t test_n = s.test_subset ? std::min<std::size_t>(s.test_subset, te.size()) : te.size();
+    const ddl::block mine = ddl::block_of(test_n, n, r);
+    std::int64_t counts[2] = {0, static_cast<std::int64_t>(mine.size)};
+    for (std::size_t i = 0; i < mine.size; i += 500) {
+      const std::int64_t b = static_cast<std::int64_t>(std::min<std::size_t>(500, mine.size - i));
+      auto input = torch::from_blob(const_cast<float*>(te.images.data()) + (mine.offset + i) * pixels, {b, 1, 28, 28});
+      auto pred = net->forward(input).argmax(1);
+      for (std::int64_t j = 0; j < b; ++j) counts[0] += pred[j].item<std::int64_t>() == te.labels[mine.offset + i + j];
+    }
+    comm.all_reduce(ddl::host_view(counts, 2), ddl::op::sum);
+    double avg[2] = {loss_sum / steps, exposed};
+    comm.all_reduce(ddl::host_view(avg, 2), ddl::op::avg);
+    double slowest = epoch_time;
+    comm.all_reduce(ddl::host_view(&slowest, 1), ddl::op::max);
+    stats.push_back({epoch, std::chrono::duration<double>(clock_type::now() - start).count(), avg[0],
+                     static_cast<double>(counts[0]) / static_cast<double>(counts[1]),
+                     static_cast<double>(steps) * s.batch / slowest, avg[1], slowest});
+    if (r == 0) {
+      const auto& e = stats.back();
+      std::printf("epoch %2d  train loss %.4f  test accuracy %.2f%%  %7.0f images/s  exposed communication %.2f s "
+                  "of %.2f s\n",
+                  e.epoch, e.loss, 100 * e.accuracy, e.images_per_s, e.exposed, e.epoch_time);
+      std::fflush(stdout);
+    }
+  }
+  return stats;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  settings s = parse(argc, argv);
+  torch::set_num_threads(1);  // one core per rank: ranks are the parallelism
+#ifdef DDL_TRAIN_MPI
+  std::unique_ptr<ddl::mpi_session> mpi;
+  if (s.transport == "mpi") {
+    mpi = std::make_unique<ddl::mpi_session>(argc, argv);
+    MPI_Comm_size(MPI_COMM_WORLD, &s.ranks);
+  }
+#else
+  if (s.transport == "mpi") usage("this ddl-train-libtorch was built without MPI");
+#endif
+  train::dataset tr, te;
+  try {
+    tr = train::load_fashion_mnist(s.data, true);
+    te = train::load_fashion_mnist(s.data, false);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddl-train-libtorch: %s\n", e.what());
+    return 77;
+  }
+  std::vector<epoch_stats> stats;
+  int rank = 0;
+  try {
+    if (s.transport == "local") {
+      std::printf("ddl-train-libtorch: LibTorch %s CNN, %d rank(s) as threads, global batch %d\n", TORCH_VERSION,
+                  s.ranks, s.batch);
+      ddl::local_fabric::run(s.ranks, [&](ddl::local_transport& t) {
+        auto st = train_rank(t, s, tr, te);
+        if (t.rank() == 0) stats = std::move(st);
+      });
+    } else {
+#ifdef DDL_TRAIN_MPI
+      ddl::mpi_transport t(MPI_COMM_WORLD);
+      rank = t.rank();
+      if (rank == 0)
+        std::printf("ddl-train-libtorch: LibTorch %s CNN, %d MPI rank(s), global batch %d\n", TORCH_VERSION, s.ranks,
+                    s.batch);
+      stats = train_rank(t, s, tr, te);
+#endif
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddl-train-libtorch: %s\n", e.what());
+    return 1;
+  }
+  if (rank != 0) return 0;
+  if (!s.csv.empty()) {
+    std::ofstream f(s.csv);
+    f << "model,transport,ranks,batch,epoch,wall_s,train_loss,test_accuracy,images_per_s,exposed_comm_s,epoch_s\n";
+    for (const auto& e : stats)
+      f << "libtorch-cnn," << s.transport << ',' << s.ranks << ',' << s.batch << ',' << e.epoch << ',' << e.wall << ','
+        << e.loss << ',' << e.accuracy << ',' << e.images_per_s << ',' << e.exposed << ',' << e.epoch_time << '\n';
+  }
+  if (s.target_accuracy >= 0) {
+    const double acc = stats.back().accuracy;
+    std::printf("final test accuracy %.2f%% (target %.2f%%): %s\n", 100 * acc, 100 * s.target_accuracy,
+                acc >= s.target_accuracy ? "reached" : "MISSED");
+    return acc >= s.target_accuracy ? 0 : 1;
+  }
+  return 0;
+}
