@@ -20,6 +20,7 @@
 #include "ddl/topology/topology.hpp"
 #include "ddl/strategy/partition.hpp"
 #include "ddl/strategy/step.hpp"
+#include "ddl/strategy/concept.hpp"
 #include "ddl/strategy/multi_ring.hpp"
 #include "ddl/strategy/ring.hpp"
 #include "ddl/strategy/doubling.hpp"

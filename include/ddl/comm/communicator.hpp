@@ -20,6 +20,7 @@
 #include "ddl/comm/progress.hpp"
 #include "ddl/strategy/partition.hpp"
 #include "ddl/strategy/broadcast.hpp"
+#include "ddl/strategy/concept.hpp"
 #include "ddl/strategy/step.hpp"
 #include "ddl/transport/concept.hpp"
 
@@ -43,6 +44,7 @@ namespace ddl {
 template <class Strategy, class Transport>
 class communicator {
   static_assert(check_transport<Transport>(), "ddl: communicator needs a Transport (see transport/concept.hpp)");
+  static_assert(check_strategy<Strategy, Transport>(), "ddl: communicator needs a Strategy (see strategy/concept.hpp)");
 
  public:
   using strategy_type = Strategy;
@@ -266,9 +268,9 @@ class communicator {
       const broadcast_plan p = broadcast_plan_for(data.bytes(), data.type);
       if (p.algo == broadcast_plan::algorithm::chain)
         detail::chain_broadcast(*transport_, data.byte_data(), data.bytes(), root, p.segments, size_of(data.type), c,
-                                c.base_tag + 1);
+                                c.base_tag + tag_offset::broadcast);
       else
-        detail::binomial_broadcast(*transport_, data.byte_data(), data.bytes(), root, c, c.base_tag + 1);
+        detail::binomial_broadcast(*transport_, data.byte_data(), data.bytes(), root, c, c.base_tag + tag_offset::broadcast);
     };
   }
   auto barrier_job() {
@@ -276,7 +278,7 @@ class communicator {
       if (size() == 1) return;
       // Two int32 tokens (one sent, one received) in the call's workspace.
       auto c = context("barrier", location{}, dtype::int32, op::sum, 2 * sizeof(std::int32_t));
-      detail::dissemination_barrier(*transport_, c.work, sizeof(std::int32_t), c, c.base_tag + 1);
+      detail::dissemination_barrier(*transport_, c.work, sizeof(std::int32_t), c, c.base_tag + tag_offset::barrier);
     };
   }
 
@@ -364,9 +366,9 @@ class communicator {
     }
   }
 
-  detail::call_context context(const char* collective, const location& where, dtype t, op o, std::size_t extra) {
+  call_context context(const char* collective, const location& where, dtype t, op o, std::size_t extra) {
     use_memory(memory_for(*transport_, where));
-    detail::call_context c;
+    call_context c;
     c.mem = &mem_;
     c.collective = collective;
     c.strategy = Strategy::name;

@@ -78,18 +78,18 @@ class auto_strategy {
 
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
-                  const detail::call_context& c) const {
+                  const call_context& c) const {
     detail::run_plan_all_reduce(t, topology_, choose(count * size_of(c.red.type)), in, out, count, c);
   }
   template <class Transport>
   void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
-                      const detail::call_context& c) const {
+                      const call_context& c) const {
     const plan p = choose(count * size_of(c.red.type), candidates::multi_ring_only);
     detail::multi_ring_reduce_scatter(t, box_of(topology_, p), in, work, out, count, c);
   }
   template <class Transport>
   void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
-                  const detail::call_context& c) const {
+                  const call_context& c) const {
     const plan p = choose(count * size_of(c.red.type), candidates::multi_ring_only);
     detail::multi_ring_all_gather(t, box_of(topology_, p), own, out, count, c);
   }
@@ -124,17 +124,17 @@ class planned {
   }
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
-                  const detail::call_context& c) const {
+                  const call_context& c) const {
     detail::run_plan_all_reduce(t, topology_, plan_, in, out, count, c);
   }
   template <class Transport>
   void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
-                      const detail::call_context& c) const {
+                      const call_context& c) const {
     detail::multi_ring_reduce_scatter(t, ring_box(), in, work, out, count, c);
   }
   template <class Transport>
   void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
-                  const detail::call_context& c) const {
+                  const call_context& c) const {
     detail::multi_ring_all_gather(t, ring_box(), own, out, count, c);
   }
 

@@ -55,7 +55,7 @@ const std::byte* fold_in(Transport& t, const fold_plan& f, const std::byte* src,
     d.recv_bytes = bytes;
     d.received_first = true;  // the even neighbour is the lower rank
   }
-  run_step(t, d, c, c.base_tag + 1, phase_name{"fold", 0, 1});
+  run_step(t, d, c, c.base_tag + tag_offset::fold, phase_name{"fold", 0, 1});
   return out;
 }
 
@@ -74,7 +74,7 @@ void fold_out(Transport& t, const fold_plan& f, std::byte* out, std::size_t byte
     d.recv = out;
     d.recv_bytes = bytes;
   }
-  run_step(t, d, c, c.base_tag + 3, phase_name{"unfold", 0, 1});
+  run_step(t, d, c, c.base_tag + tag_offset::unfold, phase_name{"unfold", 0, 1});
 }
 
 /// reduce_scatter and all_gather of the all-reduce-only algorithms: the ring's.
@@ -106,7 +106,7 @@ struct recursive_doubling : detail::ring_scatter_gather {
 
   template <class Transport>
   static void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
-                         const detail::call_context& c) {
+                         const call_context& c) {
     const std::size_t bytes = count * size_of(c.red.type);
     const detail::fold_plan f(t.size(), t.rank());
     const std::byte* cur = detail::fold_in(t, f, in, out, bytes, c);
@@ -116,18 +116,18 @@ struct recursive_doubling : detail::ring_scatter_gather {
       for (int mask = 1; mask < f.p2; mask <<= 1, ++step) {
         const int pn = f.new_rank ^ mask, partner = f.real_rank(pn);
         std::byte* dst = cur == out ? c.work : out;
-        detail::step_desc d;
+        step_desc d;
         d.send_peer = d.recv_peer = partner;
         d.send = cur;
         d.send_bytes = d.recv_bytes = bytes;
         d.recv = dst;
         d.local = cur;
         d.received_first = pn < f.new_rank;
-        detail::run_step(t, d, c, c.base_tag + 2, detail::phase_name{"exchange", step, steps});
+        run_step(t, d, c, c.base_tag + tag_offset::exchange, phase_name{"exchange", step, steps});
         cur = dst;
       }
-      detail::local_copy(c, out, cur, bytes);
-      detail::local_finalize(c, out, count, t.size());
+      local_copy(c, out, cur, bytes);
+      local_finalize(c, out, count, t.size());
     }
     detail::fold_out(t, f, out, bytes, c);
   }
@@ -144,7 +144,7 @@ struct halving_doubling : detail::ring_scatter_gather {
 
   template <class Transport>
   static void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
-                         const detail::call_context& c) {
+                         const call_context& c) {
     const std::size_t es = size_of(c.red.type);
     const detail::fold_plan f(t.size(), t.rank());
     const std::byte* src = detail::fold_in(t, f, in, out, count * es, c);
@@ -165,7 +165,7 @@ struct halving_doubling : detail::ring_scatter_gather {
         const bool upper = (f.new_rank & mask) != 0;
         const block keep = upper ? range(mid, hi) : range(lo, mid);
         const block give = upper ? range(lo, mid) : range(mid, hi);
-        detail::step_desc d;
+        step_desc d;
         d.send_peer = d.recv_peer = partner;
         d.send = src + give.offset * es;
         d.send_bytes = give.size * es;
@@ -173,13 +173,13 @@ struct halving_doubling : detail::ring_scatter_gather {
         d.local = src + keep.offset * es;
         d.recv_bytes = keep.size * es;
         d.received_first = pn < f.new_rank;
-        detail::run_step(t, d, c, c.base_tag + 2, detail::phase_name{"halving", step, steps});
+        run_step(t, d, c, c.base_tag + tag_offset::halving, phase_name{"halving", step, steps});
         if (upper) lo = mid; else hi = mid;
         src = out;
       }
       const block own = range(lo, hi);
-      detail::local_copy(c, out + own.offset * es, src + own.offset * es, own.size * es);
-      detail::local_finalize(c, out + own.offset * es, own.size, t.size());
+      local_copy(c, out + own.offset * es, src + own.offset * es, own.size * es);
+      local_finalize(c, out + own.offset * es, own.size, t.size());
       // All-gather by recursive doubling, retracing the halvings.
       step = 0;
       for (int mask = p >> 1; mask >= 1; mask >>= 1, ++step) {
@@ -188,13 +188,13 @@ struct halving_doubling : detail::ring_scatter_gather {
         const bool upper = (f.new_rank & mask) != 0;
         const int plo = upper ? lo - width : hi, phi = upper ? lo : hi + width;
         const block mine = range(lo, hi), theirs = range(plo, phi);
-        detail::step_desc d;
+        step_desc d;
         d.send_peer = d.recv_peer = partner;
         d.send = out + mine.offset * es;
         d.send_bytes = mine.size * es;
         d.recv = out + theirs.offset * es;
         d.recv_bytes = theirs.size * es;
-        detail::run_step(t, d, c, c.base_tag + 4, detail::phase_name{"doubling", step, steps});
+        run_step(t, d, c, c.base_tag + tag_offset::doubling, phase_name{"doubling", step, steps});
         lo = std::min(lo, plo);
         hi = std::max(hi, phi);
       }

@@ -204,7 +204,7 @@ void multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in
   for (std::size_t j = 0; j < L.count; ++j) {
     auto& lv = L.at[j];
     const block b = lv.part(lv.group.rank());
-    ring_reduce_scatter(lv.group, lv.part, src, out, out + b.offset * es, c, c.base_tag + 4 * j);
+    ring_reduce_scatter(lv.group, lv.part, src, out, out + b.offset * es, c, c.base_tag + tag_offset::ring_reduce_scatter(static_cast<int>(j)));
     src = out;
   }
   const block own = block_of(count, t.size(), L.mine);
@@ -213,7 +213,7 @@ void multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in
   for (std::size_t j = L.count; j-- > 0;) {
     auto& lv = L.at[j];
     const block b = lv.part(lv.group.rank());
-    ring_all_gather(lv.group, lv.part, out + b.offset * es, out, c, c.base_tag + 4 * j + 1);
+    ring_all_gather(lv.group, lv.part, out + b.offset * es, out, c, c.base_tag + tag_offset::ring_all_gather(static_cast<int>(j)));
   }
 }
 
@@ -266,13 +266,13 @@ void multi_ring_reduce_scatter(Transport& t, const ring_box& rb, const std::byte
     auto& lv = L.at[j];
     const block b = lv.part(lv.group.rank());
     std::byte* own = (j + 1 == L.count && identity) ? out : work + b.offset * es;
-    ring_reduce_scatter(lv.group, lv.part, src, work, own, c, c.base_tag + 4 * j);
+    ring_reduce_scatter(lv.group, lv.part, src, work, own, c, c.base_tag + tag_offset::ring_reduce_scatter(static_cast<int>(j)));
     src = work;
   }
   const block held = block_of(count, n, L.mine);
   std::byte* result = identity ? out : work + held.offset * es;
   local_finalize(c, result, held.size, n);
-  if (!identity) permute_blocks(t, rb, result, out, count, true, c, c.base_tag + 4 * max_dims);
+  if (!identity) permute_blocks(t, rb, result, out, count, true, c, c.base_tag + tag_offset::permute);
 }
 
 template <class Transport>
@@ -282,14 +282,14 @@ void multi_ring_all_gather(Transport& t, const ring_box& rb, const std::byte* ow
   const int n = t.size();
   if (!nested_is_rank_order(rb, n)) {
     const block dst = block_of(count, n, nested_index(rb, t.rank()));
-    permute_blocks(t, rb, own, out + dst.offset * es, count, false, c, c.base_tag + 4 * max_dims);
+    permute_blocks(t, rb, own, out + dst.offset * es, count, false, c, c.base_tag + tag_offset::permute);
     own = out + dst.offset * es;
   }
   auto L = make_levels(t, rb, count);
   for (std::size_t j = L.count; j-- > 0;) {
     auto& lv = L.at[j];
     const block b = lv.part(lv.group.rank());
-    ring_all_gather(lv.group, lv.part, j + 1 == L.count ? own : out + b.offset * es, out, c, c.base_tag + 4 * j + 1);
+    ring_all_gather(lv.group, lv.part, j + 1 == L.count ? own : out + b.offset * es, out, c, c.base_tag + tag_offset::ring_all_gather(static_cast<int>(j)));
   }
 }
 
@@ -341,17 +341,17 @@ class multi_ring {
 
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
-                  const detail::call_context& c) const {
+                  const call_context& c) const {
     detail::multi_ring_all_reduce(t, rb_, in, out, count, c);
   }
   template <class Transport>
   void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
-                      const detail::call_context& c) const {
+                      const call_context& c) const {
     detail::multi_ring_reduce_scatter(t, rb_, in, work, out, count, c);
   }
   template <class Transport>
   void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
-                  const detail::call_context& c) const {
+                  const call_context& c) const {
     detail::multi_ring_all_gather(t, rb_, own, out, count, c);
   }
 
@@ -383,17 +383,17 @@ struct ring {
 
   template <class Transport>
   static void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
-                         const detail::call_context& c) {
+                         const call_context& c) {
     detail::multi_ring_all_reduce(t, flat(t), in, out, count, c);
   }
   template <class Transport>
   static void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
-                             const detail::call_context& c) {
+                             const call_context& c) {
     detail::multi_ring_reduce_scatter(t, flat(t), in, work, out, count, c);
   }
   template <class Transport>
   static void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
-                         const detail::call_context& c) {
+                         const call_context& c) {
     detail::multi_ring_all_gather(t, flat(t), own, out, count, c);
   }
 

@@ -23,19 +23,39 @@
 #include "ddl/transport/concept.hpp"
 
 namespace ddl {
-namespace detail {
 
-/// What every step of one collective call shares.
+/// What every step of one collective call shares: handed to a strategy's
+/// `all_reduce` / `reduce_scatter` / `all_gather` by the communicator.
 struct call_context {
   const char* collective = "";  ///< e.g. "all_reduce", for error messages
   const char* strategy = "";    ///< e.g. "ring"
   reduction red{};              ///< element type and op
   const options* opts = nullptr;
-  tag base_tag = 0;             ///< unique per call (the communicator's sequence)
+  tag base_tag = 0;             ///< unique per call: the call owns tags base_tag + [0, 256) (see `tag_offset`)
   std::byte* scratch = nullptr; ///< >= pipeline_depth * chunk_bytes when the transport has no fused reduce
   std::size_t scratch_bytes = 0;
   std::byte* work = nullptr;    ///< the strategy's own workspace (`all_reduce_workspace` bytes)
   const memory_ops* mem = nullptr;  ///< local copies and reductions for these buffers
+};
+
+/// Where each phase's messages are tagged, as offsets from the call's
+/// `base_tag`. Messages of one call between two ranks match in order (FIFO
+/// per peer and tag), so phases that could be in flight at once between the
+/// same pair need different offsets; everything else may share one. A
+/// strategy of your own takes offsets from `user` on.
+struct tag_offset {
+  /// Multi-ring dimension j's reduce-scatter and all-gather rings.
+  static constexpr tag ring_reduce_scatter(int dim) { return tag(4) * tag(dim); }
+  static constexpr tag ring_all_gather(int dim) { return tag(4) * tag(dim) + 1; }
+  /// Multi-ring block permutation (boxes in a non-natural order): past the
+  /// rings of the largest box (`ddl::max_dims` = 8 dimensions).
+  static constexpr tag permute = 32;
+  /// Doubling algorithms: folding extra ranks in and out, the exchanges.
+  static constexpr tag fold = 1, exchange = 2, halving = 2, unfold = 3, doubling = 4;
+  /// Broadcast and barrier (calls of their own).
+  static constexpr tag broadcast = 1, barrier = 1;
+  /// First offset free for user-written strategies (up to 255).
+  static constexpr tag user = 128;
 };
 
 /// Local copy of `bytes` (ranges may overlap) in the call's memory.
@@ -157,5 +177,82 @@ void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, c
   while (s_done < s_posted) finish_send();
 }
 
-}  // namespace detail
+/// \name The step vocabulary
+/// What a strategy is written in (NCCL's primitives are the model): each
+/// call runs one step to completion, pipelined in chunks, with the call's
+/// deadline, and names its phase in a timeout. `data` pointers are into the
+/// buffers the communicator handed the strategy (or its workspace).
+/// Example (a ring all-gather step):
+/// \code
+///   ddl::steps::send_recv(t, right, block_i, left, block_j, bytes, c, c.base_tag + ddl::tag_offset::user,
+///                         {"my all-gather", s, n - 1});
+/// \endcode
+/// @{
+namespace steps {
+
+/// Sends `bytes` from `data` to `peer`.
+template <class Transport>
+void send(Transport& t, int peer, const std::byte* data, std::size_t bytes, const call_context& c, tag tg,
+          const phase_name& ph = {"send", 0, 1}) {
+  step_desc d;
+  d.send_peer = peer;
+  d.send = data;
+  d.send_bytes = bytes;
+  run_step(t, d, c, tg, ph);
+}
+/// Receives `bytes` from `peer` into `data`.
+template <class Transport>
+void recv(Transport& t, int peer, std::byte* data, std::size_t bytes, const call_context& c, tag tg,
+          const phase_name& ph = {"recv", 0, 1}) {
+  step_desc d;
+  d.recv_peer = peer;
+  d.recv = data;
+  d.recv_bytes = bytes;
+  run_step(t, d, c, tg, ph);
+}
+/// Receives `bytes` from `peer` and stores `local (op) received` in `dst`
+/// (`dst` may be `local`).
+template <class Transport>
+void recv_reduce(Transport& t, int peer, std::byte* dst, const std::byte* local, std::size_t bytes,
+                 const call_context& c, tag tg, const phase_name& ph = {"recv-reduce", 0, 1}) {
+  step_desc d;
+  d.recv_peer = peer;
+  d.recv = dst;
+  d.local = local;
+  d.recv_bytes = bytes;
+  run_step(t, d, c, tg, ph);
+}
+/// Sends `bytes` from `out` to `to` while receiving `bytes` from `from` into `in`.
+template <class Transport>
+void send_recv(Transport& t, int to, const std::byte* out, int from, std::byte* in, std::size_t bytes,
+               const call_context& c, tag tg, const phase_name& ph = {"send-recv", 0, 1}) {
+  step_desc d;
+  d.send_peer = to;
+  d.send = out;
+  d.send_bytes = bytes;
+  d.recv_peer = from;
+  d.recv = in;
+  d.recv_bytes = bytes;
+  run_step(t, d, c, tg, ph);
+}
+/// Sends `bytes` from `out` to `to` while receiving from `from` and storing
+/// `local (op) received` in `dst` (a ring reduce-scatter step).
+template <class Transport>
+void send_recv_reduce(Transport& t, int to, const std::byte* out, int from, std::byte* dst, const std::byte* local,
+                      std::size_t bytes, const call_context& c, tag tg,
+                      const phase_name& ph = {"send-recv-reduce", 0, 1}) {
+  step_desc d;
+  d.send_peer = to;
+  d.send = out;
+  d.send_bytes = bytes;
+  d.recv_peer = from;
+  d.recv = dst;
+  d.local = local;
+  d.recv_bytes = bytes;
+  run_step(t, d, c, tg, ph);
+}
+
+}  // namespace steps
+/// @}
+
 }  // namespace ddl
