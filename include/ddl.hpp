@@ -18,6 +18,7 @@
 #include "ddl/transport/group.hpp"
 #include "ddl/topology/extents.hpp"
 #include "ddl/topology/topology.hpp"
+#include "ddl/topology/cluster.hpp"
 #include "ddl/strategy/partition.hpp"
 #include "ddl/strategy/step.hpp"
 #include "ddl/strategy/concept.hpp"

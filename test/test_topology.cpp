@@ -303,3 +303,43 @@ TEST_CASE("auto: every size on a three-level topology equals the exact reference
   run_matrix<ddl::auto_strategy>(12, matrix_counts(12, 300007), log, ddl::options{}, ddl::auto_strategy(topo));
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
+
+TEST_CASE("group_by_bandwidth_gap: racks from a bandwidth matrix, without MPI") {
+  // 4 nodes, two racks {0, 2} and {1, 3} (interleaved), 5:1 between them.
+  auto matrix = [](int n, auto f) {
+    std::vector<double> m(static_cast<std::size_t>(n * n), 0.0);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        if (i != j) m[static_cast<std::size_t>(i * n + j)] = f(i, j);
+    return m;
+  };
+  const auto racks = ddl::group_by_bandwidth_gap(
+      matrix(4, [](int i, int j) { return i % 2 == j % 2 ? 120e6 : 24e6; }), 4, 1.5);
+  CHECK(racks.clean);
+  CHECK(racks.groups == 2);
+  CHECK(racks.group == std::vector<int>{0, 1, 0, 1});
+  CHECK(racks.gap == doctest::Approx(5.0));
+  CHECK(racks.threshold > 24e6);
+  CHECK(racks.threshold < 120e6);
+
+  // Uniform links (with noise under the ratio): one level.
+  const auto flat = ddl::group_by_bandwidth_gap(
+      matrix(4, [](int i, int j) { return 100e6 + 5e6 * ((i + j) % 3); }), 4, 1.5);
+  CHECK_FALSE(flat.clean);
+  CHECK(flat.groups == 1);
+  CHECK(flat.why.find("no bandwidth gap") != std::string::npos);
+
+  // A gap that does not give equal groups (3 fast nodes + 1 slow): one level.
+  const auto uneven = ddl::group_by_bandwidth_gap(
+      matrix(4, [](int i, int j) { return i < 3 && j < 3 ? 120e6 : 20e6; }), 4, 1.5);
+  CHECK_FALSE(uneven.clean);
+  CHECK(uneven.why.find("equal") != std::string::npos);
+
+  // Inconsistent: 0-1 fast, 1-2 fast, 0-2 slow (fast pairs are not a partition).
+  std::vector<double> chain = matrix(3, [](int i, int j) { return std::abs(i - j) == 1 ? 100e6 : 10e6; });
+  CHECK_FALSE(ddl::group_by_bandwidth_gap(chain, 3, 1.5).clean);
+
+  // One node, and a matrix of the wrong size.
+  CHECK(ddl::group_by_bandwidth_gap({0.0}, 1, 1.5).groups == 1);
+  CHECK_THROWS_AS(ddl::group_by_bandwidth_gap({1, 2, 3}, 2, 1.5), ddl::invalid_argument);
+}

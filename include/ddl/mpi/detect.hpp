@@ -40,6 +40,7 @@
 
 #include "ddl/core/config.hpp"
 #include "ddl/mpi/transport.hpp"
+#include "ddl/topology/cluster.hpp"
 #include "ddl/topology/topology.hpp"
 
 namespace ddl {
@@ -384,38 +385,14 @@ class mpi_cluster {
     };
     print_matrix(bw, " MB/s one way");
     print_matrix(xbw, " MB/s each way, exchanging");
-    // The largest gap between sorted pair bandwidths splits fast from slow.
-    std::vector<double> all;
-    for (std::size_t i = 0; i < N; ++i)
-      for (std::size_t j = i + 1; j < N; ++j) all.push_back(bw[i * N + j]);
-    std::sort(all.begin(), all.end());
-    double gap = 1, threshold = 0;
-    for (std::size_t k = 1; k < all.size(); ++k)
-      if (all[k - 1] > 0 && all[k] / all[k - 1] > gap) {
-        gap = all[k] / all[k - 1];
-        threshold = std::sqrt(all[k] * all[k - 1]);
-      }
-    // Racks: connected groups over fast pairs; a clean split needs equal
-    // groups with every inside pair fast and every outside pair slow.
-    std::vector<int> group(N, -1);
-    int groups = 0;
-    bool clean = gap >= o.gap_ratio;
-    if (clean) {
-      for (std::size_t i = 0; i < N; ++i) {
-        if (group[i] >= 0) continue;
-        for (std::size_t j = i; j < N; ++j)
-          if (j == i || bw[i * N + j] >= threshold) group[j] = groups;
-        ++groups;
-      }
-      std::vector<int> count(static_cast<std::size_t>(groups), 0);
-      for (std::size_t i = 0; i < N; ++i) ++count[static_cast<std::size_t>(group[i])];
-      for (std::size_t i = 0; i < N && clean; ++i)
-        for (std::size_t j = 0; j < N && clean; ++j)
-          if (i != j && ((group[i] == group[j]) != (bw[i * N + j] >= threshold))) clean = false;
-      for (int c : count) clean = clean && c == count[0];
-      if (groups == 1) clean = false;
-      if (!clean) log += "\n  bandwidths do not split into equal, consistent groups: one network level";
-    }
+    // Racks: the largest bandwidth gap splits fast pairs from slow ones
+    // (topology/cluster.hpp; used only when the split is clean).
+    const bandwidth_groups split = group_by_bandwidth_gap(bw, nodes, o.gap_ratio);
+    const double gap = split.gap;
+    const bool clean = split.clean;
+    const int groups = split.groups;
+    const std::vector<int>& group = split.group;
+    if (!clean && gap >= o.gap_ratio) log += "\n  " + split.why + ": one network level";
     const int per_group = clean ? nodes / groups : nodes;
     // Renumber nodes rack by rack (groups in order of their first node).
     std::vector<int> order;  // order[k] = old node at new position k
