@@ -451,3 +451,36 @@ TEST_CASE("bucketer: misuse is named") {
     buckets.wait_all();
   });
 }
+
+TEST_CASE("async: a completion callback runs once, before wait returns, with the collective's error") {
+  for (ddl::progress mode : modes) {
+    CAPTURE(mode_name(mode));
+    std::atomic<int> ok{0}, failed{0};
+    failure_log log;
+    ddl::local_fabric::run(3, [&](ddl::local_transport& t) {
+      ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(mode, 0.3));
+      std::vector<float> v(5000, 1.0f);
+      std::atomic<int> calls{0};
+      auto r = comm.all_reduce_async(ddl::host_view(v), ddl::op::sum, [&](std::exception_ptr e) {
+        ++calls;
+        if (e) log.add("error on a good call");
+        else if (v[4999] != 3.0f) log.add("callback ran before the result was in place");
+        ++ok;
+      });
+      r.wait();
+      if (calls.load() != 1) log.add("callback ran " + std::to_string(calls.load()) + " times before wait returned");
+      if (t.rank() == 2) return;  // the next call never completes on ranks 0 and 1
+      auto bad = comm.all_reduce_async(ddl::host_view(v), ddl::op::sum, [&](std::exception_ptr e) {
+        try {
+          if (e) std::rethrow_exception(e);
+        } catch (const ddl::timeout_error&) {
+          ++failed;
+        }
+      });
+      CHECK_THROWS_AS(bad.wait(), ddl::timeout_error);
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+    CHECK(ok.load() == 3);
+    CHECK(failed.load() == 2);
+  }
+}

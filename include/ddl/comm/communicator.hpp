@@ -8,6 +8,8 @@
 /// communicator's progress engine (`comm/progress.hpp`) in issue order;
 /// blocking calls issued meanwhile queue behind them.
 #include <cstddef>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -49,6 +51,8 @@ class communicator {
  public:
   using strategy_type = Strategy;
   using transport_type = Transport;
+  /// Called when an asynchronous collective has finished (see `all_reduce_async`).
+  using completion = std::function<void(std::exception_ptr)>;
 
   /// \param t the transport; must outlive the communicator.
   /// \param s the strategy (its box, order or topology, where it has one);
@@ -140,11 +144,17 @@ class communicator {
   void all_reduce(buffer_view inout, op o) { all_reduce(inout, inout, o); }
   /// As `all_reduce`, returning at once; `in` and `out` belong to ddl until
   /// the request completes.
-  collective_request all_reduce_async(const_buffer_view in, buffer_view out, op o) {
+  /// `done`, if given, is called with the collective's error (or null) on the
+  /// thread that ran it, as soon as it has finished and before `wait` returns
+  /// (a framework completes its own future there); it must not call this
+  /// communicator.
+  collective_request all_reduce_async(const_buffer_view in, buffer_view out, op o, completion done = {}) {
     check_all_reduce(in, out);
-    return submit("all_reduce", all_reduce_job(in, out, o));
+    return submit("all_reduce", all_reduce_job(in, out, o), std::move(done));
   }
-  collective_request all_reduce_async(buffer_view inout, op o) { return all_reduce_async(inout, inout, o); }
+  collective_request all_reduce_async(buffer_view inout, op o, completion done = {}) {
+    return all_reduce_async(inout, inout, o, std::move(done));
+  }
 
   // --- reduce-scatter --------------------------------------------------------
 
@@ -155,9 +165,9 @@ class communicator {
     check_reduce_scatter(in, out);
     run_now(reduce_scatter_job(in, out, o));
   }
-  collective_request reduce_scatter_async(const_buffer_view in, buffer_view out, op o) {
+  collective_request reduce_scatter_async(const_buffer_view in, buffer_view out, op o, completion done = {}) {
     check_reduce_scatter(in, out);
-    return submit("reduce_scatter", reduce_scatter_job(in, out, o));
+    return submit("reduce_scatter", reduce_scatter_job(in, out, o), std::move(done));
   }
 
   // --- all-gather ------------------------------------------------------------
@@ -168,9 +178,9 @@ class communicator {
     check_all_gather(in, out);
     run_now(all_gather_job(in, out));
   }
-  collective_request all_gather_async(const_buffer_view in, buffer_view out) {
+  collective_request all_gather_async(const_buffer_view in, buffer_view out, completion done = {}) {
     check_all_gather(in, out);
-    return submit("all_gather", all_gather_job(in, out));
+    return submit("all_gather", all_gather_job(in, out), std::move(done));
   }
 
   // --- broadcast and barrier -------------------------------------------------
@@ -182,9 +192,9 @@ class communicator {
     check_broadcast(data, root);
     run_now(broadcast_job(data, root));
   }
-  collective_request broadcast_async(buffer_view data, int root) {
+  collective_request broadcast_async(buffer_view data, int root, completion done = {}) {
     check_broadcast(data, root);
-    return submit("broadcast", broadcast_job(data, root));
+    return submit("broadcast", broadcast_job(data, root), std::move(done));
   }
   /// The plan `broadcast` follows for `bytes` (for `explain`-style output).
   broadcast_plan broadcast_plan_for(std::size_t bytes, dtype type = dtype::float32) const {
@@ -194,7 +204,7 @@ class communicator {
 
   /// Returns once every rank has entered it.
   void barrier() { run_now(barrier_job()); }
-  collective_request barrier_async() { return submit("barrier", barrier_job()); }
+  collective_request barrier_async(completion done = {}) { return submit("barrier", barrier_job(), std::move(done)); }
 
  private:
   // --- argument checks: on the caller's thread, before anything is queued ---
@@ -300,8 +310,8 @@ class communicator {
     collective_request(engine_, std::move(op)).wait();
   }
   template <class Job>
-  collective_request submit(const char* what, Job&& job) {
-    auto op = engine().submit(what, std::forward<Job>(job));
+  collective_request submit(const char* what, Job&& job, completion done) {
+    auto op = engine().submit(what, std::forward<Job>(job), std::move(done));
     return collective_request(engine_, std::move(op));
   }
   detail::progress_engine& engine() {

@@ -43,6 +43,7 @@ namespace detail {
 /// One queued collective.
 struct async_op {
   std::function<void()> run;
+  std::function<void(std::exception_ptr)> on_complete;  ///< optional, called where it ran
   std::chrono::steady_clock::time_point submitted{};
   const char* what = "";  ///< the collective, for messages
   std::atomic<bool> done{false};
@@ -87,9 +88,11 @@ class progress_engine {
     job();
   }
 
-  std::shared_ptr<async_op> submit(const char* what, std::function<void()> f) {
+  std::shared_ptr<async_op> submit(const char* what, std::function<void()> f,
+                                   std::function<void(std::exception_ptr)> on_complete = {}) {
     auto op = std::make_shared<async_op>();
     op->run = std::move(f);
+    op->on_complete = std::move(on_complete);
     op->what = what;
     op->submitted = std::chrono::steady_clock::now();
     pending_.fetch_add(1, std::memory_order_acq_rel);
@@ -149,7 +152,15 @@ class progress_engine {
     } catch (...) {
       op.error = std::current_exception();
     }
+    if (op.on_complete) {
+      try {
+        op.on_complete(op.error);
+      } catch (...) {
+        if (!op.error) op.error = std::current_exception();
+      }
+    }
     op.run = nullptr;  // release what the operation captured
+    op.on_complete = nullptr;
     op.done.store(true, std::memory_order_release);
   }
 
