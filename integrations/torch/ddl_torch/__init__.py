@@ -1,0 +1,39 @@
+"""ddl as a torch.distributed backend.
+
+    import ddl_torch                      # registers the backend "ddl"
+    torch.distributed.init_process_group("ddl", rank=rank, world_size=size, init_method=...)
+    model = torch.nn.parallel.DistributedDataParallel(model)
+
+ddl runs its collectives over MPI: launch with `mpiexec -n N python train.py`
+and take the rank and world size from MPI (OMPI_COMM_WORLD_RANK/SIZE under
+Open MPI, PMI_RANK/SIZE under MPICH; `ddl_torch.mpi_rank_and_size()` reads
+them). Supported: all_reduce (SUM, AVG, PRODUCT, MIN, MAX), broadcast,
+all_gather and _allgather_base, reduce_scatter and _reduce_scatter_base,
+barrier, on contiguous CPU tensors of float32, float64, float16, bfloat16,
+int32 and int64; asynchronous work objects with futures (what DDP uses).
+Anything else raises RuntimeError naming the call.
+"""
+import os
+
+import torch  # noqa: F401  (libtorch before the extension)
+import torch.distributed as dist
+
+from . import _C
+
+__all__ = ["mpi_rank_and_size"]
+
+
+def mpi_rank_and_size():
+    """(rank, world size) from the MPI launcher's environment; (0, 1) outside mpiexec."""
+    for r, s in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE")):
+        if r in os.environ and s in os.environ:
+            return int(os.environ[r]), int(os.environ[s])
+    return 0, 1
+
+
+def _create(store, rank, size, timeout):
+    return _C.create_process_group(store, rank, size, timeout)
+
+
+if not hasattr(dist.Backend, "DDL"):
+    dist.Backend.register_backend("ddl", _create)

@@ -1,0 +1,123 @@
+"""Every collective the "ddl" backend offers, against gloo's result on the
+same inputs in the same job; then the calls it does not offer and a dtype it
+does not take must raise clear errors. Run under mpiexec (-n 2, -n 4).
+Prints "torch collectives: N failed" on rank 0; exits non-zero on failure."""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+import ddl_torch
+
+rank, size = ddl_torch.mpi_rank_and_size()
+store = f"/tmp/ddl-torch-test-{os.getppid()}"  # one store per mpiexec job
+dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=size)
+ddl = dist.new_group(backend="ddl")
+gloo = dist.new_group(backend="gloo")
+failures = []
+
+
+def check(name, ok):
+    if not ok:
+        failures.append(name)
+
+
+def inputs(dtype, n, salt=0):
+    g = torch.Generator().manual_seed(1000 * rank + salt)
+    # integer-valued, so every reduction order gives the same bits
+    return torch.randint(-8, 9, (n,), generator=g).to(dtype)
+
+
+dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64]
+ops = {"SUM": dist.ReduceOp.SUM, "PRODUCT": dist.ReduceOp.PRODUCT, "MIN": dist.ReduceOp.MIN, "MAX": dist.ReduceOp.MAX}
+for dtype in dtypes:
+    for n in (0, 1, 7, 1000, 65537):
+        for name, op in ops.items():
+            if name == "PRODUCT" and dtype in (torch.float16, torch.bfloat16) and n:
+                x = torch.ones(n, dtype=dtype) * (1 if rank % 2 else -1)  # stays exact
+            else:
+                x = inputs(dtype, n, salt=n)
+            a, b = x.clone(), x.to(torch.float64)  # the reference in float64 (exact here)
+            dist.all_reduce(a, op=op, group=ddl)
+            dist.all_reduce(b, op=op, group=gloo)
+            check(f"all_reduce {name} {dtype} n={n}", torch.equal(a, b.to(dtype)))
+        # AVG: gloo has none; the reference is the exact sum over the ranks, divided once
+        if dtype.is_floating_point and n:
+            x = inputs(dtype, n, salt=7)
+            a, s = x.clone(), x.to(torch.float64)
+            dist.all_reduce(a, op=dist.ReduceOp.AVG, group=ddl)
+            dist.all_reduce(s, op=dist.ReduceOp.SUM, group=gloo)
+            wide = torch.float64 if dtype == torch.float64 else torch.float32  # ddl's compute type
+            check(f"all_reduce AVG {dtype} n={n}", torch.equal(a, (s.to(dtype).to(wide) / size).to(dtype)))
+        for root in range(size):
+            a = inputs(dtype, n, salt=root) if rank == root else torch.zeros(n, dtype=dtype)
+            b = a.to(torch.float64)
+            work = dist.broadcast(a, src=root, group=ddl, async_op=True)
+            work.wait()
+            dist.broadcast(b, src=root, group=gloo)
+            check(f"broadcast root {root} {dtype} n={n}", torch.equal(a, b.to(dtype)))
+        x = inputs(dtype, n, salt=3)
+        outs_a = [torch.zeros(n, dtype=dtype) for _ in range(size)]
+        outs_b = [torch.zeros(n, dtype=torch.float64) for _ in range(size)]
+        dist.all_gather(outs_a, x, group=ddl)
+        dist.all_gather(outs_b, x.to(torch.float64), group=gloo)
+        outs_b = [o.to(dtype) for o in outs_b]
+        check(f"all_gather {dtype} n={n}", all(torch.equal(p, q) for p, q in zip(outs_a, outs_b)))
+        flat = torch.zeros(size * n, dtype=dtype)
+        dist._all_gather_base(flat, x, group=ddl)
+        check(f"_all_gather_base {dtype} n={n}", torch.equal(flat, torch.cat(outs_b)))
+        # reduce_scatter: gloo has none; the reference is all_reduce then this rank's block
+        parts = [inputs(dtype, n, salt=10 + i) for i in range(size)]
+        full = torch.cat(parts).to(torch.float64)
+        dist.all_reduce(full, group=gloo)
+        full = full.to(dtype)
+        out = torch.zeros(n, dtype=dtype)
+        dist.reduce_scatter(out, parts, group=ddl)
+        check(f"reduce_scatter {dtype} n={n}", torch.equal(out, full[rank * n:(rank + 1) * n]))
+        out2 = torch.zeros(n, dtype=dtype)
+        dist._reduce_scatter_base(out2, torch.cat(parts), group=ddl)
+        check(f"_reduce_scatter_base {dtype} n={n}", torch.equal(out2, out))
+
+# Asynchronous: several in flight, waited out of order, futures completed.
+xs = [inputs(torch.float32, 10000 + i, salt=i) for i in range(5)]
+refs = [x.clone() for x in xs]
+works = [dist.all_reduce(x, group=ddl, async_op=True) for x in xs]
+futs = [w.get_future() for w in works]
+for w in reversed(works):
+    w.wait()
+for r in refs:
+    dist.all_reduce(r, group=gloo)
+check("async all_reduce", all(torch.equal(x, r) for x, r in zip(xs, refs)))
+check("futures completed", all(f.done() for f in futs) and torch.equal(futs[0].value()[0], refs[0]))
+check("is_completed", all(w.is_completed() for w in works))
+dist.barrier(group=ddl)
+
+
+def raises(name, fn, words):
+    try:
+        fn()
+    except RuntimeError as e:
+        check(name + f" names the problem ({e})", all(w in str(e) for w in words))
+    else:
+        failures.append(name + " did not raise")
+
+
+raises("gather", lambda: dist.gather(torch.zeros(3), [torch.zeros(3) for _ in range(size)] if rank == 0 else None,
+                                     dst=0, group=ddl), ["ddl", "gather"])
+raises("uint8", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.uint8), group=ddl), ["dtype", "Byte"])
+raises("BAND", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int32), op=dist.ReduceOp.BAND, group=ddl),
+       ["reduce op"])
+raises("non-contiguous", lambda: dist.all_reduce(torch.zeros(4, 4).t(), group=ddl), ["contiguous"])
+
+total = torch.tensor([len(failures)])
+dist.all_reduce(total, group=gloo)
+for f in failures[:20]:
+    print(f"rank {rank}: FAILED {f}", file=sys.stderr)
+if rank == 0:
+    print(f"torch collectives: {int(total)} failed on {size} ranks")
+dist.barrier(group=gloo)
+dist.destroy_process_group()
+if rank == 0 and os.path.exists(store):
+    os.remove(store)
+sys.exit(1 if int(total) else 0)
