@@ -484,3 +484,28 @@ TEST_CASE("async: a completion callback runs once, before wait returns, with the
     CHECK(failed.load() == 2);
   }
 }
+
+TEST_CASE("async: the last owner of a request may be released inside its own completion callback") {
+  // As a framework's work object does: it holds the request, and the
+  // callback holds the work object until the collective has finished.
+  struct owner {
+    ddl::collective_request request;
+  };
+  failure_log log;
+  ddl::local_fabric::run(2, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread));
+    std::vector<float> v(1000, 1.0f);
+    std::atomic<bool> called{false};
+    {
+      auto o = std::make_shared<owner>();
+      o->request = comm.all_reduce_async(ddl::host_view(v), ddl::op::sum, [o, &called](std::exception_ptr) mutable {
+        called = true;
+        o.reset();  // may be the last reference: ~owner waits for this very collective
+      });
+    }  // the caller's reference goes first; the callback's is the last
+    comm.wait_all();
+    if (!called) log.add("callback not called");
+    if (v[0] != 2.0f) log.add("wrong result");
+  });
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}

@@ -50,6 +50,13 @@ struct async_op {
   std::exception_ptr error;
 };
 
+/// The operation whose completion callback runs on this thread, if any: a
+/// request for it dropped inside that callback must not wait for it.
+inline async_op*& completing_here() noexcept {
+  static thread_local async_op* op = nullptr;
+  return op;
+}
+
 /// Runs queued operations in order, on a worker thread or on demand.
 class progress_engine {
  public:
@@ -147,20 +154,25 @@ class progress_engine {
 
  private:
   static void execute(async_op& op) noexcept {
+    // The closures die only after `done` is set: the last reference to the
+    // request's owner may live in one of them, and its destructor waits for
+    // this very operation.
+    auto run = std::move(op.run);
+    auto on_complete = std::move(op.on_complete);
     try {
-      op.run();
+      run();
     } catch (...) {
       op.error = std::current_exception();
     }
-    if (op.on_complete) {
+    if (on_complete) {
+      completing_here() = &op;
       try {
-        op.on_complete(op.error);
+        on_complete(op.error);
       } catch (...) {
         if (!op.error) op.error = std::current_exception();
       }
+      completing_here() = nullptr;
     }
-    op.run = nullptr;  // release what the operation captured
-    op.on_complete = nullptr;
     op.done.store(true, std::memory_order_release);
   }
 
@@ -349,7 +361,8 @@ class collective_request {
     if (op->error) std::rethrow_exception(op->error);
   }
   void finish_quietly() noexcept {
-    if (op_) engine_->wait(*op_, std::chrono::steady_clock::time_point::max());
+    // Dropped inside its own completion callback: the collective has run.
+    if (op_ && op_.get() != detail::completing_here()) engine_->wait(*op_, std::chrono::steady_clock::time_point::max());
     op_.reset();
     engine_.reset();
   }
