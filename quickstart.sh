@@ -11,6 +11,8 @@ case "$mode" in demo|test) ;; *) echo "usage: $0 demo|test" >&2; exit 2 ;; esac
 
 # Debian packages the build and tests need (only the missing ones are installed).
 packages=(cmake g++ make python3 doctest-dev openmpi-bin libopenmpi-dev iproute2 zlib1g-dev dataset-fashion-mnist)
+# The test run also builds and tests the LibTorch example and the PyTorch backend.
+if [ "$mode" = test ]; then packages+=(libtorch-dev python3-torch python3-dev pybind11-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

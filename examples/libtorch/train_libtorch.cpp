@@ -24,12 +24,9 @@
 #include <vector>
 
 #include <ddl.hpp>
-#ifdef DDL_TRAIN_MPI
-#include <ddl/mpi.hpp>
-#endif
 
 #include "../train/fashion_mnist.hpp"
-#include "../train/model.hpp"  // train::rng, the same shuffle as ddl-train
+#include "../train/loop.hpp"  // the shuffle, schedule, statistics and rank runner ddl-train uses
 
 namespace {
 
@@ -91,10 +88,7 @@ torch::nn::Sequential make_cnn() {
                         nn::Flatten(), nn::Linear(32 * 7 * 7, 10));
 }
 
-struct epoch_stats {
-  int epoch;
-  double wall, loss, accuracy, images_per_s, exposed, epoch_time;
-};
+using train::epoch_stats;
 
 template <class Transport>
 std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train::dataset& tr, const train::dataset& te) {
@@ -150,9 +144,7 @@ std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train
   std::vector<epoch_stats> stats;
   const auto start = clock_type::now();
   for (int epoch = 1; epoch <= s.epochs; ++epoch) {
-    std::iota(order.begin(), order.end(), 0u);
-    train::rng shuffle(s.seed * 1000003u + static_cast<std::uint64_t>(epoch));
-    for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[shuffle.next() % i]);
+    train::shuffle(order, s.seed, epoch);
     comm.barrier();
     const auto epoch_start = clock_type::now();
     double loss_sum = 0, exposed = 0;
@@ -171,8 +163,8 @@ std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train
       const auto wait_start = clock_type::now();
       buckets.wait_all();
       exposed += std::chrono::duration<double>(clock_type::now() - wait_start).count();
-      const double progress = (static_cast<double>(epoch - 1) * steps + step) / (static_cast<double>(s.epochs) * steps);
-      static_cast<torch::optim::SGDOptions&>(opt.param_groups()[0].options()).lr(s.lr * 0.5 * (1 + std::cos(M_PI * progress)));
+      static_cast<torch::optim::SGDOptions&>(opt.param_groups()[0].options())
+          .lr(train::cosine_lr(s.lr, epoch, step, steps, s.epochs));
       opt.step();
       loss_sum += loss.item<double>();
     }
@@ -181,28 +173,16 @@ std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train
     torch::NoGradGuard no_grad;
     const std::size_t test_n = s.test_subset ? std::min<std::size_t>(s.test_subset, te.size()) : te.size();
     const ddl::block mine = ddl::block_of(test_n, n, r);
-    std::int64_t counts[2] = {0, static_cast<std::int64_t>(mine.size)};
+    std::int64_t correct = 0;
     for (std::size_t i = 0; i < mine.size; i += 500) {
       const std::int64_t b = static_cast<std::int64_t>(std::min<std::size_t>(500, mine.size - i));
       auto input = torch::from_blob(const_cast<float*>(te.images.data()) + (mine.offset + i) * pixels, {b, 1, 28, 28});
       auto pred = net->forward(input).argmax(1);
-      for (std::int64_t j = 0; j < b; ++j) counts[0] += pred[j].item<std::int64_t>() == te.labels[mine.offset + i + j];
+      for (std::int64_t j = 0; j < b; ++j) correct += pred[j].item<std::int64_t>() == te.labels[mine.offset + i + j];
     }
-    comm.all_reduce(ddl::host_view(counts, 2), ddl::op::sum);
-    double avg[2] = {loss_sum / steps, exposed};
-    comm.all_reduce(ddl::host_view(avg, 2), ddl::op::avg);
-    double slowest = epoch_time;
-    comm.all_reduce(ddl::host_view(&slowest, 1), ddl::op::max);
-    stats.push_back({epoch, std::chrono::duration<double>(clock_type::now() - start).count(), avg[0],
-                     static_cast<double>(counts[0]) / static_cast<double>(counts[1]),
-                     static_cast<double>(steps) * s.batch / slowest, avg[1], slowest});
-    if (r == 0) {
-      const auto& e = stats.back();
-      std::printf("epoch %2d  train loss %.4f  test accuracy %.2f%%  %7.0f images/s  exposed communication %.2f s "
-                  "of %.2f s\n",
-                  e.epoch, e.loss, 100 * e.accuracy, e.images_per_s, e.exposed, e.epoch_time);
-      std::fflush(stdout);
-    }
+    stats.push_back(train::finish_epoch(comm, epoch, std::chrono::duration<double>(clock_type::now() - start).count(),
+                                        loss_sum / steps, correct, static_cast<std::int64_t>(mine.size), exposed,
+                                        epoch_time, static_cast<double>(steps) * s.batch));
   }
   return stats;
 }
@@ -212,15 +192,12 @@ std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train
 int main(int argc, char** argv) {
   settings s = parse(argc, argv);
   torch::set_num_threads(1);  // one core per rank: ranks are the parallelism
-#ifdef DDL_TRAIN_MPI
-  std::unique_ptr<ddl::mpi_session> mpi;
-  if (s.transport == "mpi") {
-    mpi = std::make_unique<ddl::mpi_session>(argc, argv);
-    MPI_Comm_size(MPI_COMM_WORLD, &s.ranks);
+  std::unique_ptr<void, void (*)(void*)> mpi(nullptr, [](void*) {});
+  try {
+    mpi = train::start_mpi(s.transport, argc, argv, s.ranks);
+  } catch (const std::exception& e) {
+    usage(e.what());
   }
-#else
-  if (s.transport == "mpi") usage("this ddl-train-libtorch was built without MPI");
-#endif
   train::dataset tr, te;
   try {
     tr = train::load_fashion_mnist(s.data, true);
@@ -232,37 +209,20 @@ int main(int argc, char** argv) {
   std::vector<epoch_stats> stats;
   int rank = 0;
   try {
-    if (s.transport == "local") {
-      std::printf("ddl-train-libtorch: LibTorch %s CNN, %d rank(s) as threads, global batch %d\n", TORCH_VERSION,
-                  s.ranks, s.batch);
-      ddl::local_fabric::run(s.ranks, [&](ddl::local_transport& t) {
-        auto st = train_rank(t, s, tr, te);
-        if (t.rank() == 0) stats = std::move(st);
-      });
-    } else {
-#ifdef DDL_TRAIN_MPI
-      ddl::mpi_transport t(MPI_COMM_WORLD);
-      rank = t.rank();
-      if (rank == 0)
-        std::printf("ddl-train-libtorch: LibTorch %s CNN, %d MPI rank(s), global batch %d\n", TORCH_VERSION, s.ranks,
-                    s.batch);
-      stats = train_rank(t, s, tr, te);
-#endif
-    }
+    stats = train::on_ranks<std::vector<epoch_stats>>(s.transport, s.ranks, rank, [&](auto& t) {
+      if (t.rank() == 0)
+        std::printf("ddl-train-libtorch: LibTorch %s CNN, %d rank(s) (%s), global batch %d\n", TORCH_VERSION,
+                    t.size(), s.transport == "mpi" ? "MPI" : "threads", s.batch);
+      return train_rank(t, s, tr, te);
+    });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ddl-train-libtorch: %s\n", e.what());
     return 1;
   }
   if (rank != 0) return 0;
-  if (!s.csv.empty()) {
-    std::ofstream f(s.csv);
-    f << "model,transport,ranks,batch,epoch,wall_s,train_loss,test_accuracy,images_per_s,exposed_comm_s,epoch_s\n";
-    for (const auto& e : stats)
-      f << "libtorch-cnn," << s.transport << ',' << s.ranks << ',' << s.batch << ',' << e.epoch << ',' << e.wall << ','
-        << e.loss << ',' << e.accuracy << ',' << e.images_per_s << ',' << e.exposed << ',' << e.epoch_time << '\n';
-  }
+  if (!s.csv.empty()) train::write_csv(s.csv, "libtorch-cnn", s.transport, s.ranks, s.batch, stats);
   if (s.target_accuracy >= 0) {
-    const double acc = stats.back().accuracy;
+    const double acc = stats.back().test_accuracy;
     std::printf("final test accuracy %.2f%% (target %.2f%%): %s\n", 100 * acc, 100 * s.target_accuracy,
                 acc >= s.target_accuracy ? "reached" : "MISSED");
     return acc >= s.target_accuracy ? 0 : 1;

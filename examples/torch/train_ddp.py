@@ -1,7 +1,7 @@
 """Data-parallel training on Fashion-MNIST with PyTorch DDP, on ddl or gloo.
 
     mpiexec -n 4 python3 examples/torch/train_ddp.py --backend ddl
-    mpiexec -n 4 python3 examples/torch/train_ddp.py --compare --steps 200   # gloo, then ddl, same seed
+    mpiexec -n 4 python3 examples/torch/train_ddp.py --compare --steps 200   # gloo, then ddl, same seed, compared
 
 The two lines a PyTorch user changes to use ddl:
     import ddl_torch                                         # registers the backend
@@ -129,14 +129,20 @@ def main():
                     for r in results[name][1]:
                         f.write(",".join(str(v) for v in r) + "\n")
         if args.compare:
+            # Two correct all-reduces sum in different orders, so the runs part
+            # by float rounding, and SGD amplifies that (1e-7 grows to ~1e-4 in
+            # 30-60 steps, ~1e-2 in 200 at 4 ranks): the loss is compared over
+            # the first 50 steps, the end by its test accuracy.
             a, b = results["gloo"][0], results["ddl"][0]
-            worst = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b))
+            head = min(50, len(a))
+            worst = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a[:head], b[:head]))
             acc_a, acc_b = results["gloo"][1][-1][5], results["ddl"][1][-1][5]
-            print(f"loss trajectories over {len(a)} steps: largest relative difference {worst:.3g}; "
+            print(f"loss over the first {head} of {len(a)} steps: largest relative difference {worst:.3g}; "
                   f"final loss gloo {a[-1]:.6f} ddl {b[-1]:.6f}; test accuracy gloo {100 * acc_a:.2f}% "
                   f"ddl {100 * acc_b:.2f}%")
             ok = worst <= 1e-3 and abs(acc_a - acc_b) <= 0.005
-            print("ddl and gloo agree" if ok else "ddl and gloo DISAGREE (limits: 1e-3 relative loss, 0.5 points)")
+            print("ddl and gloo agree" if ok else
+                  "ddl and gloo DISAGREE (limits: 1e-3 relative loss over 50 steps, 0.5 points of accuracy)")
             rc = 0 if ok else 1
     dist.destroy_process_group()
     if rank == 0 and os.path.exists(store):

@@ -26,11 +26,9 @@
 #include <vector>
 
 #include <ddl.hpp>
-#ifdef DDL_TRAIN_MPI
-#include <ddl/mpi.hpp>
-#endif
 
 #include "fashion_mnist.hpp"
+#include "loop.hpp"
 #include "model.hpp"
 
 namespace {
@@ -94,16 +92,19 @@ settings parse(int argc, char** argv) {
   return s;
 }
 
-struct epoch_stats {
-  int epoch;
-  double wall, train_loss, test_accuracy, images_per_s, exposed_comm, epoch_time;
+using train::epoch_stats;
+
+struct run_result {
+  std::vector<epoch_stats> stats;  ///< per epoch, reduced over the ranks
+  std::vector<double> losses;      ///< per step, the global batch's mean loss (with --loss-log/--compare-with)
 };
 
-// One rank's whole run. Returns the per-epoch statistics (every rank agrees
-// on them: they are reduced across ranks) and the per-step global loss.
+// One rank's whole run.
 template <class Transport>
-std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train::dataset& train_set,
-                                    const train::dataset& test_set, std::vector<double>& step_losses) {
+run_result train_rank(Transport& t, const settings& s, const train::dataset& train_set,
+                      const train::dataset& test_set) {
+  run_result out;
+  std::vector<double>& step_losses = out.losses;
   const int n = t.size(), r = t.rank();
   if (s.batch % n)
     throw ddl::invalid_argument("--batch " + std::to_string(s.batch) + " does not split evenly over " +
@@ -128,14 +129,11 @@ std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train
   std::vector<float> x(static_cast<std::size_t>(local_batch) * pixels);
   std::vector<std::uint8_t> y(static_cast<std::size_t>(local_batch));
   std::vector<std::uint32_t> order(train_set.size());
-  std::vector<epoch_stats> stats;
   const auto start = clock_type::now();
 
   for (int epoch = 1; epoch <= s.epochs; ++epoch) {
     // The same shuffle on every rank; rank r takes slice r of each global batch.
-    std::iota(order.begin(), order.end(), 0u);
-    train::rng shuffle(s.seed * 1000003u + static_cast<std::uint64_t>(epoch));
-    for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[shuffle.next() % i]);
+    train::shuffle(order, s.seed, epoch);
     comm.barrier();
     const auto epoch_start = clock_type::now();
     double loss_sum = 0, exposed = 0;
@@ -153,9 +151,7 @@ std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train
       exposed += std::chrono::duration<double>(clock_type::now() - wait_start).count();
       // SGD with momentum on the averaged gradients (identical on every
       // rank), the learning rate following a cosine from --lr down to 0.
-      const double progress = (static_cast<double>(epoch - 1) * steps_per_epoch + step) /
-                              (static_cast<double>(s.epochs) * steps_per_epoch);
-      const float lr = static_cast<float>(s.lr * 0.5 * (1 + std::cos(3.14159265358979 * progress)));
+      const float lr = static_cast<float>(train::cosine_lr(s.lr, epoch, step, steps_per_epoch, s.epochs));
       for (std::size_t i = 0; i < net->params.size(); ++i) {
         velocity[i] = s.momentum * velocity[i] + net->grads[i];
         net->params[i] -= lr * velocity[i];
@@ -171,42 +167,22 @@ std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train
     // Test accuracy: each rank classifies its block of the test set.
     const std::size_t test_n = s.test_subset ? std::min<std::size_t>(s.test_subset, test_set.size()) : test_set.size();
     const ddl::block mine = ddl::block_of(test_n, n, r);
-    std::int64_t counts[2] = {0, static_cast<std::int64_t>(mine.size)};
+    std::int64_t correct = 0;
     for (std::size_t i = 0; i < mine.size; i += 256) {
       const int b = static_cast<int>(std::min<std::size_t>(256, mine.size - i));
-      counts[0] += net->correct(test_set.images.data() + (mine.offset + i) * pixels,
-                                test_set.labels.data() + mine.offset + i, b);
+      correct += net->correct(test_set.images.data() + (mine.offset + i) * pixels,
+                              test_set.labels.data() + mine.offset + i, b);
     }
-    comm.all_reduce(ddl::host_view(counts, 2), ddl::op::sum);
-    double sums[3] = {loss_sum / steps_per_epoch, exposed, epoch_time};
-    comm.all_reduce(ddl::host_view(sums, 3), ddl::op::avg);
-    double slowest = epoch_time;
-    comm.all_reduce(ddl::host_view(&slowest, 1), ddl::op::max);
-    stats.push_back({epoch, std::chrono::duration<double>(clock_type::now() - start).count(), sums[0],
-                     static_cast<double>(counts[0]) / static_cast<double>(counts[1]),
-                     static_cast<double>(steps_per_epoch) * s.batch / slowest, sums[1], slowest});
-    if (r == 0) {
-      const auto& e = stats.back();
-      std::printf("epoch %2d  train loss %.4f  test accuracy %.2f%%  %8.0f images/s  exposed communication %.2f s "
-                  "of %.2f s\n",
-                  e.epoch, e.train_loss, 100 * e.test_accuracy, e.images_per_s, e.exposed_comm, e.epoch_time);
-      std::fflush(stdout);
-    }
+    out.stats.push_back(train::finish_epoch(comm, epoch, std::chrono::duration<double>(clock_type::now() - start).count(),
+                                            loss_sum / steps_per_epoch, correct, static_cast<std::int64_t>(mine.size),
+                                            exposed, epoch_time, static_cast<double>(steps_per_epoch) * s.batch));
   }
-  return stats;
+  return out;
 }
 
 void write_outputs(const settings& s, int ranks, const std::vector<epoch_stats>& stats,
                    const std::vector<double>& step_losses) {
-  if (!s.csv.empty()) {
-    std::ofstream f(s.csv);
-    f << "model,transport,ranks,batch,epoch,wall_s,train_loss,test_accuracy,images_per_s,exposed_comm_s,epoch_s\n";
-    for (const auto& e : stats)
-      f << s.model << ',' << s.transport << ',' << ranks << ',' << s.batch << ',' << e.epoch << ',' << e.wall << ','
-        << e.train_loss << ',' << e.test_accuracy << ',' << e.images_per_s << ',' << e.exposed_comm << ','
-        << e.epoch_time << '\n';
-    if (!f) throw std::runtime_error("cannot write " + s.csv);
-  }
+  if (!s.csv.empty()) train::write_csv(s.csv, s.model, s.transport, ranks, s.batch, stats);
   if (!s.plot.empty()) {
     if (s.csv.empty()) throw std::runtime_error("--plot needs --csv (gnuplot reads it)");
     const std::string cmd = "gnuplot 2>&1";
@@ -267,16 +243,13 @@ int compare_losses(const std::string& reference, const std::vector<double>& mine
 
 int main(int argc, char** argv) {
   settings s = parse(argc, argv);
-#ifdef DDL_TRAIN_MPI
-  std::unique_ptr<ddl::mpi_session> mpi;
-  if (s.transport == "mpi") {
-    mpi = std::make_unique<ddl::mpi_session>(argc, argv);
-    MPI_Comm_size(MPI_COMM_WORLD, &s.ranks);
-  }
-#else
-  if (s.transport == "mpi") usage("this ddl-train was built without MPI");
-#endif
   train::dataset train_set, test_set;
+  std::unique_ptr<void, void (*)(void*)> mpi(nullptr, [](void*) {});
+  try {
+    mpi = train::start_mpi(s.transport, argc, argv, s.ranks);
+  } catch (const std::exception& e) {
+    usage(e.what());
+  }
   try {
     train_set = train::load_fashion_mnist(s.data, true);
     test_set = train::load_fashion_mnist(s.data, false);
@@ -284,38 +257,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ddl-train: %s\n", e.what());
     return 77;
   }
-  std::vector<epoch_stats> stats;
-  std::vector<double> losses;
+  run_result result;
   int rank = 0;
   try {
-    auto run = [&](auto& t) {
-      auto st = train_rank(t, s, train_set, test_set, losses);
-      if (t.rank() == 0) stats = std::move(st);
-    };
-    if (s.transport == "local") {
-      std::printf("ddl-train: %s on Fashion-MNIST, %d rank(s) as threads, global batch %d, lr %g, momentum %g\n",
-                  s.model.c_str(), s.ranks, s.batch, s.lr, s.momentum);
-      std::vector<double> rank0_losses;
-      ddl::local_fabric::run(s.ranks, [&](ddl::local_transport& t) {
-        std::vector<double> mine;
-        auto st = train_rank(t, s, train_set, test_set, mine);
-        if (t.rank() == 0) stats = std::move(st), rank0_losses = std::move(mine);
-      });
-      losses = std::move(rank0_losses);
-    } else {
-#ifdef DDL_TRAIN_MPI
-      ddl::mpi_transport t(MPI_COMM_WORLD);
-      rank = t.rank();
-      if (rank == 0)
-        std::printf("ddl-train: %s on Fashion-MNIST, %d MPI rank(s), global batch %d, lr %g, momentum %g\n",
-                    s.model.c_str(), s.ranks, s.batch, s.lr, s.momentum);
-      run(t);
-#endif
-    }
+    result = train::on_ranks<run_result>(s.transport, s.ranks, rank, [&](auto& t) {
+      if (t.rank() == 0)
+        std::printf("ddl-train: %s on Fashion-MNIST, %d rank(s) (%s), global batch %d, lr %g, momentum %g\n",
+                    s.model.c_str(), t.size(), s.transport == "mpi" ? "MPI" : "threads", s.batch, s.lr, s.momentum);
+      return train_rank(t, s, train_set, test_set);
+    });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ddl-train: %s\n", e.what());
     return 1;
   }
+  const std::vector<epoch_stats>& stats = result.stats;
+  const std::vector<double>& losses = result.losses;
   if (rank != 0) return 0;
   try {
     write_outputs(s, s.ranks, stats, losses);
