@@ -25,7 +25,7 @@ int check(train::network& net, const char* name) {
     double norm2 = 0;
     for (std::size_t i = 0; i < p.size; ++i) norm2 += double(analytic[p.offset + i]) * analytic[p.offset + i];
     if (norm2 == 0) continue;
-    const double e = 1e-2 / std::sqrt(norm2);
+    const double e = 2e-3 / std::sqrt(norm2);
     auto loss_at = [&](double step) {
       std::vector<float> keep(net.params.begin() + static_cast<std::ptrdiff_t>(p.offset),
                               net.params.begin() + static_cast<std::ptrdiff_t>(p.offset + p.size));
