@@ -509,3 +509,55 @@ TEST_CASE("async: the last owner of a request may be released inside its own com
   });
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
+
+namespace {
+// A transport that counts the threads inside it at once: the progress
+// engine promises that only one thread drives a transport at any moment.
+struct exclusive_transport {
+  using request = ddl::local_transport::request;
+  static constexpr double default_bandwidth = ddl::local_transport::default_bandwidth;
+  static constexpr double default_latency = ddl::local_transport::default_latency;
+  ddl::local_transport* t;
+  std::atomic<int>* overlaps;
+  std::atomic<int> inside{0};
+  struct guard {
+    exclusive_transport& x;
+    explicit guard(exclusive_transport& e) : x(e) {
+      if (x.inside.fetch_add(1) != 0) ++*x.overlaps;
+    }
+    ~guard() { x.inside.fetch_sub(1); }
+  };
+  int rank() const { return t->rank(); }
+  int size() const { return t->size(); }
+  request isend(int p, ddl::const_bytes b, ddl::tag g) { guard h(*this); return t->isend(p, b, g); }
+  request irecv(int p, ddl::mutable_bytes b, ddl::tag g) { guard h(*this); return t->irecv(p, b, g); }
+  void wait(request& r, ddl::deadline d) { guard h(*this); t->wait(r, d); }
+};
+}  // namespace
+
+TEST_CASE("async: one thread at a time drives the transport, through every hand-over") {
+  // Issue-then-wait, blocking calls right after, and asynchronous calls left to
+  // the worker, in a tight loop: the patterns a training step makes. A caller
+  // running a blocking call inline must not release the worker's hold.
+  std::atomic<int> overlaps{0};
+  failure_log log;
+  ddl::local_fabric::run(3, [&](ddl::local_transport& lt) {
+    exclusive_transport t{&lt, &overlaps};
+    ddl::communicator<ddl::ring, exclusive_transport> comm(t, with_progress(ddl::progress::thread));
+    std::vector<float> a(16), b(16), c(4096);
+    for (int i = 0; i < 400; ++i) {
+      std::fill(a.begin(), a.end(), 1.0f);
+      std::fill(c.begin(), c.end(), 1.0f);
+      auto r1 = comm.all_reduce_async(ddl::host_view(a), ddl::op::sum);
+      if (i % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(60));  // the worker's turn
+      auto r2 = comm.all_reduce_async(ddl::host_view(c), ddl::op::sum);
+      r1.wait();
+      r2.wait();
+      std::fill(b.begin(), b.end(), 2.0f);
+      comm.all_reduce(ddl::host_view(b), ddl::op::sum);  // inline, right behind the worker
+      if (a[0] != 3.0f || b[0] != 6.0f || c[4095] != 3.0f) log.add("wrong result at iteration " + std::to_string(i));
+    }
+  });
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(overlaps.load() == 0);
+}
