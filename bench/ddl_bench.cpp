@@ -50,7 +50,8 @@
 
 namespace {
 
-const char* const strategy_names[] = {"ring", "multi_ring", "recursive_doubling", "halving_doubling", "auto"};
+const char* const strategy_names[] = {"ring",     "multi_ring", "recursive_doubling", "halving_doubling",
+                                      "one_shot", "two_shot",   "auto"};
 
 struct settings {
   std::size_t min_bytes = 4096, max_bytes = 256u << 20;
@@ -60,6 +61,7 @@ struct settings {
   int ranks = 4;
   std::string transport = "local", dims;
   std::vector<std::string> strategies{"ring"};
+  bool all_strategies = false;  // --strategy all: those the transport cannot run are left out
   ddl::dtype type = ddl::dtype::float32;
   ddl::op oper = ddl::op::sum;
   std::size_t chunk_bytes = 0;  // 0: the library default
@@ -70,7 +72,7 @@ struct settings {
   std::fprintf(stderr,
                "ddl-bench: %s\n"
                "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo]\n"
-               "                 [--strategy ring|multi_ring|recursive_doubling|halving_doubling|auto|all[,...]]\n"
+               "                 [--strategy ring|multi_ring|recursive_doubling|halving_doubling|one_shot|two_shot|auto|all[,...]]\n"
                "                 [--dims AxBx...] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1]\n"
                "                 [-d int32|int64|float|double|half|bfloat16] [-o sum|prod|min|max|avg]\n"
@@ -129,10 +131,11 @@ settings parse(int argc, char** argv) {
   for (const auto& b : s.baselines)
     if (b != "mpi" && b != "gloo") usage("unknown baseline '" + b + "' (available: mpi, gloo; they need --transport mpi)");
   if (!s.baselines.empty() && s.transport != "mpi") usage("--baseline needs --transport mpi (run under mpirun)");
-  if (s.strategies.size() == 1 && s.strategies[0] == "all") s.strategies.assign(std::begin(strategy_names), std::end(strategy_names));
+  s.all_strategies = s.strategies.size() == 1 && s.strategies[0] == "all";
+  if (s.all_strategies) s.strategies.assign(std::begin(strategy_names), std::end(strategy_names));
   for (const auto& name : s.strategies)
     if (std::find(std::begin(strategy_names), std::end(strategy_names), name) == std::end(strategy_names))
-      usage("unknown strategy '" + name + "' (available: ring, multi_ring, recursive_doubling, halving_doubling, auto, all)");
+      usage("unknown strategy '" + name + "' (available: ring, multi_ring, recursive_doubling, halving_doubling, one_shot, two_shot, auto, all)");
   if (s.ranks < 1) usage("--ranks must be at least 1");
   if (s.factor <= 1 && s.min_bytes != s.max_bytes) usage("-f must be > 1");
   if (s.iters < 1 || s.warmup < 0) usage("-n must be >= 1 and -w >= 0");
@@ -225,7 +228,14 @@ std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::topology
     if (name == "ring") impls.push_back(make_impl("ddl:ring", t, ddl::ring{}, opts, s));
     else if (name == "recursive_doubling") impls.push_back(make_impl("ddl:rec_doubling", t, ddl::recursive_doubling{}, opts, s));
     else if (name == "halving_doubling") impls.push_back(make_impl("ddl:halv_doubling", t, ddl::halving_doubling{}, opts, s));
-    else if (name == "auto") impls.push_back(make_impl("ddl:auto", t, ddl::auto_strategy(topo), opts, s));
+    else if (name == "one_shot" || name == "two_shot") {
+      if constexpr (ddl::has_peer_memory_v<Transport>) {
+        if (name == "one_shot") impls.push_back(make_impl("ddl:one_shot", t, ddl::one_shot{}, opts, s));
+        else impls.push_back(make_impl("ddl:two_shot", t, ddl::two_shot{}, opts, s));
+      } else if (!s.all_strategies) {
+        usage(name + " reads peers' buffers in place: it runs on --transport local only");
+      }
+    } else if (name == "auto") impls.push_back(make_impl("ddl:auto", t, ddl::auto_strategy(topo), opts, s));
     else {
       const auto box = bench_box(topo);
       impls.push_back(make_impl("ddl:multi_ring", t, ddl::multi_ring<ddl::dynamic_extents>(box), opts, s));
@@ -548,7 +558,9 @@ int main(int argc, char** argv) {
   }
   if (rank != 0) return 0;
   if (s.explain) {
-    for (const auto& rw : rows) std::printf("%s\n", ddl::explain(topo, static_cast<double>(rw.bytes)).c_str());
+    const bool peer_memory = s.transport == "local";  // threads read each other's buffers (one_shot, two_shot)
+    for (const auto& rw : rows)
+      std::printf("%s\n", ddl::explain(topo, static_cast<double>(rw.bytes), ddl::candidates::all, peer_memory).c_str());
   }
   const int n = s.ranks;
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 0.0;

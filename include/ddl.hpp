@@ -25,6 +25,7 @@
 #include "ddl/strategy/multi_ring.hpp"
 #include "ddl/strategy/ring.hpp"
 #include "ddl/strategy/doubling.hpp"
+#include "ddl/strategy/direct.hpp"
 #include "ddl/strategy/cost_model.hpp"
 #include "ddl/strategy/planner.hpp"
 #include "ddl/strategy/auto.hpp"

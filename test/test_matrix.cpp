@@ -12,6 +12,11 @@ using namespace ddl_test;
 TYPE_TO_STRING(ddl::ring);
 TYPE_TO_STRING(ddl::recursive_doubling);
 TYPE_TO_STRING(ddl::halving_doubling);
+// The direct strategies read peers' buffers in place: one node's worth of
+// ranks is their use, so fewer rank counts (still odd, prime and 32).
+#define DDL_DIRECT_STRATEGIES ddl::one_shot, ddl::two_shot
+TYPE_TO_STRING(ddl::one_shot);
+TYPE_TO_STRING(ddl::two_shot);
 
 namespace {
 constexpr std::size_t large = (std::size_t{1} << 20) + 3;
@@ -43,6 +48,9 @@ TEST_CASE_TEMPLATE("matrix: ranks 9-12", S, DDL_STRATEGIES) { matrix_for<S>({9, 
 TEST_CASE_TEMPLATE("matrix: ranks 13-17", S, DDL_STRATEGIES) { matrix_for<S>({13, 14, 15, 16, 17}); }
 TEST_CASE_TEMPLATE("matrix: ranks 24", S, DDL_STRATEGIES) { matrix_for<S>({24}); }
 TEST_CASE_TEMPLATE("matrix: ranks 32", S, DDL_STRATEGIES) { matrix_for<S>({32}); }
+
+TEST_CASE_TEMPLATE("matrix: direct ranks 1-8", S, DDL_DIRECT_STRATEGIES) { matrix_for<S>({1, 2, 3, 4, 5, 6, 7, 8}); }
+TEST_CASE_TEMPLATE("matrix: direct ranks 13, 17, 32", S, DDL_DIRECT_STRATEGIES) { matrix_for<S>({13, 17, 32}, 65539); }
 
 TEST_CASE_TEMPLATE("matrix: tiny chunks exercise the pipeline window", S, DDL_STRATEGIES) {
   // 64-byte chunks: every step of 1009 elements runs many chunks through a

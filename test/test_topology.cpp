@@ -304,6 +304,53 @@ TEST_CASE("auto: every size on a three-level topology equals the exact reference
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
+TEST_CASE("planner: the direct strategies, priced by memory traffic, only where ranks share memory") {
+  // One level of in-process ranks: B = 4 GB/s, sigma = 8 us, M = 2 B.
+  const double b = 4e9, a = 8e-6, m = ddl::cost::direct_read_factor * b;
+  for (int n : {2, 4, 8}) {
+    CAPTURE(n);
+    const auto t = ddl::topology::uniform(n, b, a);
+    for (double bytes : {4096.0, 1e6, 64e6}) {
+      CAPTURE(bytes);
+      double one = -1, two = -1;
+      for (const auto& p : ddl::all_plans(t, bytes, ddl::candidates::all, true)) {
+        if (p.algo == ddl::algorithm::one_shot) one = p.seconds;
+        if (p.algo == ddl::algorithm::two_shot) two = p.seconds;
+      }
+      CHECK(one == doctest::Approx(2 * a + (n + 1) * bytes / m));
+      CHECK(two == doctest::Approx(3 * a + (3.0 * n - 1) * bytes / n / m));
+      for (const auto& p : ddl::all_plans(t, bytes))  // without peer memory: never a candidate
+        CHECK(!(p.algo == ddl::algorithm::one_shot || p.algo == ddl::algorithm::two_shot));
+    }
+  }
+  // 8 ranks: one_shot for the smallest messages (2 rounds, where recursive
+  // doubling takes 3), two_shot for large ones (least traffic).
+  const auto t8 = ddl::topology::uniform(8, b, a);
+  CHECK(ddl::best_plan(t8, 1024, ddl::candidates::all, true).algo == ddl::algorithm::one_shot);
+  CHECK(ddl::best_plan(t8, 64e6, ddl::candidates::all, true).algo == ddl::algorithm::two_shot);
+  CHECK(ddl::best_plan(t8, 64e6).algo != ddl::algorithm::two_shot);
+  const std::string e = ddl::explain(t8, 64e6, ddl::candidates::all, true);
+  CHECK(e.find("* two_shot") != std::string::npos);
+  CHECK(e.find("one_shot") != std::string::npos);
+}
+
+TEST_CASE("auto on in-process ranks: the direct strategies where they win, exact at every size and on 1-8 ranks") {
+  const auto t = ddl::topology::uniform(8, 4e9, 8e-6);
+  REQUIRE(ddl::best_plan(t, 1024, ddl::candidates::all, true).algo == ddl::algorithm::one_shot);
+  REQUIRE(ddl::best_plan(t, 4e6, ddl::candidates::all, true).algo == ddl::algorithm::two_shot);
+  failure_log log;
+  for (int n : {3, 8}) {
+    run_matrix<ddl::auto_strategy>(n, matrix_counts(n, 300007), log, ddl::options{},
+                                   ddl::auto_strategy(ddl::topology::uniform(n, 4e9, 8e-6)));
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  ddl::local_fabric::run(4, [](ddl::local_transport& tr) {
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy(ddl::topology::uniform(4, 4e9, 8e-6)));
+    if (comm.explain(64 << 20).find("* two_shot") == std::string::npos)
+      throw std::runtime_error("auto over local ranks does not plan two_shot for 64 MiB:\n" + comm.explain(64 << 20));
+  });
+}
+
 TEST_CASE("group_by_bandwidth_gap: racks from a bandwidth matrix, without MPI") {
   // 4 nodes, two racks {0, 2} and {1, 3} (interleaved), 5:1 between them.
   auto matrix = [](int n, auto f) {

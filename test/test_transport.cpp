@@ -18,6 +18,8 @@ TYPE_TO_STRING(ddl::ring);
 TYPE_TO_STRING(ddl::recursive_doubling);
 TYPE_TO_STRING(ddl::halving_doubling);
 TYPE_TO_STRING(ddl::multi_ring<ddl::dynamic_extents>);
+TYPE_TO_STRING(ddl::one_shot);
+TYPE_TO_STRING(ddl::two_shot);
 
 static_assert(ddl::is_transport_v<ddl::local_transport>);
 static_assert(ddl::check_transport<ddl::local_transport>());
@@ -26,6 +28,9 @@ static_assert(!ddl::accepts_device_memory_v<ddl::local_transport>);
 static_assert(!ddl::is_transport_v<int>);
 static_assert(ddl::is_transport_v<ddl::group_view<ddl::local_transport>>);
 static_assert(ddl::has_fused_reduce_v<ddl::group_view<ddl::local_transport>>);
+static_assert(ddl::has_peer_memory_v<ddl::local_transport>);
+static_assert(ddl::has_peer_memory_v<ddl::group_view<ddl::local_transport>>);
+static_assert(!ddl::has_peer_memory_v<int>);
 
 namespace {
 // A transport that forwards only the required members, so strategies take
@@ -160,15 +165,16 @@ TEST_CASE("local: a destroyed send is withdrawn, the receiver times out") {
   ddl::local_fabric fabric(2);
   std::atomic<bool> dropped{false};
   bool timed_out = false;
+  constexpr std::size_t bytes = ddl::local_transport::eager_bytes + 8;  // not copied at the send
   fabric.run_on([&](ddl::local_transport& t) {
     if (t.rank() == 0) {
-      int v = 1;
-      { auto s = t.isend(1, {reinterpret_cast<const std::byte*>(&v), 4}, 3); }
+      std::byte v[bytes] = {};
+      { auto s = t.isend(1, {v, bytes}, 3); }
       dropped = true;
     } else {
       while (!dropped) std::this_thread::yield();
-      int w = 0;
-      auto r = t.irecv(0, {reinterpret_cast<std::byte*>(&w), 4}, 3);
+      std::byte w[bytes];
+      auto r = t.irecv(0, {w, bytes}, 3);
       try {
         t.wait(r, soon(100ms));
       } catch (const ddl::timeout_error& e) {
@@ -177,6 +183,30 @@ TEST_CASE("local: a destroyed send is withdrawn, the receiver times out") {
     }
   });
   CHECK(timed_out);
+}
+
+TEST_CASE("local: a small send is copied at once and complete on return; its buffer may be reused") {
+  ddl::local_fabric fabric(2);
+  std::atomic<bool> sent{false};
+  std::int64_t got[4] = {};
+  bool complete_at_send = false;
+  fabric.run_on([&](ddl::local_transport& t) {
+    if (t.rank() == 0) {
+      std::int64_t v[4] = {1, 2, 3, 4};
+      static_assert(sizeof v <= ddl::local_transport::eager_bytes);
+      auto s = t.isend(1, {reinterpret_cast<const std::byte*>(v), sizeof v}, 7);
+      complete_at_send = !s.active();
+      std::memset(v, 0xff, sizeof v);  // the receiver must still see 1, 2, 3, 4
+      sent = true;
+    } else {
+      while (!sent) std::this_thread::yield();
+      auto r = t.irecv(0, {reinterpret_cast<std::byte*>(got), sizeof got}, 7);
+      t.wait(r, soon());
+    }
+  });
+  CHECK(complete_at_send);
+  CHECK(got[0] == 1);
+  CHECK(got[3] == 4);
 }
 
 TEST_CASE("local: too many sends in flight is an error, not a hang") {
@@ -318,7 +348,8 @@ TEST_CASE("stream-ordered transport: each slice is one message, whatever the chu
 }
 
 TEST_CASE_TEMPLATE("results are bit-identical on every rank and across runs (non-integer data)", S, ddl::ring,
-                   ddl::recursive_doubling, ddl::halving_doubling, ddl::multi_ring<ddl::dynamic_extents>) {
+                   ddl::recursive_doubling, ddl::halving_doubling, ddl::multi_ring<ddl::dynamic_extents>,
+                   ddl::one_shot, ddl::two_shot) {
   // Random floats make sums round. Each strategy still combines in one
   // fixed order (the ring per block; the doubling algorithms always as
   // lower rank (op) higher rank), so every rank must hold the same bits, run

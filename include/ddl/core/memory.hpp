@@ -26,6 +26,13 @@ struct memory_ops {
   /// `dst[i] = a[i] (op) b[i]`; `dst` equals `a` or `b`, or overlaps neither.
   void (*reduce)(void* ctx, std::byte* dst, const std::byte* a, const std::byte* b, std::size_t count,
                  reduction r) = nullptr;
+  /// `dst[i] = src[0][i] (op) src[1][i] (op) ... (op) src[n-1][i]`, combined
+  /// left to right (the bits `reduce` would give, applied n-1 times), in one
+  /// pass over memory; `dst` equals one of the sources or overlaps none.
+  /// Optional: strategies that read every peer's buffer at once
+  /// (`ddl::one_shot`, `ddl::two_shot`) need it.
+  void (*reduce_many)(void* ctx, std::byte* dst, const std::byte* const* src, int n, std::size_t count,
+                      reduction r) = nullptr;
   /// What the op does once the reduction is complete (`avg` divides by `ranks`).
   void (*finalize)(void* ctx, std::byte* data, std::size_t count, reduction r, int ranks) = nullptr;
   /// Workspace of `bytes` in this memory (uninitialised), and its release.

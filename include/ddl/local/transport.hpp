@@ -11,6 +11,12 @@
 /// allocated per message: mailboxes and receive tables are fixed arrays
 /// created with the fabric (a pair's mailbox on its first message).
 ///
+/// Messages of at most `eager_bytes` (addresses, barrier tokens) are copied
+/// into the mailbox at the send, which then completes at once (while the
+/// mailbox is at most half full): a round of
+/// small messages to every peer waits for the peers' sends only, not also for
+/// each peer to come and take ours.
+///
 /// Waiting ranks spin briefly, then yield, then sleep on their doorbell, so
 /// more ranks than cores still make progress. Every wait has a deadline.
 ///
@@ -49,11 +55,18 @@ class local_transport {
  public:
   /// Sends (per peer) and receives a rank may have in flight at once.
   static constexpr int max_in_flight = 32;
+  /// Sends of at most this many bytes are copied at once and complete at the
+  /// send (their request is returned already complete), while fewer than
+  /// half of the `max_in_flight` mailbox slots to that peer are taken.
+  static constexpr std::size_t eager_bytes = 32;
   /// Link costs the planner assumes for in-process ranks unless
   /// `DDL_TOPOLOGY` says otherwise: per-flow bandwidth of a fused
   /// receive-and-reduce on these machines, and one hand-off between threads.
   static constexpr double default_bandwidth = 4e9;
   static constexpr double default_latency = 8e-6;
+  /// Ranks are threads of one process: a peer's buffer can be read in place
+  /// (`ddl::one_shot`, `ddl::two_shot`).
+  static constexpr bool peer_memory = true;
 
   class request {
    public:
@@ -215,12 +228,16 @@ class local_fabric {
   // they are atomics (relaxed: the generation in `state` decides whether
   // what was read still belongs to the message claimed). `data` and `size`
   // are read only after a successful claim.
+  // An eager send's bytes live in `inline_data` (`data` points there); the
+  // receiver frees the slot instead of marking it done.
   struct send_slot {
     std::atomic<std::uint64_t> state{s_free};
     std::atomic<tag> t{0};
     std::atomic<std::uint64_t> seq{0};
     const std::byte* data = nullptr;
     std::size_t size = 0;
+    bool eager = false;
+    alignas(8) std::byte inline_data[local_transport::eager_bytes];
   };
   // Sender -> receiver. `published` is the number of messages ever posted,
   // stored after each post: a receiver that reads it first sees every
@@ -291,18 +308,33 @@ inline local_transport::request local_transport::isend(int peer, const_bytes dat
     throw invalid_argument("isend: peer " + std::to_string(peer) + " out of range");
   if (!data.data && data.size) throw invalid_argument("isend: null data with non-zero size");
   auto& ch = fabric_->make_channel(rank_, peer);
+  int free_slot = -1, busy = 0;
   for (int i = 0; i < local_fabric::K; ++i) {
+    if ((ch.slots[i].state.load(std::memory_order_acquire) & local_fabric::s_mask) != local_fabric::s_free) ++busy;
+    else if (free_slot < 0) free_slot = i;
+  }
+  if (free_slot >= 0) {
+    const int i = free_slot;
     auto& s = ch.slots[i];
-    if ((s.state.load(std::memory_order_acquire) & local_fabric::s_mask) != local_fabric::s_free) continue;
     s.t.store(t, std::memory_order_relaxed);
     s.seq.store(ch.next_seq++, std::memory_order_relaxed);
-    s.data = data.data;
+    // Eager only while the mailbox is at most half full: a sender far ahead
+    // of its receiver gets ordinary requests again (complete when taken),
+    // so it waits instead of filling the mailbox.
+    s.eager = data.size <= eager_bytes && busy < local_fabric::K / 2;
+    if (s.eager) {
+      if (data.size) std::memcpy(s.inline_data, data.data, data.size);
+      s.data = s.inline_data;
+    } else {
+      s.data = data.data;
+    }
     s.size = data.size;
     const std::uint64_t gen = ++ch.generation;
     s.state.store((gen << 3) | local_fabric::s_posted, std::memory_order_release);
     ch.published.store(ch.next_seq, std::memory_order_release);
     fabric_->ranks_[peer].bell.notify();
     request r;
+    if (s.eager) return r;  // complete already: the receiver frees the slot
     r.owner_ = this;
     r.kind_ = request::kind::send;
     r.peer_ = peer;
@@ -394,7 +426,8 @@ inline bool local_transport::progress() {
           std::memcpy(e.dst.data, s.data, e.dst.size);
       }
       const std::size_t sent = s.size;
-      s.state.store((best_word & ~local_fabric::s_mask) | local_fabric::s_done, std::memory_order_release);
+      s.state.store((best_word & ~local_fabric::s_mask) | (s.eager ? local_fabric::s_free : local_fabric::s_done),
+                    std::memory_order_release);
       fabric_->ranks_[e.peer].bell.notify();
       e.done = true;
       any = true;

@@ -34,6 +34,27 @@ void combine(T* DDL_RESTRICT dst, const T* DDL_RESTRICT a, const T* DDL_RESTRICT
   for (std::size_t i = 0; i < n; ++i) dst[i] = T(f(C(a[i]), C(b[i])));
 }
 
+/// Bytes per block of `reduce_many`: the accumulator stays in L1 while
+/// the sources stream past it.
+inline constexpr std::size_t many_block_bytes = 16 * 1024;
+
+template <class T, class F>
+void combine_many(T* dst, const T* const* src, int n, std::size_t count, F f) {
+  constexpr std::size_t block = many_block_bytes / sizeof(T);
+  bool alias = false;  // dst is a later source: accumulate beside it, then store
+  for (int k = 1; k < n; ++k) alias = alias || src[k] == dst;
+  alignas(64) unsigned char raw[many_block_bytes];
+  T* scratch = reinterpret_cast<T*>(raw);
+  for (std::size_t off = 0; off < count; off += block) {
+    const std::size_t len = count - off < block ? count - off : block;
+    T* acc = alias ? scratch : dst + off;
+    if (acc == src[0] + off) combine_into(acc, src[1] + off, len, f);
+    else combine(acc, src[0] + off, src[1] + off, len, f);
+    for (int k = 2; k < n; ++k) combine_into(acc, src[k] + off, len, f);
+    if (alias) std::memcpy(dst + off, acc, len * sizeof(T));
+  }
+}
+
 }  // namespace detail
 
 /// `dst[i] = a[i] (op) b[i]` for `count` elements of `r.type`.
@@ -52,6 +73,23 @@ inline void reduce(void* dst, const void* a, const void* b, std::size_t count, r
         detail::combine_into_right(pa, d, count, f);
       else
         detail::combine(d, pa, pb, count, f);
+    });
+  });
+}
+
+/// `dst[i] = src[0][i] (op) ... (op) src[n-1][i]`, left to right (the same
+/// bits as n-1 calls of `reduce`), blocked so every source is read once.
+/// \pre `dst` equals one of the sources or overlaps none.
+inline void reduce_many(void* dst, const void* const* src, int n, std::size_t count, reduction r) {
+  if (count == 0 || n < 1) return;
+  if (n == 1) {
+    if (dst != src[0]) std::memmove(dst, src[0], count * size_of(r.type));
+    return;
+  }
+  visit_dtype(r.type, [&](auto tag) {
+    using T = decltype(tag);
+    visit_op(r.oper, [&](auto f) {
+      detail::combine_many(static_cast<T*>(dst), reinterpret_cast<const T* const*>(src), n, count, f);
     });
   });
 }
@@ -80,6 +118,9 @@ inline memory_ops host_memory_ops() noexcept {
   };
   m.reduce = [](void*, std::byte* dst, const std::byte* a, const std::byte* b, std::size_t count, reduction r) {
     host::reduce(dst, a, b, count, r);
+  };
+  m.reduce_many = [](void*, std::byte* dst, const std::byte* const* src, int n, std::size_t count, reduction r) {
+    host::reduce_many(dst, reinterpret_cast<const void* const*>(src), n, count, r);
   };
   m.finalize = [](void*, std::byte* p, std::size_t count, reduction r, int ranks) {
     host::finalize(p, count, r, ranks);

@@ -19,15 +19,60 @@ struct knows_topology : std::false_type {};
 template <class T>
 struct knows_topology<T, std::void_t<decltype(std::declval<const T&>().topology())>> : std::true_type {};
 
+/// The direct strategies' state (their address tables), for strategies
+/// that run them on the planner's word.
+struct direct_pair {
+  ddl::one_shot one;
+  ddl::two_shot two;
+};
+
+constexpr bool is_direct(const plan& p) { return p.algo == algorithm::one_shot || p.algo == algorithm::two_shot; }
+
+[[noreturn]] inline void no_peer_memory(const plan& p) {
+  throw invalid_argument(std::string("plan ") + name_of(p.algo) +
+                         " reads peers' buffers in place; this transport's ranks do not share memory");
+}
+
 /// Runs plan `p` (any algorithm) on topology `topo`.
 template <class Transport>
-void run_plan_all_reduce(Transport& t, const topology& topo, const plan& p, const std::byte* in, std::byte* out,
-                         std::size_t count, const call_context& c) {
+void run_plan_all_reduce(Transport& t, const topology& topo, const plan& p, direct_pair& direct, const std::byte* in,
+                         std::byte* out, std::size_t count, const call_context& c) {
   switch (p.algo) {
     case algorithm::recursive_doubling: recursive_doubling::all_reduce(t, in, out, count, c); return;
     case algorithm::halving_doubling: halving_doubling::all_reduce(t, in, out, count, c); return;
     case algorithm::multi_ring: multi_ring_all_reduce(t, box_of(topo, p), in, out, count, c); return;
+    case algorithm::one_shot:
+    case algorithm::two_shot:
+      if constexpr (has_peer_memory_v<Transport>) {
+        if (p.algo == algorithm::one_shot) direct.one.all_reduce(t, in, out, count, c);
+        else direct.two.all_reduce(t, in, out, count, c);
+        return;
+      } else {
+        no_peer_memory(p);
+      }
   }
+}
+
+/// Reduce-scatter after a plan: the direct form when the plan is a direct
+/// strategy (two_shot is a direct reduce-scatter and a direct all-gather),
+/// else the multi-ring `box`.
+template <class Transport>
+void run_plan_reduce_scatter(Transport& t, bool direct_plan, const ring_box& box, direct_pair& direct,
+                             const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
+                             const call_context& c) {
+  if constexpr (has_peer_memory_v<Transport>) {
+    if (direct_plan) return direct.two.reduce_scatter(t, in, work, out, count, c);
+  }
+  multi_ring_reduce_scatter(t, box, in, work, out, count, c);
+}
+/// All-gather after a plan, as `run_plan_reduce_scatter`.
+template <class Transport>
+void run_plan_all_gather(Transport& t, bool direct_plan, const ring_box& box, direct_pair& direct,
+                         const std::byte* own, std::byte* out, std::size_t count, const call_context& c) {
+  if constexpr (has_peer_memory_v<Transport>) {
+    if (direct_plan) return direct.two.all_gather(t, own, out, count, c);
+  }
+  multi_ring_all_gather(t, box, own, out, count, c);
 }
 }  // namespace detail
 
@@ -56,6 +101,7 @@ class auto_strategy {
       if (!given_) topology_ = topology::from_env(t.size(), topology::uniform(t.size(), L::bandwidth, L::latency));
     }
     topology_.check(t.size());
+    peer_memory_ = has_peer_memory_v<Transport>;
     last_bytes_ = ~std::size_t{0};
   }
   const ddl::topology& topo() const noexcept { return topology_; }
@@ -64,14 +110,16 @@ class auto_strategy {
   /// The plan for `bytes` per rank (cached for the last size asked).
   plan choose(std::size_t bytes, candidates which = candidates::all) const {
     if (bytes != last_bytes_ || which != last_which_) {
-      last_ = best_plan(topology_, static_cast<double>(bytes), which);
+      last_ = best_plan(topology_, static_cast<double>(bytes), which, peer_memory_);
       last_bytes_ = bytes;
       last_which_ = which;
     }
     return last_;
   }
   /// Every candidate for `bytes`, best first, with predicted times per phase.
-  std::string explain(std::size_t bytes) const { return ddl::explain(topology_, static_cast<double>(bytes)); }
+  std::string explain(std::size_t bytes) const {
+    return ddl::explain(topology_, static_cast<double>(bytes), candidates::all, peer_memory_);
+  }
 
   static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
   static std::size_t all_reduce_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
@@ -79,24 +127,33 @@ class auto_strategy {
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
                   const call_context& c) const {
-    detail::run_plan_all_reduce(t, topology_, choose(count * size_of(c.red.type)), in, out, count, c);
+    detail::run_plan_all_reduce(t, topology_, choose(count * size_of(c.red.type)), direct_, in, out, count, c);
   }
+  /// Reduce-scatter and all-gather: the direct forms where the planner
+  /// picks a direct all-reduce for this size, else its best multi-ring.
   template <class Transport>
   void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
                       const call_context& c) const {
-    const plan p = choose(count * size_of(c.red.type), candidates::multi_ring_only);
-    detail::multi_ring_reduce_scatter(t, box_of(topology_, p), in, work, out, count, c);
+    const bool direct = detail::is_direct(choose(count * size_of(c.red.type)));
+    detail::run_plan_reduce_scatter(t, direct, direct ? ring_box{} : best_ring(count, c), direct_, in, work, out,
+                                    count, c);
   }
   template <class Transport>
   void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
                   const call_context& c) const {
-    const plan p = choose(count * size_of(c.red.type), candidates::multi_ring_only);
-    detail::multi_ring_all_gather(t, box_of(topology_, p), own, out, count, c);
+    const bool direct = detail::is_direct(choose(count * size_of(c.red.type)));
+    detail::run_plan_all_gather(t, direct, direct ? ring_box{} : best_ring(count, c), direct_, own, out, count, c);
   }
 
  private:
+  using ring_box = detail::ring_box;
+  ring_box best_ring(std::size_t count, const call_context& c) const {
+    return box_of(topology_, choose(count * size_of(c.red.type), candidates::multi_ring_only));
+  }
   ddl::topology topology_;
   bool given_ = false;
+  bool peer_memory_ = false;
+  mutable detail::direct_pair direct_;
   mutable plan last_{};
   mutable std::size_t last_bytes_ = ~std::size_t{0};
   mutable candidates last_which_ = candidates::all;
@@ -104,7 +161,8 @@ class auto_strategy {
 
 /// Runs one given plan (e.g. an entry of `all_plans`) on its topology: what
 /// `auto_strategy` would run had the planner chosen it. `reduce_scatter` and
-/// `all_gather` run the plan's multi-ring (the flat ring for doubling plans).
+/// `all_gather` run the plan's multi-ring (the flat ring for doubling plans;
+/// the direct forms for direct plans).
 /// Example:
 /// \code
 ///   for (const ddl::plan& p : ddl::all_plans(topo, bytes))
@@ -120,22 +178,22 @@ class planned {
 
   static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
   std::size_t all_reduce_workspace(std::size_t count, dtype t, int) const {
-    return plan_.algo == algorithm::recursive_doubling ? count * size_of(t) : 0;
+    return plan_.algo == algorithm::recursive_doubling || plan_.algo == algorithm::one_shot ? count * size_of(t) : 0;
   }
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
                   const call_context& c) const {
-    detail::run_plan_all_reduce(t, topology_, plan_, in, out, count, c);
+    detail::run_plan_all_reduce(t, topology_, plan_, direct_, in, out, count, c);
   }
   template <class Transport>
   void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
                       const call_context& c) const {
-    detail::multi_ring_reduce_scatter(t, ring_box(), in, work, out, count, c);
+    detail::run_plan_reduce_scatter(t, detail::is_direct(plan_), ring_box(), direct_, in, work, out, count, c);
   }
   template <class Transport>
   void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
                   const call_context& c) const {
-    detail::multi_ring_all_gather(t, ring_box(), own, out, count, c);
+    detail::run_plan_all_gather(t, detail::is_direct(plan_), ring_box(), direct_, own, out, count, c);
   }
 
  private:
@@ -145,6 +203,7 @@ class planned {
   }
   topology topology_;
   plan plan_;
+  mutable detail::direct_pair direct_;
 };
 
 }  // namespace ddl

@@ -36,6 +36,12 @@
 ///  * Halving-doubling: exchange k moves S / 2^(k+1) each way, twice (the
 ///    halving and the doubling): t = sum 2 (S / 2^(k+1) / B_flow + alpha),
 ///    plus the same fold.
+///  * Direct strategies (ranks that read each other's buffers in place, only
+///    on transports with `peer_memory`; `direct.hpp`): with sigma the
+///    largest latency (one synchronisation round: a small message to every
+///    peer) and M = `direct_read_factor` B_min the bandwidth one rank gets
+///    reading several buffers at once,
+///      one_shot: 2 sigma + (n+1) S / M,  two_shot: 3 sigma + (3n-1) S / (n M).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -46,13 +52,15 @@
 namespace ddl {
 
 /// Which algorithm a plan runs.
-enum class algorithm : std::uint8_t { multi_ring, recursive_doubling, halving_doubling };
+enum class algorithm : std::uint8_t { multi_ring, recursive_doubling, halving_doubling, one_shot, two_shot };
 
 constexpr const char* name_of(algorithm a) noexcept {
   switch (a) {
     case algorithm::multi_ring: return "multi_ring";
     case algorithm::recursive_doubling: return "recursive_doubling";
     case algorithm::halving_doubling: return "halving_doubling";
+    case algorithm::one_shot: return "one_shot";
+    case algorithm::two_shot: return "two_shot";
   }
   return "?";
 }
@@ -210,9 +218,47 @@ constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double by
   p.seconds = total;
 }
 
+/// Memory bandwidth of a rank reading its peers' buffers directly, as a
+/// multiple of the level's link bandwidth B. For in-process ranks B is the
+/// rate of a fused receive-and-reduce, which moves 3 bytes of memory traffic
+/// per byte; a direct reduction streams n buffers at once. 2 reproduces the
+/// ranking measured on 4 threads (bench/results/shared-memory.md): two_shot
+/// level with halving-doubling from 4 MiB, ahead of it from 64 KiB to 1 MiB,
+/// one_shot level with recursive doubling at 4 KiB.
+inline constexpr double direct_read_factor = 2.0;
+
+/// Fills `p.seconds` and `p.phase` for `one_shot` or `two_shot`: the
+/// reduction (and, for two_shot, the gather) priced by memory traffic, plus
+/// one synchronisation round per phase boundary, on the slowest level.
+constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes) {
+  int n = 1;
+  double b = 0, sigma = 0;
+  for (std::size_t l = 0; l < k; ++l) {
+    n *= lv[l].extent;
+    if (lv[l].extent > 1) {
+      b = (b == 0 || lv[l].bandwidth < b) ? lv[l].bandwidth : b;
+      sigma = lv[l].latency > sigma ? lv[l].latency : sigma;
+    }
+  }
+  p.phases = 0;
+  p.seconds = 0;
+  if (n == 1) return;
+  const double m = direct_read_factor * b;
+  if (p.algo == algorithm::one_shot) {
+    p.phase[0] = 2 * sigma + (n + 1) * bytes / m;
+    p.phases = 1;
+  } else {
+    p.phase[0] = 2 * sigma + (n + 1) * bytes / n / m;      // reduce own block from n buffers
+    p.phase[1] = sigma + 2.0 * (n - 1) * bytes / n / m;    // copy the n-1 other blocks
+    p.phases = 2;
+  }
+  for (std::size_t i = 0; i < p.phases; ++i) p.seconds += p.phase[i];
+}
+
 /// Predicted seconds of `p` (any algorithm) for `bytes` per rank; fills its phases.
 constexpr void price(const level* lv, std::size_t k, plan& p, double bytes) {
   if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes);
+  else if (p.algo == algorithm::one_shot || p.algo == algorithm::two_shot) price_direct(lv, k, p, bytes);
   else price_doubling(lv, k, p, bytes);
 }
 

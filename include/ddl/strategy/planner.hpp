@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ddl/strategy/cost_model.hpp"
+#include "ddl/strategy/direct.hpp"
 #include "ddl/strategy/doubling.hpp"
 #include "ddl/strategy/multi_ring.hpp"
 
@@ -44,11 +45,13 @@ constexpr bool next_permutation(std::array<int, max_dims>& a, std::size_t n) {
 
 /// Calls `f(plan)` for every candidate, priced for `bytes` per rank.
 /// Enumeration order is fixed (multi-rings by composition then order, then
-/// recursive doubling, then halving-doubling), so ties break the same way
-/// on every rank and at compile time.
+/// recursive doubling, halving-doubling, one_shot, two_shot), so ties break
+/// the same way on every rank and at compile time. The direct strategies are
+/// candidates only with `peer_memory` (the ranks can read each other's
+/// buffers: `ddl::has_peer_memory_v<Transport>`).
 template <class F>
 constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, F&& f,
-                                  candidates which = candidates::all) {
+                                  candidates which = candidates::all, bool peer_memory = false) {
   const unsigned compositions = 1u << (k - 1);
   for (unsigned cuts = 0; cuts < compositions; ++cuts) {
     plan p{};
@@ -66,7 +69,9 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
     } while (detail::next_permutation(p.order, dims));
   }
   if (which == candidates::all) {
-    for (algorithm a : {algorithm::recursive_doubling, algorithm::halving_doubling}) {
+    for (algorithm a : {algorithm::recursive_doubling, algorithm::halving_doubling, algorithm::one_shot,
+                        algorithm::two_shot}) {
+      if (!peer_memory && (a == algorithm::one_shot || a == algorithm::two_shot)) continue;
       plan p{};
       p.algo = a;
       cost::price(lv, k, p, bytes);
@@ -76,7 +81,8 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
 }
 
 /// The cheapest candidate for `bytes` per rank (first one on ties).
-constexpr plan best_plan(const level* lv, std::size_t k, double bytes, candidates which = candidates::all) {
+constexpr plan best_plan(const level* lv, std::size_t k, double bytes, candidates which = candidates::all,
+                         bool peer_memory = false) {
   plan best{};
   bool have = false;
   for_each_candidate(lv, k, bytes, [&](const plan& p) {
@@ -84,17 +90,18 @@ constexpr plan best_plan(const level* lv, std::size_t k, double bytes, candidate
       best = p;
       have = true;
     }
-  }, which);
+  }, which, peer_memory);
   return best;
 }
-inline plan best_plan(const topology& t, double bytes, candidates which = candidates::all) {
-  return best_plan(t.data(), t.count(), bytes, which);
+inline plan best_plan(const topology& t, double bytes, candidates which = candidates::all, bool peer_memory = false) {
+  return best_plan(t.data(), t.count(), bytes, which, peer_memory);
 }
 
 /// Every candidate, cheapest first.
-inline std::vector<plan> all_plans(const topology& t, double bytes, candidates which = candidates::all) {
+inline std::vector<plan> all_plans(const topology& t, double bytes, candidates which = candidates::all,
+                                   bool peer_memory = false) {
   std::vector<plan> v;
-  for_each_candidate(t.data(), t.count(), bytes, [&](const plan& p) { v.push_back(p); }, which);
+  for_each_candidate(t.data(), t.count(), bytes, [&](const plan& p) { v.push_back(p); }, which, peer_memory);
   std::stable_sort(v.begin(), v.end(), [](const plan& a, const plan& b) { return a.seconds < b.seconds; });
   return v;
 }
@@ -115,15 +122,16 @@ inline std::string describe(const topology& t, const plan& p) {
 }
 
 /// A table of every candidate, best first, with its predicted time per phase.
-inline std::string explain(const topology& t, double bytes, candidates which = candidates::all) {
+inline std::string explain(const topology& t, double bytes, candidates which = candidates::all,
+                           bool peer_memory = false) {
   char line[512];
   std::string s;
   std::snprintf(line, sizeof line, "# planner: %.0f bytes on topology %s (%d ranks)\n", bytes, t.str().c_str(), t.size());
   s += line;
-  std::snprintf(line, sizeof line, "# %-34s %12s   %s\n", "candidate", "predicted", "per phase (ms): dimensions in order | exchanges, fold");
+  std::snprintf(line, sizeof line, "# %-34s %12s   %s\n", "candidate", "predicted", "per phase (ms): dimensions in order | exchanges, fold | reduce, gather");
   s += line;
   bool first = true;
-  for (const plan& p : all_plans(t, bytes, which)) {
+  for (const plan& p : all_plans(t, bytes, which, peer_memory)) {
     std::string phases;
     for (std::size_t i = 0; i < p.phases; ++i) {
       char b[32];

@@ -54,6 +54,9 @@ struct tag_offset {
   static constexpr tag fold = 1, exchange = 2, halving = 2, unfold = 3, doubling = 4;
   /// Broadcast and barrier (calls of their own).
   static constexpr tag broadcast = 1, barrier = 1;
+  /// Direct strategies (`one_shot`, `two_shot`): the address exchange, the
+  /// end of the reduce phase, the end of the call.
+  static constexpr tag addresses = 1, reduced = 2, call_done = 3;
   /// First offset free for user-written strategies (up to 255).
   static constexpr tag user = 128;
 };

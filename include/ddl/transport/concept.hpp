@@ -21,6 +21,11 @@
 ///   - `bool test(request&)` — completes `request` if it can without
 ///     blocking (true when done); needed by transports layered on others;
 ///   - `static constexpr bool device_memory` — may be handed CUDA memory;
+///   - `static constexpr bool peer_memory` — ranks share an address space:
+///     a buffer address a rank sends in a message is valid for reading on the
+///     receiving rank (threads of one process). Strategies that read their
+///     peers' buffers in place (`ddl::one_shot`, `ddl::two_shot`) need it and
+///     fail to compile without it; point-to-point strategies never look;
 ///   - `static constexpr bool stream_ordered` — transfers are queued in order
 ///     on a device stream and the calls only enqueue them: cutting a slice
 ///     into pipelined chunks overlaps nothing and costs host API calls per
@@ -107,6 +112,11 @@ template <class T>
 struct has_device_memory<T, std::enable_if_t<T::device_memory>> : std::true_type {};
 
 template <class T, class = void>
+struct has_peer_memory : std::false_type {};
+template <class T>
+struct has_peer_memory<T, std::enable_if_t<T::peer_memory>> : std::true_type {};
+
+template <class T, class = void>
 struct has_stream_order : std::false_type {};
 template <class T>
 struct has_stream_order<T, std::enable_if_t<T::stream_ordered>> : std::true_type {};
@@ -129,6 +139,10 @@ inline constexpr bool has_test_v = detail::has_test<T>::value;
 /// True when `T` may be handed device (CUDA) memory.
 template <class T>
 inline constexpr bool accepts_device_memory_v = detail::has_device_memory<T>::value;
+
+/// True when `T`'s ranks can read each other's buffers in place (`peer_memory`).
+template <class T>
+inline constexpr bool has_peer_memory_v = detail::has_peer_memory<T>::value;
 
 /// True when `T` queues its transfers in order on a device stream (one
 /// message per slice; see `stream_ordered` above).
