@@ -213,9 +213,12 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
     m.note = [comm](std::size_t bytes) {
       const auto& strat = comm->strategy();
       const ddl::plan p = strat.choose(bytes);
+      const ddl::plan ip = strat.choose(bytes, ddl::candidates::all, true);
       char model[48];
       std::snprintf(model, sizeof model, " [model %.1f us]", p.seconds * 1e6);
-      return ddl::describe(strat.topo(), p) + model;
+      std::string note = ddl::describe(strat.topo(), p) + model;
+      if (ip.algo != p.algo || ip.dims != p.dims) note += "; in place " + ddl::describe(strat.topo(), ip);
+      return note;
     };
   }
   return m;
@@ -560,7 +563,7 @@ int main(int argc, char** argv) {
   if (s.explain) {
     const bool peer_memory = s.transport == "local";  // threads read each other's buffers (one_shot, two_shot)
     for (const auto& rw : rows)
-      std::printf("%s\n", ddl::explain(topo, static_cast<double>(rw.bytes), ddl::candidates::all, peer_memory).c_str());
+      std::printf("%s\n", ddl::explain(topo, static_cast<double>(rw.bytes), {ddl::candidates::all, peer_memory}).c_str());
   }
   const int n = s.ranks;
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 0.0;

@@ -176,6 +176,12 @@ TEST_CASE("mpi: DDL_TOPOLOGY=auto probes node leaders and every rank ends with t
     CHECK(topo[l].exchange <= topo[l].bandwidth);
   }
   CHECK(cluster.report().find("flows at once") != std::string::npos);
+  CHECK(cluster.report().find("flows at once: not measured") == std::string::npos);  // the loaded probe ran
+  // Whatever was measured, nothing absurd reaches the topology (fallbacks say so in the report).
+  for (std::size_t l = 0; l < topo.count(); ++l) {
+    CHECK(topo[l].bandwidth < 10e12);
+    CHECK(topo[l].latency > 0);
+  }
   // One machine: whatever grouping noise suggests, every rank must agree on it.
   const std::string s = topo.str();
   std::uint64_t h = 1469598103934665603ull;

@@ -313,7 +313,7 @@ TEST_CASE("planner: the direct strategies, priced by memory traffic, only where 
     for (double bytes : {4096.0, 1e6, 64e6}) {
       CAPTURE(bytes);
       double one = -1, two = -1;
-      for (const auto& p : ddl::all_plans(t, bytes, ddl::candidates::all, true)) {
+      for (const auto& p : ddl::all_plans(t, bytes, {ddl::candidates::all, true})) {
         if (p.algo == ddl::algorithm::one_shot) one = p.seconds;
         if (p.algo == ddl::algorithm::two_shot) two = p.seconds;
       }
@@ -326,18 +326,38 @@ TEST_CASE("planner: the direct strategies, priced by memory traffic, only where 
   // 8 ranks: one_shot for the smallest messages (2 rounds, where recursive
   // doubling takes 3), two_shot for large ones (least traffic).
   const auto t8 = ddl::topology::uniform(8, b, a);
-  CHECK(ddl::best_plan(t8, 1024, ddl::candidates::all, true).algo == ddl::algorithm::one_shot);
-  CHECK(ddl::best_plan(t8, 64e6, ddl::candidates::all, true).algo == ddl::algorithm::two_shot);
+  CHECK(ddl::best_plan(t8, 1024, {ddl::candidates::all, true}).algo == ddl::algorithm::one_shot);
+  CHECK(ddl::best_plan(t8, 64e6, {ddl::candidates::all, true}).algo == ddl::algorithm::two_shot);
   CHECK(ddl::best_plan(t8, 64e6).algo != ddl::algorithm::two_shot);
-  const std::string e = ddl::explain(t8, 64e6, ddl::candidates::all, true);
+  const std::string e = ddl::explain(t8, 64e6, {ddl::candidates::all, true});
   CHECK(e.find("* two_shot") != std::string::npos);
   CHECK(e.find("one_shot") != std::string::npos);
 }
 
+TEST_CASE("planner: in place, recursive doubling pays for its copy back (odd exchange counts) and one_shot for its own") {
+  const double b = 4e9, a = 8e-6, bytes = 64e6;
+  for (int n : {2, 4, 8}) {
+    CAPTURE(n);
+    const auto t = ddl::topology::uniform(n, b, a);
+    for (const auto& p : ddl::all_plans(t, bytes, {ddl::candidates::all, true, true})) {
+      ddl::plan plain = p;
+      ddl::cost::price(t.data(), t.count(), plain, bytes);
+      const bool odd = n == 2 || n == 8;
+      const bool copies = p.algo == ddl::algorithm::one_shot || (p.algo == ddl::algorithm::recursive_doubling && odd);
+      CHECK(p.seconds == doctest::Approx(plain.seconds + (copies ? bytes / (1.5 * b) : 0.0)));
+    }
+  }
+  // Two ranks: out of place one exchange (recursive doubling) is cheapest;
+  // in place its copy back makes it lose to an algorithm that needs none.
+  const auto t2 = ddl::topology::uniform(2, b, a);
+  CHECK(ddl::best_plan(t2, bytes, {ddl::candidates::all, true}).algo == ddl::algorithm::recursive_doubling);
+  CHECK(ddl::best_plan(t2, bytes, {ddl::candidates::all, true, true}).algo != ddl::algorithm::recursive_doubling);
+}
+
 TEST_CASE("auto on in-process ranks: the direct strategies where they win, exact at every size and on 1-8 ranks") {
   const auto t = ddl::topology::uniform(8, 4e9, 8e-6);
-  REQUIRE(ddl::best_plan(t, 1024, ddl::candidates::all, true).algo == ddl::algorithm::one_shot);
-  REQUIRE(ddl::best_plan(t, 4e6, ddl::candidates::all, true).algo == ddl::algorithm::two_shot);
+  REQUIRE(ddl::best_plan(t, 1024, {ddl::candidates::all, true}).algo == ddl::algorithm::one_shot);
+  REQUIRE(ddl::best_plan(t, 4e6, {ddl::candidates::all, true}).algo == ddl::algorithm::two_shot);
   failure_log log;
   for (int n : {3, 8}) {
     run_matrix<ddl::auto_strategy>(n, matrix_counts(n, 300007), log, ddl::options{},
@@ -349,6 +369,17 @@ TEST_CASE("auto on in-process ranks: the direct strategies where they win, exact
     if (comm.explain(64 << 20).find("* two_shot") == std::string::npos)
       throw std::runtime_error("auto over local ranks does not plan two_shot for 64 MiB:\n" + comm.explain(64 << 20));
   });
+}
+
+TEST_CASE("implausible_link: probed figures outside the machine's bounds are named, sane ones pass") {
+  const ddl::link_bounds b{0.2e-6, 40e9};
+  CHECK(ddl::implausible_link(2e-6, 5e9, b).empty());
+  CHECK(ddl::implausible_link(0.2e-6, 40e9, b).empty());  // at the bounds
+  // What MPICH's probe once reported inside a node: 131 TB/s.
+  CHECK(ddl::implausible_link(74e-6, 131072e9, b).find("above this machine's memory bandwidth") != std::string::npos);
+  CHECK(ddl::implausible_link(0.05e-6, 1e9, b).find("latency") != std::string::npos);
+  CHECK(ddl::implausible_link(1e-6, 0, b).find("not measured") != std::string::npos);
+  CHECK(ddl::implausible_link(1e-6, -3e9, b).find("not measured") != std::string::npos);
 }
 
 TEST_CASE("group_by_bandwidth_gap: racks from a bandwidth matrix, without MPI") {

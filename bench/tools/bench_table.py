@@ -19,3 +19,13 @@ def rows(path):
         if len(f) < 11 or not f[0].isdigit() or f[4] == "floor:copy":
             continue
         yield int(f[0]), f[4], float(f[5]), float(f[10]), line
+
+
+def floor_times(path):
+    """{size: floor:copy us} of one run (the same ranks copying their own buffer)."""
+    out = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 6 and f[0].isdigit() and f[4] == "floor:copy":
+            out[int(f[0])] = float(f[5])
+    return out

@@ -4,16 +4,24 @@
 usage: median_of_runs.py RUN1.txt RUN2.txt ... [--placement oop|ip]
 
 Prints, per size, every implementation's median time (and min-max), the
-best strategy measured, and auto's ratio to it.
+best strategy measured, and auto's ratio to it. With --floor, each cell
+gives the median's share of the memory-traffic floor instead of min-max
+(floor = median floor:copy time of the same runs / the impl's median).
 """
 import statistics
 import sys
 
-from bench_table import placement, rows
+from bench_table import floor_times, placement, rows
 
 
 def main():
     in_place, args = placement(sys.argv[1:])
+    with_floor = "--floor" in args
+    args = [a for a in args if a != "--floor"]
+    floors = {}
+    for path in args:
+        for size, t in floor_times(path).items():
+            floors.setdefault(size, []).append(t)
     col = 3 if in_place else 2
     data, plan = {}, {}
     for path in args:
@@ -37,7 +45,10 @@ def main():
                 cells.append("-")
                 continue
             med[i] = statistics.median(v)
-            cells.append(f"{med[i]:.1f} ({min(v):.0f}-{max(v):.0f})")
+            if with_floor and floors.get(s):
+                cells.append(f"{med[i]:.1f} ({statistics.median(floors[s]) / med[i]:.2f})")
+            else:
+                cells.append(f"{med[i]:.1f} ({min(v):.0f}-{max(v):.0f})")
         others = {i: t for i, t in med.items() if i != "ddl:auto"}
         best = min(others, key=others.get)
         ratio = med["ddl:auto"] / others[best] if "ddl:auto" in med else float("nan")

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -182,8 +183,8 @@ class mpi_cluster {
                              " has a different value than rank 0); set the same value on every rank");
   }
 
-  // Ping-pong between rank 0 and a partner at each level: latency from 1-byte
-  // round trips, bandwidth from 4 MiB ones. Every wait has a deadline.
+  // Ping-pong between rank 0 and a partner at each level (`pingpong`), with
+  // its figures checked (`sane`). Every wait has a deadline.
   void probe() {
     auto& t = *transport_;
     const int ppn = layout_.node_sizes[0];
@@ -191,48 +192,29 @@ class mpi_cluster {
     if (ppn > 1) partners.push_back(1);
     if (layout_.nodes > 1) partners.push_back(ppn);
     std::vector<double> costs(2 * partners.size(), 0.0);
-    const std::size_t big = 4u << 20;
-    std::unique_ptr<std::byte[]> buf(new std::byte[big]());
-    const auto limit = std::chrono::seconds(60);
+    std::string log;
     for (std::size_t k = 0; k < partners.size(); ++k) {
-      const int peer = partners[k];
-      if (t.rank() != 0 && t.rank() != peer) continue;
-      const int other = t.rank() == 0 ? peer : 0;
-      auto pingpong = [&](std::size_t bytes, int reps) {
-        const auto start = std::chrono::steady_clock::now();
-        for (int i = 0; i < reps; ++i) {
-          if (t.rank() == 0) {
-            auto s = t.isend(other, {buf.get(), bytes}, 7);
-            t.wait(s, std::chrono::steady_clock::now() + limit);
-            auto r = t.irecv(other, {buf.get(), bytes}, 7);
-            t.wait(r, std::chrono::steady_clock::now() + limit);
-          } else {
-            auto r = t.irecv(other, {buf.get(), bytes}, 7);
-            t.wait(r, std::chrono::steady_clock::now() + limit);
-            auto s = t.isend(other, {buf.get(), bytes}, 7);
-            t.wait(s, std::chrono::steady_clock::now() + limit);
-          }
-        }
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
-      };
-      pingpong(1, 5);
-      const double rtt = pingpong(1, 50);
-      pingpong(big, 1);
-      const double rtt_big = pingpong(big, 4);
-      costs[2 * k] = rtt / 2;
-      costs[2 * k + 1] = 2.0 * big / std::max(rtt_big - rtt, 1e-9);
+      const level& fallback = topology_[k];
+      link_cost c = pingpong(0, partners[k], std::size_t{4} << 20, 4);
+      if (t.rank() == 0) {
+        c = sane(c, {fallback.latency, fallback.bandwidth}, k == 0 && ppn > 1 ? "inside a node" : "between nodes", log);
+        costs[2 * k] = c.latency;
+        costs[2 * k + 1] = c.bandwidth;
+      }
     }
     DDL_MPI_CHECK(MPI_Bcast(costs.data(), static_cast<int>(costs.size()), MPI_DOUBLE, 0, t.comm()));
-    std::size_t lv = 0;
-    for (std::size_t k = 0; k < partners.size(); ++k, ++lv) {
-      topology_[lv].latency = costs[2 * k];
-      topology_[lv].bandwidth = costs[2 * k + 1];
+    for (std::size_t k = 0; k < partners.size(); ++k) {
+      topology_[k].latency = costs[2 * k];
+      topology_[k].bandwidth = costs[2 * k + 1];
     }
-    found_ += ", link costs probed";
+    found_ += ", link costs probed" + log;
   }
 
   // Round trips between ranks a and b (others return at once): half the
-  // 1-byte round trip, and bytes/s from the big ones (warm-up first).
+  // fastest 1-byte round trip, and bytes/s from the fastest big ones less
+  // it (bandwidth 0 when the big ones were no slower: not measured). The
+  // fastest, not the mean: on oversubscribed cores a round trip that waited
+  // for the partner to be scheduled measures the scheduler, not the link.
   struct link_cost {
     double latency = 0, bandwidth = 0;
   };
@@ -245,22 +227,68 @@ class mpi_cluster {
       probe_buf_size_ = big;
     }
     const auto limit = std::chrono::seconds(120);
-    auto rounds = [&](std::size_t bytes, int n) {
-      const auto start = std::chrono::steady_clock::now();
+    auto fastest = [&](std::size_t bytes, int n) {
+      double best = 1e300;
       for (int i = 0; i < n; ++i) {
+        const auto start = std::chrono::steady_clock::now();
         for (int leg = 0; leg < 2; ++leg) {
           const bool send = (leg == 0) == (t.rank() == a);
           auto r = send ? t.isend(other, {probe_buf_.get(), bytes}, 7) : t.irecv(other, {probe_buf_.get(), bytes}, 7);
           t.wait(r, std::chrono::steady_clock::now() + limit);
         }
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       }
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n;
+      return best;
     };
-    rounds(1, 3);
-    const double rtt = rounds(1, 20);
-    rounds(big, 1);
-    const double rtt_big = rounds(big, reps);
-    return {rtt / 2, 2.0 * static_cast<double>(big) / std::max(rtt_big - rtt, 1e-9)};
+    fastest(1, 3);
+    const double rtt = fastest(1, 20);
+    fastest(big, 1);
+    const double rtt_big = fastest(big, reps);
+    return {rtt / 2, rtt_big > rtt ? 2.0 * static_cast<double>(big) / (rtt_big - rtt) : 0.0};
+  }
+
+  // `link_bounds` (topology/cluster.hpp), measured on this rank: half its
+  // fastest 1-byte round trip to itself, and twice the rate of its fastest
+  // copy of the probe buffer (one read and one write per byte).
+  link_bounds bounds() {
+    if (bounds_.max_bandwidth > 0) return bounds_;
+    auto& t = *transport_;
+    const std::size_t big = std::max<std::size_t>(probe_buf_size_ / 2, 1 << 20);
+    if (probe_buf_size_ < 2 * big) {
+      probe_buf_.reset(new std::byte[2 * big]());
+      probe_buf_size_ = 2 * big;
+    }
+    double copy = 1e300, self = 1e300;
+    for (int i = 0; i < 5; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      std::memcpy(probe_buf_.get() + big, probe_buf_.get(), big);
+      copy = std::min(copy, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (int i = 0; i < 20; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int leg = 0; leg < 2; ++leg) {
+        auto r = t.irecv(t.rank(), {probe_buf_.get() + (leg ? 0 : big), 1}, 9);
+        auto s = t.isend(t.rank(), {probe_buf_.get() + (leg ? big : 0), 1}, 9);
+        t.wait(s, limit);
+        t.wait(r, limit);
+      }
+      self = std::min(self, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    bounds_ = {self / 2, 2.0 * static_cast<double>(big) / std::max(copy, 1e-9)};
+    return bounds_;
+  }
+
+  // `c` if `implausible_link` finds nothing wrong with it, else `fallback`,
+  // with a line in `log` saying what was wrong and what is used instead.
+  link_cost sane(link_cost c, link_cost fallback, const char* where, std::string& log) {
+    const std::string why = implausible_link(c.latency, c.bandwidth, bounds());
+    if (why.empty()) return c;
+    char text[320];
+    std::snprintf(text, sizeof text, "; %s: probe unusable (%s): defaults %.3g GB/s, %.3g us used", where, why.c_str(),
+                  fallback.bandwidth / 1e9, fallback.latency * 1e6);
+    log += text;
+    return fallback;
   }
 
   // Bytes/s from a to b (and from b to a too, when `both`: each way while
@@ -346,10 +374,12 @@ class mpi_cluster {
     // Stream as the collectives will: that many chunks in flight.
     const int depth = static_cast<int>(options::from_env().pipeline_depth);
     std::string log;
+    char line[200];
     // Inside a node: rank 0 and 1.
     link_cost node{};
     if (ppn > 1) {
       node = pingpong(0, 1, o.probe_bytes, 4);
+      if (t.rank() == 0) node = sane(node, {o.node_latency, o.node_bandwidth}, "inside a node", log);
       quiet_barrier();
       DDL_MPI_CHECK(MPI_Bcast(&node, 2, MPI_DOUBLE, 0, comm));
     }
@@ -372,7 +402,28 @@ class mpi_cluster {
       }
     for (auto* m : {&bw, &xbw, &lat})
       DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, m->data(), static_cast<int>(m->size()), MPI_DOUBLE, MPI_SUM, comm));
-    char line[160];
+    // Rank 0 checks every pair against its bounds; what it decides, all use.
+    const link_bounds lb = bounds();
+    if (t.rank() == 0) {
+      int replaced = 0;
+      for (std::size_t i = 0; i < N; ++i)
+        for (std::size_t j = 0; j < N; ++j) {
+          if (i == j) continue;
+          const std::size_t k = i * N + j;
+          if (!implausible_link(lat[k], bw[k], lb).empty() || !implausible_link(lat[k], xbw[k], lb).empty()) {
+            bw[k] = xbw[k] = o.network_bandwidth;
+            lat[k] = o.network_latency;
+            ++replaced;
+          }
+        }
+      if (replaced) {
+        std::snprintf(line, sizeof line, "\n  %d pair(s) implausible (latency < %.3g us or bandwidth > %.3g GB/s): defaults used", replaced,
+                      lb.min_latency * 1e6, lb.max_bandwidth / 1e9);
+        log += line;
+      }
+    }
+    for (auto* m : {&bw, &xbw, &lat})
+      DDL_MPI_CHECK(MPI_Bcast(m->data(), static_cast<int>(m->size()), MPI_DOUBLE, 0, comm));
     auto print_matrix = [&](const std::vector<double>& m, const char* unit) {
       for (int i = 0; i < nodes; ++i) {
         log += "\n  node " + std::to_string(i) + " to nodes:";
@@ -457,9 +508,16 @@ class mpi_cluster {
         quiet_barrier();
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       };
-      // The two barriers alone, taken off each figure (they matter on fast links).
-      const double idle = std::min(wall(0, true), wall(0, true));
-      double secs[3] = {wall(1, true) - idle, wall(pairs.size(), true) - idle, wall(pairs.size(), false) - idle};
+      // Each figure is the fastest of three (a slow one waited for the
+      // scheduler, not the links), less the two barriers alone (they matter
+      // on fast links).
+      auto fastest = [&](std::size_t flows, bool both) {
+        double best = 1e300;
+        for (int i = 0; i < 3; ++i) best = std::min(best, wall(flows, both));
+        return best;
+      };
+      const double idle = fastest(0, true);
+      double secs[3] = {fastest(1, true) - idle, fastest(pairs.size(), true) - idle, fastest(pairs.size(), false) - idle};
       DDL_MPI_CHECK(MPI_Bcast(secs, 3, MPI_DOUBLE, 0, transport_->comm()));
       // stream_rate sends one warm-up message before its timed ones.
       const double bytes = static_cast<double>(reps + 1) * static_cast<double>(o.probe_bytes);
@@ -477,7 +535,8 @@ class mpi_cluster {
       return u.factor > 0 ? c.bandwidth * u.factor : c.exchange;
     };
     auto describe = [&](const unit_probe& u, std::size_t flows) {
-      if (!(u.factor > 0)) return std::string();
+      if (!(u.factor > 0))
+        return "; " + std::to_string(flows) + " flows at once: not measured (no longer than the barriers around them)";
       char text[160];
       std::snprintf(text, sizeof text, "; %zu flows at once: %.1f MB/s each one way, %.1f exchanging (x%.2f)", flows,
                     u.one_way / 1e6, u.exchange / 1e6, u.factor);
@@ -492,9 +551,10 @@ class mpi_cluster {
     const unit_probe node_unit = probe_unit(pairs);
     const double in_x = exchange_of(in, node_unit);
     topology_.add(level{per_group, in.bandwidth, in.latency, node_unit.links, in_x});
-    std::snprintf(line, sizeof line, "\n  %s: %d node(s), %.1f MB/s one way, %.1f MB/s exchanging, %.1f us, %d link(s) per node",
+    std::snprintf(line, sizeof line, "\n  %s: %d node(s), %.1f MB/s one way, %.1f MB/s exchanging, %.1f us, %s",
                   clean ? "inside a rack" : "network", per_group, in.bandwidth / 1e6, in_x / 1e6, in.latency * 1e6,
-                  node_unit.links);
+                  node_unit.links ? (std::to_string(node_unit.links) + " link(s) per node").c_str()
+                                  : "links per node not measured (one per rank assumed)");
     log += line + describe(node_unit, pairs.size());
     if (clean) {
       const pair_costs out = stats(false);
@@ -519,6 +579,7 @@ class mpi_cluster {
 
   std::unique_ptr<std::byte[]> probe_buf_;
   std::size_t probe_buf_size_ = 0;
+  link_bounds bounds_;
   node_layout layout_;
   std::unique_ptr<mpi_transport> transport_;
   ddl::topology topology_;

@@ -34,24 +34,31 @@ void combine(T* DDL_RESTRICT dst, const T* DDL_RESTRICT a, const T* DDL_RESTRICT
   for (std::size_t i = 0; i < n; ++i) dst[i] = T(f(C(a[i]), C(b[i])));
 }
 
-/// Bytes per block of `reduce_many`: the accumulator stays in L1 while
-/// the sources stream past it.
-inline constexpr std::size_t many_block_bytes = 16 * 1024;
+/// `reduce_many` works in runs of this many bytes: each run of every source
+/// is combined in registers (a local array) and stored once, so `dst` may be
+/// any of the sources and every source is read exactly once.
+inline constexpr std::size_t many_run_bytes = 128;
 
 template <class T, class F>
 void combine_many(T* dst, const T* const* src, int n, std::size_t count, F f) {
-  constexpr std::size_t block = many_block_bytes / sizeof(T);
-  bool alias = false;  // dst is a later source: accumulate beside it, then store
-  for (int k = 1; k < n; ++k) alias = alias || src[k] == dst;
-  alignas(64) unsigned char raw[many_block_bytes];
-  T* scratch = reinterpret_cast<T*>(raw);
-  for (std::size_t off = 0; off < count; off += block) {
-    const std::size_t len = count - off < block ? count - off : block;
-    T* acc = alias ? scratch : dst + off;
-    if (acc == src[0] + off) combine_into(acc, src[1] + off, len, f);
-    else combine(acc, src[0] + off, src[1] + off, len, f);
-    for (int k = 2; k < n; ++k) combine_into(acc, src[k] + off, len, f);
-    if (alias) std::memcpy(dst + off, acc, len * sizeof(T));
+  using C = compute_t<T>;
+  constexpr std::size_t run = many_run_bytes / sizeof(T) ? many_run_bytes / sizeof(T) : 1;
+  std::size_t i = 0;
+  for (; i + run <= count; i += run) {
+    T acc[run];
+    const T* DDL_RESTRICT s0 = src[0] + i;
+    const T* DDL_RESTRICT s1 = src[1] + i;
+    for (std::size_t j = 0; j < run; ++j) acc[j] = T(f(C(s0[j]), C(s1[j])));
+    for (int k = 2; k < n; ++k) {
+      const T* DDL_RESTRICT sk = src[k] + i;
+      for (std::size_t j = 0; j < run; ++j) acc[j] = T(f(C(acc[j]), C(sk[j])));
+    }
+    for (std::size_t j = 0; j < run; ++j) dst[i + j] = acc[j];
+  }
+  for (; i < count; ++i) {
+    T a = T(f(C(src[0][i]), C(src[1][i])));
+    for (int k = 2; k < n; ++k) a = T(f(C(a), C(src[k][i])));
+    dst[i] = a;
   }
 }
 

@@ -107,18 +107,20 @@ class auto_strategy {
   const ddl::topology& topo() const noexcept { return topology_; }
   std::string describe() const { return name; }
 
-  /// The plan for `bytes` per rank (cached for the last size asked).
-  plan choose(std::size_t bytes, candidates which = candidates::all) const {
-    if (bytes != last_bytes_ || which != last_which_) {
-      last_ = best_plan(topology_, static_cast<double>(bytes), which, peer_memory_);
+  /// The plan for `bytes` per rank (cached for the last size asked); `in_place`
+  /// prices the copies an in-place call adds.
+  plan choose(std::size_t bytes, candidates which = candidates::all, bool in_place = false) const {
+    const plan_for q{which, peer_memory_, in_place};
+    if (bytes != last_bytes_ || q != last_for_) {
+      last_ = best_plan(topology_, static_cast<double>(bytes), q);
       last_bytes_ = bytes;
-      last_which_ = which;
+      last_for_ = q;
     }
     return last_;
   }
   /// Every candidate for `bytes`, best first, with predicted times per phase.
   std::string explain(std::size_t bytes) const {
-    return ddl::explain(topology_, static_cast<double>(bytes), candidates::all, peer_memory_);
+    return ddl::explain(topology_, static_cast<double>(bytes), {candidates::all, peer_memory_});
   }
 
   static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
@@ -127,7 +129,8 @@ class auto_strategy {
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
                   const call_context& c) const {
-    detail::run_plan_all_reduce(t, topology_, choose(count * size_of(c.red.type)), direct_, in, out, count, c);
+    detail::run_plan_all_reduce(t, topology_, choose(count * size_of(c.red.type), candidates::all, in == out), direct_,
+                                in, out, count, c);
   }
   /// Reduce-scatter and all-gather: the direct forms where the planner
   /// picks a direct all-reduce for this size, else its best multi-ring.
@@ -156,7 +159,7 @@ class auto_strategy {
   mutable detail::direct_pair direct_;
   mutable plan last_{};
   mutable std::size_t last_bytes_ = ~std::size_t{0};
-  mutable candidates last_which_ = candidates::all;
+  mutable plan_for last_for_{};
 };
 
 /// Runs one given plan (e.g. an entry of `all_plans`) on its topology: what

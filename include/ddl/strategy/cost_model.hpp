@@ -262,6 +262,25 @@ constexpr void price(const level* lv, std::size_t k, plan& p, double bytes) {
   else price_doubling(lv, k, p, bytes);
 }
 
+/// Seconds an in-place call (`in == out`) adds to plan `p`: recursive
+/// doubling double-buffers through its workspace, and after an odd number
+/// of exchanges its result is there, one copy away; one_shot builds the
+/// result in its workspace and copies it back. A copy moves 2 bytes per
+/// byte where a fused receive-and-reduce (B) moves 3: S / (1.5 B_min).
+constexpr double in_place_extra(const level* lv, std::size_t k, const plan& p, double bytes) {
+  int n = 1;
+  double b = 0;
+  for (std::size_t l = 0; l < k; ++l) {
+    n *= lv[l].extent;
+    if (lv[l].extent > 1) b = (b == 0 || lv[l].bandwidth < b) ? lv[l].bandwidth : b;
+  }
+  if (n == 1 || b == 0) return 0;
+  int steps = 0;
+  for (int m = 1; m * 2 <= n; m *= 2) ++steps;
+  const bool copies = p.algo == algorithm::one_shot || (p.algo == algorithm::recursive_doubling && steps % 2 == 1);
+  return copies ? bytes / (1.5 * b) : 0;
+}
+
 /// Uniform ring, the closed form every model must agree with:
 /// 2 (n-1) (S / (n B) + alpha).
 constexpr double uniform_ring(int n, double bytes, double bandwidth, double latency) {

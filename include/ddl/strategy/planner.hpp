@@ -23,6 +23,25 @@ namespace ddl {
 /// Which candidates a planner may choose.
 enum class candidates : std::uint8_t { all, multi_ring_only };
 
+/// What the planner may assume about a call besides its size.
+/// Example: `ddl::best_plan(topo, bytes, {ddl::candidates::all, true, true})`
+/// (ranks share memory; the call is in place).
+struct plan_for {
+  candidates which = candidates::all;
+  /// The ranks read each other's buffers (`ddl::has_peer_memory_v<Transport>`):
+  /// the direct strategies are candidates.
+  bool peer_memory = false;
+  /// `in == out`: the copies an in-place call adds are priced
+  /// (`cost::in_place_extra`).
+  bool in_place = false;
+  constexpr plan_for(candidates w = candidates::all, bool peer = false, bool inplace = false) noexcept
+      : which(w), peer_memory(peer), in_place(inplace) {}
+  constexpr bool operator==(const plan_for& o) const noexcept {
+    return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place;
+  }
+  constexpr bool operator!=(const plan_for& o) const noexcept { return !(*this == o); }
+};
+
 namespace detail {
 constexpr bool next_permutation(std::array<int, max_dims>& a, std::size_t n) {
   if (n < 2) return false;
@@ -47,11 +66,10 @@ constexpr bool next_permutation(std::array<int, max_dims>& a, std::size_t n) {
 /// Enumeration order is fixed (multi-rings by composition then order, then
 /// recursive doubling, halving-doubling, one_shot, two_shot), so ties break
 /// the same way on every rank and at compile time. The direct strategies are
-/// candidates only with `peer_memory` (the ranks can read each other's
-/// buffers: `ddl::has_peer_memory_v<Transport>`).
+/// candidates only with `q.peer_memory`.
 template <class F>
-constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, F&& f,
-                                  candidates which = candidates::all, bool peer_memory = false) {
+constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, F&& f, plan_for q = {}) {
+  const candidates which = q.which;
   const unsigned compositions = 1u << (k - 1);
   for (unsigned cuts = 0; cuts < compositions; ++cuts) {
     plan p{};
@@ -65,24 +83,25 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
     for (std::size_t d = 0; d < dims; ++d) p.order[d] = static_cast<int>(d);
     do {
       cost::price(lv, k, p, bytes);
+      if (q.in_place) p.seconds += cost::in_place_extra(lv, k, p, bytes);
       f(p);
     } while (detail::next_permutation(p.order, dims));
   }
   if (which == candidates::all) {
     for (algorithm a : {algorithm::recursive_doubling, algorithm::halving_doubling, algorithm::one_shot,
                         algorithm::two_shot}) {
-      if (!peer_memory && (a == algorithm::one_shot || a == algorithm::two_shot)) continue;
+      if (!q.peer_memory && (a == algorithm::one_shot || a == algorithm::two_shot)) continue;
       plan p{};
       p.algo = a;
       cost::price(lv, k, p, bytes);
+      if (q.in_place) p.seconds += cost::in_place_extra(lv, k, p, bytes);
       f(p);
     }
   }
 }
 
 /// The cheapest candidate for `bytes` per rank (first one on ties).
-constexpr plan best_plan(const level* lv, std::size_t k, double bytes, candidates which = candidates::all,
-                         bool peer_memory = false) {
+constexpr plan best_plan(const level* lv, std::size_t k, double bytes, plan_for q = {}) {
   plan best{};
   bool have = false;
   for_each_candidate(lv, k, bytes, [&](const plan& p) {
@@ -90,18 +109,15 @@ constexpr plan best_plan(const level* lv, std::size_t k, double bytes, candidate
       best = p;
       have = true;
     }
-  }, which, peer_memory);
+  }, q);
   return best;
 }
-inline plan best_plan(const topology& t, double bytes, candidates which = candidates::all, bool peer_memory = false) {
-  return best_plan(t.data(), t.count(), bytes, which, peer_memory);
-}
+inline plan best_plan(const topology& t, double bytes, plan_for q = {}) { return best_plan(t.data(), t.count(), bytes, q); }
 
 /// Every candidate, cheapest first.
-inline std::vector<plan> all_plans(const topology& t, double bytes, candidates which = candidates::all,
-                                   bool peer_memory = false) {
+inline std::vector<plan> all_plans(const topology& t, double bytes, plan_for q = {}) {
   std::vector<plan> v;
-  for_each_candidate(t.data(), t.count(), bytes, [&](const plan& p) { v.push_back(p); }, which, peer_memory);
+  for_each_candidate(t.data(), t.count(), bytes, [&](const plan& p) { v.push_back(p); }, q);
   std::stable_sort(v.begin(), v.end(), [](const plan& a, const plan& b) { return a.seconds < b.seconds; });
   return v;
 }
@@ -122,8 +138,7 @@ inline std::string describe(const topology& t, const plan& p) {
 }
 
 /// A table of every candidate, best first, with its predicted time per phase.
-inline std::string explain(const topology& t, double bytes, candidates which = candidates::all,
-                           bool peer_memory = false) {
+inline std::string explain(const topology& t, double bytes, plan_for q = {}) {
   char line[512];
   std::string s;
   std::snprintf(line, sizeof line, "# planner: %.0f bytes on topology %s (%d ranks)\n", bytes, t.str().c_str(), t.size());
@@ -131,7 +146,7 @@ inline std::string explain(const topology& t, double bytes, candidates which = c
   std::snprintf(line, sizeof line, "# %-34s %12s   %s\n", "candidate", "predicted", "per phase (ms): dimensions in order | exchanges, fold | reduce, gather");
   s += line;
   bool first = true;
-  for (const plan& p : all_plans(t, bytes, which, peer_memory)) {
+  for (const plan& p : all_plans(t, bytes, q)) {
     std::string phases;
     for (std::size_t i = 0; i < p.phases; ++i) {
       char b[32];

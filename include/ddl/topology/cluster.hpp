@@ -11,9 +11,13 @@
 /// there are at least two groups of equal size, and every pair inside a
 /// group is fast and every pair across groups slow. Otherwise all nodes are
 /// one group (one network level).
+///
+/// And the plausibility check every probed link passes before it is used
+/// (`implausible_link`), also pure.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -79,6 +83,34 @@ inline bandwidth_groups group_by_bandwidth_gap(const std::vector<double>& bw, in
   g.group = std::move(group);
   g.clean = true;
   return g;
+}
+
+/// Bounds a measured link must fall in, measured on the probing rank: no
+/// message between ranks is faster than one a rank sends itself, and no link
+/// moves bytes faster than the machine's memory does.
+struct link_bounds {
+  double min_latency = 0;    ///< seconds (half a 1-byte round trip to oneself)
+  double max_bandwidth = 0;  ///< bytes/s (memory traffic of a local copy)
+};
+
+/// Why a probed (latency, bandwidth) cannot be a link's, or "" when it can:
+/// a bandwidth that is not positive (not measured) or above the memory's,
+/// or a latency below the bound. The probe falls back to stated defaults
+/// on a non-empty answer (and logs it).
+inline std::string implausible_link(double latency, double bandwidth, const link_bounds& b) {
+  char text[160];
+  if (!(bandwidth > 0)) return "bandwidth not measured (large messages no slower than 1-byte ones)";
+  if (b.max_bandwidth > 0 && bandwidth > b.max_bandwidth) {
+    std::snprintf(text, sizeof text, "bandwidth %.3g GB/s above this machine's memory bandwidth (%.3g GB/s)",
+                  bandwidth / 1e9, b.max_bandwidth / 1e9);
+    return text;
+  }
+  if (!(latency >= b.min_latency) || !(latency > 0)) {
+    std::snprintf(text, sizeof text, "latency %.3g us below a message to oneself (%.3g us)", latency * 1e6,
+                  b.min_latency * 1e6);
+    return text;
+  }
+  return "";
 }
 
 }  // namespace ddl
