@@ -2,7 +2,8 @@
 # Quick start on a fresh Debian 12 machine:
 #   ./quickstart.sh demo   install what is missing, build what the demo runs, run ddl-bench and a
 #                          short data-parallel training run (in-process ranks)
-#   ./quickstart.sh test   install what is missing, build, run the whole test suite (CTest)
+#   ./quickstart.sh test   install what is missing, build, run the whole test suite (CTest), and the
+#                          MPI tests once more under MPICH
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -11,8 +12,9 @@ case "$mode" in demo|test) ;; *) echo "usage: $0 demo|test" >&2; exit 2 ;; esac
 
 # Debian packages the build and tests need (only the missing ones are installed).
 packages=(cmake g++ make python3 doctest-dev openmpi-bin libopenmpi-dev iproute2 zlib1g-dev dataset-fashion-mnist)
-# The test run also builds and tests the LibTorch example and the PyTorch backend.
-if [ "$mode" = test ]; then packages+=(libtorch-dev python3-torch python3-dev pybind11-dev); fi
+# The test run also builds and tests the LibTorch example and the PyTorch backend, and runs the
+# MPI tests a second time under MPICH (Open MPI stays the default MPI).
+if [ "$mode" = test ]; then packages+=(libtorch-dev python3-torch python3-dev pybind11-dev mpich libmpich-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -40,4 +42,11 @@ else
   cmake --build "$build" -j "$jobs"
   echo "== running the test suite"
   ctest --test-dir "$build" --output-on-failure --timeout 900 -j 2
+  # "MPI, any implementation": the same MPI tests, built against and run under MPICH.
+  mpich_build=${DDL_MPICH_BUILD_DIR:-build/mpich}
+  echo "== the MPI tests under MPICH, in $mpich_build"
+  cmake -S . -B "$mpich_build" -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON -DDDL_BUILD_TORCH=OFF \
+    -DMPI_CXX_COMPILER=mpicxx.mpich -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich >/dev/null
+  cmake --build "$mpich_build" -j "$jobs" --target ddl_test_mpi
+  ctest --test-dir "$mpich_build" -R '^mpi' --output-on-failure --timeout 600 -j 2
 fi

@@ -247,35 +247,29 @@ class mpi_cluster {
     return {rtt / 2, rtt_big > rtt ? 2.0 * static_cast<double>(big) / (rtt_big - rtt) : 0.0};
   }
 
-  // `link_bounds` (topology/cluster.hpp), measured on this rank: half its
-  // fastest 1-byte round trip to itself, and twice the rate of its fastest
-  // copy of the probe buffer (one read and one write per byte).
+  // `link_bounds` (topology/cluster.hpp), measured on this rank: four reads
+  // of the clock (no shorter time can be measured; a round trip reads it
+  // twice and does more between), and twice the rate of its fastest copy of
+  // the probe buffer (one read and one write per byte).
   link_bounds bounds() {
     if (bounds_.max_bandwidth > 0) return bounds_;
-    auto& t = *transport_;
     const std::size_t big = std::max<std::size_t>(probe_buf_size_ / 2, 1 << 20);
     if (probe_buf_size_ < 2 * big) {
       probe_buf_.reset(new std::byte[2 * big]());
       probe_buf_size_ = 2 * big;
     }
-    double copy = 1e300, self = 1e300;
+    double copy = 1e300, tick = 1e300;
     for (int i = 0; i < 5; ++i) {
       const auto start = std::chrono::steady_clock::now();
       std::memcpy(probe_buf_.get() + big, probe_buf_.get(), big);
       copy = std::min(copy, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    for (int i = 0; i < 20; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      for (int leg = 0; leg < 2; ++leg) {
-        auto r = t.irecv(t.rank(), {probe_buf_.get() + (leg ? 0 : big), 1}, 9);
-        auto s = t.isend(t.rank(), {probe_buf_.get() + (leg ? big : 0), 1}, 9);
-        t.wait(s, limit);
-        t.wait(r, limit);
-      }
-      self = std::min(self, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    for (int i = 0; i < 100; ++i) {
+      const auto a = std::chrono::steady_clock::now();
+      const auto b = std::chrono::steady_clock::now();
+      tick = std::min(tick, std::chrono::duration<double>(b - a).count());
     }
-    bounds_ = {self / 2, 2.0 * static_cast<double>(big) / std::max(copy, 1e-9)};
+    bounds_ = {4 * std::max(tick, 1e-9), 2.0 * static_cast<double>(big) / std::max(copy, 1e-9)};
     return bounds_;
   }
 
@@ -498,7 +492,10 @@ class mpi_cluster {
       unit_probe u;
       if (pairs.size() < 2) return u;
       const int me = transport_->rank();
-      const int reps = 8;
+      // At least 8 MiB per flow, so the flows outlast the barriers' noise
+      // (a waiting rank sleeps in steps of up to 200 us).
+      const std::size_t per_flow = std::size_t{8} << 20;
+      const int reps = static_cast<int>(std::max<std::size_t>(8, (per_flow + o.probe_bytes - 1) / o.probe_bytes));
       auto wall = [&](std::size_t flows, bool both) {
         quiet_barrier();
         const auto start = std::chrono::steady_clock::now();

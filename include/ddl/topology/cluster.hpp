@@ -86,10 +86,10 @@ inline bandwidth_groups group_by_bandwidth_gap(const std::vector<double>& bw, in
 }
 
 /// Bounds a measured link must fall in, measured on the probing rank: no
-/// message between ranks is faster than one a rank sends itself, and no link
-/// moves bytes faster than the machine's memory does.
+/// latency shorter than the probe can time, and no link moving bytes faster
+/// than the machine's memory does.
 struct link_bounds {
-  double min_latency = 0;    ///< seconds (half a 1-byte round trip to oneself)
+  double min_latency = 0;    ///< seconds (a few reads of the clock)
   double max_bandwidth = 0;  ///< bytes/s (memory traffic of a local copy)
 };
 
@@ -106,7 +106,7 @@ inline std::string implausible_link(double latency, double bandwidth, const link
     return text;
   }
   if (!(latency >= b.min_latency) || !(latency > 0)) {
-    std::snprintf(text, sizeof text, "latency %.3g us below a message to oneself (%.3g us)", latency * 1e6,
+    std::snprintf(text, sizeof text, "latency %.3g us below what the probe can time (%.3g us)", latency * 1e6,
                   b.min_latency * 1e6);
     return text;
   }
