@@ -2,7 +2,10 @@
 // on the others within the deadline.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <utility>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -144,4 +147,98 @@ TEST_CASE("options come from DDL_TIMEOUT, DDL_CHUNK_BYTES and DDL_PIPELINE_DEPTH
   ddl::options bad;
   bad.chunk_bytes = 8;
   CHECK_THROWS_AS(bad.validate(), ddl::invalid_argument);
+}
+
+namespace {
+// Runs `f(comm, rank)` on 4 threads with the call check on, and returns every
+// rank's error message ("" for a rank that returned normally); after the bad
+// call, every rank runs one valid all-reduce to show the communicator is
+// still in step.
+template <class F>
+std::vector<std::string> checked_run(F&& f, bool& still_usable) {
+  const int n = 4;
+  std::vector<std::string> errors(n);
+  std::vector<int> good(n, 0);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+    ddl::options o;
+    o.check_calls = true;
+    o.timeout = std::chrono::seconds(20);
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t, ddl::auto_strategy(), o);
+    try {
+      f(comm, t.rank());
+    } catch (const ddl::error& e) {
+      errors[static_cast<std::size_t>(t.rank())] = e.what();
+    }
+    std::vector<int> v(37, t.rank() + 1);
+    comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+    good[static_cast<std::size_t>(t.rank())] = v[36] == n * (n + 1) / 2;
+  });
+  still_usable = std::all_of(good.begin(), good.end(), [](int g) { return g == 1; });
+  return errors;
+}
+}  // namespace
+
+TEST_CASE("DDL_CHECK: a count, dtype, op or root one rank disagrees on is the same mismatch_error everywhere") {
+  bool usable = false;
+  // Count: rank 2 passes one element more.
+  auto e = checked_run([](auto& comm, int r) {
+    std::vector<float> g(r == 2 ? 1001 : 1000, 1.0f);
+    comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  }, usable);
+  for (const auto& m : e) {
+    CHECK(contains(m, "ranks disagree on the input count: rank 0 passed 1000, rank 2 passed 1001"));
+    CHECK(m == e[0]);
+  }
+  CHECK(usable);
+  // dtype: rank 3 reduces int32, the others float.
+  e = checked_run([](auto& comm, int r) {
+    std::vector<float> f(64, 1.0f);
+    std::vector<std::int32_t> i(64, 1);
+    if (r == 3) comm.all_reduce(ddl::host_view(i), ddl::op::sum);
+    else comm.all_reduce(ddl::host_view(f), ddl::op::sum);
+  }, usable);
+  for (const auto& m : e) CHECK(contains(m, "dtype: rank 0 passed float, rank 3 passed int32"));
+  CHECK(usable);
+  // op: rank 1 takes max.
+  e = checked_run([](auto& comm, int r) {
+    std::vector<double> g(64, 2.0);
+    comm.all_reduce(ddl::host_view(g), r == 1 ? ddl::op::max : ddl::op::sum);
+  }, usable);
+  for (const auto& m : e) CHECK(contains(m, "op: rank 0 passed sum, rank 1 passed max"));
+  // Broadcast root, and a different collective altogether.
+  e = checked_run([](auto& comm, int r) {
+    std::vector<float> g(64, 1.0f);
+    comm.broadcast(ddl::host_view(g), r == 3 ? 1 : 0);
+  }, usable);
+  for (const auto& m : e) CHECK(contains(m, "root: rank 0 passed 0, rank 3 passed 1"));
+  e = checked_run([](auto& comm, int r) {
+    std::vector<float> g(64, 1.0f), out(64);
+    if (r == 2) comm.broadcast(ddl::host_view(g), 0);
+    else comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  }, usable);
+  for (const auto& m : e) CHECK(contains(m, "collective: rank 0 passed all_reduce, rank 2 passed broadcast"));
+  CHECK(usable);
+}
+
+TEST_CASE("DDL_CHECK: an argument one rank rejects is every rank's error, and the next call works") {
+  bool usable = false;
+  const auto e = checked_run([](auto& comm, int r) {
+    std::vector<float> g(100, 1.0f), out(r == 3 ? 99 : 100);
+    comm.all_reduce(ddl::host_view(std::as_const(g)), ddl::host_view(out), ddl::op::sum);
+  }, usable);
+  CHECK(contains(e[3], "all_reduce: input has 100 elements, output 99"));  // its own error
+  for (int r : {0, 1, 2}) {
+    CAPTURE(e[static_cast<std::size_t>(r)]);
+    CHECK(contains(e[static_cast<std::size_t>(r)], "rank 3 rejected its arguments: all_reduce: input has 100 elements, output 99"));
+  }
+  CHECK(usable);
+}
+
+TEST_CASE("DDL_CHECK is read from the environment and bad values are named") {
+  setenv("DDL_CHECK", "1", 1);
+  CHECK(ddl::options::from_env().check_calls);
+  setenv("DDL_CHECK", "yes", 1);
+  CHECK(contains(message_of([] { (void)ddl::options::from_env(); }), "DDL_CHECK='yes' must be 0 or 1"));
+  unsetenv("DDL_CHECK");
+  CHECK(!ddl::options::from_env().check_calls);
 }

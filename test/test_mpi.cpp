@@ -334,3 +334,22 @@ int main(int argc, char** argv) {
   if (rank == 0) std::printf("mpi tests on %d ranks: %d rank(s) failed\n", world_size(), failed);
   return failed ? 1 : 0;
 }
+
+TEST_CASE("mpi: DDL_CHECK turns a count mismatch into the same mismatch_error on every rank, not an MPI abort") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  if (t.size() < 2) return;
+  ddl::options o = ddl::options::from_env();
+  o.check_calls = true;
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t, ddl::auto_strategy(), o);
+  std::vector<float> g(t.rank() == 0 ? 1000 : 1001, 1.0f);
+  std::string msg;
+  try {
+    comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  } catch (const ddl::mismatch_error& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("ranks disagree on the input count: rank 0 passed 1000, rank 1 passed 1001") != std::string::npos);
+  std::vector<std::int32_t> v(10, 1);
+  comm.all_reduce(ddl::host_view(v), ddl::op::sum);  // the communicator is still in step
+  CHECK(v[9] == t.size());
+}

@@ -8,12 +8,16 @@
 /// communicator's progress engine (`comm/progress.hpp`) in issue order;
 /// blocking calls issued meanwhile queue behind them.
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ddl/core/buffer.hpp"
 #include "ddl/core/config.hpp"
@@ -60,6 +64,7 @@ class communicator {
   /// \param o settings; defaults read `DDL_TIMEOUT`, `DDL_CHUNK_BYTES`, ...
   communicator(Transport& t, Strategy s, options o) : transport_(&t), strategy_(std::move(s)), opts_(o) {
     opts_.validate();
+    check_options(opts_);
     validate_strategy(strategy_, t, 0);
   }
   template <class S = Strategy, std::enable_if_t<std::is_default_constructible_v<S>, int> = 0>
@@ -105,6 +110,7 @@ class communicator {
   /// use the same chunk size.
   void set_options(const options& o) {
     o.validate();
+    check_options(o);
     wait_all();
     opts_ = o;
     if (engine_ && engine_->mode() != progress_mode()) engine_.reset();
@@ -137,7 +143,7 @@ class communicator {
   /// \pre `in.count == out.count`, same dtype; `in` and `out` are the same
   ///      buffer (in-place) or do not overlap.
   void all_reduce(const_buffer_view in, buffer_view out, op o) {
-    check_all_reduce(in, out);
+    checked(print("all_reduce", in.count, out.count, in.type, o), [&] { check_all_reduce(in, out); });
     run_now(all_reduce_job(in, out, o));
   }
   /// In-place all-reduce.
@@ -149,7 +155,7 @@ class communicator {
   /// (a framework completes its own future there); it must not call this
   /// communicator.
   collective_request all_reduce_async(const_buffer_view in, buffer_view out, op o, completion done = {}) {
-    check_all_reduce(in, out);
+    checked(print("all_reduce", in.count, out.count, in.type, o), [&] { check_all_reduce(in, out); });
     return submit("all_reduce", all_reduce_job(in, out, o), std::move(done));
   }
   collective_request all_reduce_async(buffer_view inout, op o, completion done = {}) {
@@ -162,11 +168,11 @@ class communicator {
   /// every rank's `in`. In place when `out` is that block of `in` (then the
   /// rest of `in` is used as scratch and left unspecified).
   void reduce_scatter(const_buffer_view in, buffer_view out, op o) {
-    check_reduce_scatter(in, out);
+    checked(print("reduce_scatter", in.count, 0, in.type, o), [&] { check_reduce_scatter(in, out); });
     run_now(reduce_scatter_job(in, out, o));
   }
   collective_request reduce_scatter_async(const_buffer_view in, buffer_view out, op o, completion done = {}) {
-    check_reduce_scatter(in, out);
+    checked(print("reduce_scatter", in.count, 0, in.type, o), [&] { check_reduce_scatter(in, out); });
     return submit("reduce_scatter", reduce_scatter_job(in, out, o), std::move(done));
   }
 
@@ -175,11 +181,11 @@ class communicator {
   /// `out` (the total count) = every rank's `in` block, in rank order (see
   /// `ddl::block_of`). In place when `in` is this rank's block of `out`.
   void all_gather(const_buffer_view in, buffer_view out) {
-    check_all_gather(in, out);
+    checked(print("all_gather", 0, out.count, in.type, op::sum), [&] { check_all_gather(in, out); });
     run_now(all_gather_job(in, out));
   }
   collective_request all_gather_async(const_buffer_view in, buffer_view out, completion done = {}) {
-    check_all_gather(in, out);
+    checked(print("all_gather", 0, out.count, in.type, op::sum), [&] { check_all_gather(in, out); });
     return submit("all_gather", all_gather_job(in, out), std::move(done));
   }
 
@@ -189,11 +195,11 @@ class communicator {
   /// large ones a pipelined chain (`ddl::broadcast_choice`).
   /// \pre the same count and dtype on every rank; `0 <= root < size()`.
   void broadcast(buffer_view data, int root) {
-    check_broadcast(data, root);
+    checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { check_broadcast(data, root); });
     run_now(broadcast_job(data, root));
   }
   collective_request broadcast_async(buffer_view data, int root, completion done = {}) {
-    check_broadcast(data, root);
+    checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { check_broadcast(data, root); });
     return submit("broadcast", broadcast_job(data, root), std::move(done));
   }
   /// The plan `broadcast` follows for `bytes` (for `explain`-style output).
@@ -247,6 +253,7 @@ class communicator {
 
   auto all_reduce_job(const_buffer_view in, buffer_view out, op o) {
     return [this, in, out, o] {
+      if (opts_.check_calls) verify(print("all_reduce", in.count, out.count, in.type, o));
       if (in.count == 0) return;
       auto c = context("all_reduce", out.where, in.type, o, strategy_.all_reduce_workspace(in.count, in.type, size()));
       strategy_.all_reduce(*transport_, in.byte_data(), out.byte_data(), in.count, c);
@@ -254,6 +261,7 @@ class communicator {
   }
   auto reduce_scatter_job(const_buffer_view in, buffer_view out, op o) {
     return [this, in, out, o] {
+      if (opts_.check_calls) verify(print("reduce_scatter", in.count, 0, in.type, o));
       if (in.count == 0) return;
       const std::size_t es = size_of(in.type);
       const block mine = block_of(in.count, size(), rank());
@@ -266,6 +274,7 @@ class communicator {
   }
   auto all_gather_job(const_buffer_view in, buffer_view out) {
     return [this, in, out] {
+      if (opts_.check_calls) verify(print("all_gather", 0, out.count, in.type, op::sum));
       if (out.count == 0) return;
       auto c = context("all_gather", out.where, in.type, op::sum, 0);
       strategy_.all_gather(*transport_, in.byte_data(), out.byte_data(), out.count, c);
@@ -273,6 +282,7 @@ class communicator {
   }
   auto broadcast_job(buffer_view data, int root) {
     return [this, data, root] {
+      if (opts_.check_calls) verify(print("broadcast", data.count, 0, data.type, op::sum, root));
       if (data.count == 0 || size() == 1) return;
       auto c = context("broadcast", data.where, data.type, op::sum, 0);
       const broadcast_plan p = broadcast_plan_for(data.bytes(), data.type);
@@ -290,6 +300,97 @@ class communicator {
       auto c = context("barrier", location{}, dtype::int32, op::sum, 2 * sizeof(std::int32_t));
       detail::dissemination_barrier(*transport_, c.work, sizeof(std::int32_t), c, c.base_tag + tag_offset::barrier);
     };
+  }
+
+  // --- the call check (options::check_calls, DDL_CHECK=1) --------------------
+
+  static void check_options(const options& o) {
+    if (o.check_calls && accepts_device_memory_v<Transport>)
+      throw invalid_argument("options.check_calls (DDL_CHECK=1) is not available on device transports yet");
+  }
+
+  // What every rank must agree on for one call; traded before the call.
+  struct fingerprint {
+    char collective[16] = {};
+    std::uint64_t count_in = 0, count_out = 0;
+    std::int32_t type = 0, oper = 0, root = -1;
+    std::int32_t rejected = 0;  // this rank's argument check failed: `reason`
+    char reason[160] = {};
+  };
+  static fingerprint print(const char* collective, std::size_t in, std::size_t out, dtype t, op o, int root = -1) {
+    fingerprint f;
+    std::snprintf(f.collective, sizeof f.collective, "%s", collective);
+    f.count_in = in;
+    f.count_out = out;
+    f.type = static_cast<std::int32_t>(t);
+    f.oper = static_cast<std::int32_t>(o);
+    f.root = root;
+    return f;
+  }
+
+  // Runs `check` (the argument checks). With check_calls, a rejection is
+  // traded with the peers in the call's place, so they fail too (naming this
+  // rank) and every rank's call sequence stays in step; then it is rethrown.
+  template <class Check>
+  void checked(fingerprint f, Check&& check) {
+    try {
+      check();
+    } catch (const invalid_argument& e) {
+      if (opts_.check_calls && size() > 1) {
+        f.rejected = 1;
+        const char* why = e.what();
+        if (std::strncmp(why, "ddl: ", 5) == 0) why += 5;
+        std::snprintf(f.reason, sizeof f.reason, "%s", why);
+        try {
+          run_now([this, f] { verify(f); });
+        } catch (const error&) {
+          // a peer's rejection or a mismatch: this rank's own error is the one to report
+        }
+      }
+      throw;
+    }
+  }
+
+  // Trades `mine` with every rank and throws the same error on every rank
+  // (none on a rank that rejected its own call: it rethrows its own error)
+  // when a rank rejected its arguments or two ranks disagree.
+  void verify(const fingerprint& mine) {
+    // The check owns a call number (and its tags) of its own, on every rank.
+    call_context c;
+    c.collective = mine.collective;
+    c.strategy = Strategy::name;
+    c.opts = &opts_;
+    c.mem = &mem_;
+    c.base_tag = (++sequence_) << 8;
+    if (size() == 1) return;
+    fingerprints_.resize(static_cast<std::size_t>(size()));
+    fingerprints_[static_cast<std::size_t>(rank())] = mine;
+    detail::exchange_with_all(*transport_, reinterpret_cast<std::byte*>(fingerprints_.data()), sizeof(fingerprint), c,
+                              c.base_tag + tag_offset::check, "call check");
+    const std::string call = std::string(mine.collective) + " call " + std::to_string(sequence_);
+    for (int r = 0; r < size(); ++r) {
+      const fingerprint& f = fingerprints_[static_cast<std::size_t>(r)];
+      if (!f.rejected) continue;
+      if (mine.rejected) return;
+      throw invalid_argument(call + ": rank " + std::to_string(r) + " rejected its arguments: " + f.reason +
+                             " (DDL_CHECK)");
+    }
+    const fingerprint& a = fingerprints_[0];
+    for (int r = 1; r < size(); ++r) {
+      const fingerprint& b = fingerprints_[static_cast<std::size_t>(r)];
+      auto differ = [&](const char* field, const std::string& x, const std::string& y) {
+        throw mismatch_error(call + ": ranks disagree on the " + field + ": rank 0 passed " + x + ", rank " +
+                             std::to_string(r) + " passed " + y + " (DDL_CHECK)");
+      };
+      if (std::strncmp(a.collective, b.collective, sizeof a.collective) != 0)
+        differ("collective", a.collective, b.collective);
+      if (a.count_in != b.count_in) differ("input count", std::to_string(a.count_in), std::to_string(b.count_in));
+      if (a.count_out != b.count_out) differ("output count", std::to_string(a.count_out), std::to_string(b.count_out));
+      if (a.type != b.type)
+        differ("dtype", name_of(static_cast<dtype>(a.type)), name_of(static_cast<dtype>(b.type)));
+      if (a.oper != b.oper) differ("op", name_of(static_cast<op>(a.oper)), name_of(static_cast<op>(b.oper)));
+      if (a.root != b.root) differ("root", std::to_string(a.root), std::to_string(b.root));
+    }
   }
 
   // --- running them ----------------------------------------------------------
@@ -418,6 +519,7 @@ class communicator {
   Strategy strategy_;
   options opts_;
   std::uint64_t sequence_ = 0;
+  std::vector<fingerprint> fingerprints_;  // the call check's table, reused
   memory_ops mem_ = host_memory_ops();
   std::byte* workspace_ = nullptr;
   std::size_t workspace_size_ = 0;

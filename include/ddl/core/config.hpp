@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// Run-time settings: defaults, environment variables (`DDL_TIMEOUT`,
-/// `DDL_CHUNK_BYTES`, `DDL_PIPELINE_DEPTH`, `DDL_PROGRESS`) and the per-communicator options
+/// `DDL_CHUNK_BYTES`, `DDL_PIPELINE_DEPTH`, `DDL_PROGRESS`, `DDL_CHECK`) and the per-communicator options
 /// that override them.
 #include <chrono>
 #include <cstddef>
@@ -67,6 +67,13 @@ struct options {
   /// Where asynchronous collectives progress (`DDL_PROGRESS`). A transport
   /// that must stay on its caller's thread gets `deferred` whatever this says.
   progress async_progress = progress::thread;
+  /// Before each collective, every rank trades its call's fingerprint
+  /// (collective, counts, dtype, op, root) with every other (`DDL_CHECK=1`):
+  /// ranks that disagree get the same `mismatch_error` naming the field, both
+  /// values and both ranks, and an argument one rank rejects is every rank's
+  /// error, instead of a wrong result or a hang. Costs one round of small
+  /// messages to every peer per call (bench/results/shared-memory.md).
+  bool check_calls = false;
 
   /// Defaults overridden by `DDL_TIMEOUT`, `DDL_CHUNK_BYTES` and
   /// `DDL_PIPELINE_DEPTH` when set.
@@ -80,6 +87,11 @@ struct options {
       if (v != static_cast<double>(static_cast<std::size_t>(v)) || v > 16)
         throw invalid_argument(std::string("DDL_PIPELINE_DEPTH='") + d + "' must be a whole number in 1..16");
       o.pipeline_depth = static_cast<std::size_t>(v);
+    }
+    if (const char* k = std::getenv("DDL_CHECK")) {
+      const std::string v = k;
+      if (v == "1") o.check_calls = true;
+      else if (v != "0" && !v.empty()) throw invalid_argument("DDL_CHECK='" + v + "' must be 0 or 1");
     }
     if (const char* p = std::getenv("DDL_PROGRESS")) {
       const std::string v = p;

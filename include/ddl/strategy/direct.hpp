@@ -31,7 +31,6 @@
 /// bench/results/shared-memory.md): with M the memory bandwidth one rank
 /// gets and sigma one synchronisation round,
 ///     one_shot: 2 sigma + (n+1) S / M          two_shot: 3 sigma + (3n-1) S / (n M)
-#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -43,33 +42,6 @@
 
 namespace ddl {
 namespace detail {
-
-/// Every rank sends the `bytes` at `table + rank * bytes` to every other rank;
-/// peer p's arrive at `table + p * bytes` (`table` may be null when `bytes`
-/// is 0: a barrier). At most 16 peers per round (round k: send to r + d,
-/// receive from r - d for the round's distances d), so the transport never
-/// holds more than 16 receives of it at once.
-template <class Transport>
-void exchange_with_all(Transport& t, std::byte* table, std::size_t bytes, const call_context& c, tag tg,
-                       const char* what) {
-  using request = typename Transport::request;
-  constexpr int batch = 16;
-  const int n = t.size(), r = t.rank();
-  const int rounds = (n - 1 + batch - 1) / batch;
-  auto at = [&](int rank) { return table ? table + static_cast<std::size_t>(rank) * bytes : nullptr; };
-  std::array<request, batch> sends, recvs;
-  for (int d0 = 1, round = 0; d0 < n; d0 += batch, ++round) {
-    const int d1 = d0 + batch < n ? d0 + batch : n;
-    for (int d = d0; d < d1; ++d) {
-      const int from = (r - d + n) % n;
-      recvs[d - d0] = t.irecv(from, mutable_bytes{at(from), bytes}, tg);
-    }
-    for (int d = d0; d < d1; ++d) sends[d - d0] = t.isend((r + d) % n, const_bytes{at(r), bytes}, tg);
-    const phase_name ph{what, round, rounds};
-    for (int d = d0; d < d1; ++d) wait_in_phase(t, recvs[d - d0], c, ph);
-    for (int d = d0; d < d1; ++d) wait_in_phase(t, sends[d - d0], c, ph);
-  }
-}
 
 /// What the direct strategies share: the address table, the checks, and the
 /// direct reduce-scatter and all-gather.

@@ -57,8 +57,10 @@ struct tag_offset {
   /// Direct strategies (`one_shot`, `two_shot`): the address exchange, the
   /// end of the reduce phase, the end of the call.
   static constexpr tag addresses = 1, reduced = 2, call_done = 3;
-  /// First offset free for user-written strategies (up to 255).
+  /// First offset free for user-written strategies (up to 254).
   static constexpr tag user = 128;
+  /// The call check of `options::check_calls` (`DDL_CHECK=1`), before the call's own messages.
+  static constexpr tag check = 255;
 };
 
 /// Local copy of `bytes` (ranges may overlap) in the call's memory.
@@ -179,6 +181,36 @@ void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, c
   while (r_done < r_posted) finish_recv();
   while (s_done < s_posted) finish_send();
 }
+
+namespace detail {
+/// Every rank sends the `bytes` at `table + rank * bytes` to every other rank;
+/// peer p's arrive at `table + p * bytes` (`table` may be null when `bytes`
+/// is 0: a barrier). At most 16 peers per round (round k: send to r + d,
+/// receive from r - d for the round's distances d), so the transport never
+/// holds more than 16 receives of it at once.
+template <class Transport>
+void exchange_with_all(Transport& t, std::byte* table, std::size_t bytes, const call_context& c, tag tg,
+                       const char* what) {
+  using request = typename Transport::request;
+  constexpr int batch = 16;
+  const int n = t.size(), r = t.rank();
+  const int rounds = (n - 1 + batch - 1) / batch;
+  auto at = [&](int rank) { return table ? table + static_cast<std::size_t>(rank) * bytes : nullptr; };
+  std::array<request, batch> sends, recvs;
+  for (int d0 = 1, round = 0; d0 < n; d0 += batch, ++round) {
+    const int d1 = d0 + batch < n ? d0 + batch : n;
+    for (int d = d0; d < d1; ++d) {
+      const int from = (r - d + n) % n;
+      recvs[d - d0] = t.irecv(from, mutable_bytes{at(from), bytes}, tg);
+    }
+    for (int d = d0; d < d1; ++d) sends[d - d0] = t.isend((r + d) % n, const_bytes{at(r), bytes}, tg);
+    const phase_name ph{what, round, rounds};
+    for (int d = d0; d < d1; ++d) wait_in_phase(t, recvs[d - d0], c, ph);
+    for (int d = d0; d < d1; ++d) wait_in_phase(t, sends[d - d0], c, ph);
+  }
+}
+
+}  // namespace detail
 
 /// \name The step vocabulary
 /// What a strategy is written in (NCCL's primitives are the model): each
