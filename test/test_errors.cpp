@@ -242,3 +242,17 @@ TEST_CASE("DDL_CHECK is read from the environment and bad values are named") {
   unsetenv("DDL_CHECK");
   CHECK(!ddl::options::from_env().check_calls);
 }
+
+TEST_CASE("a default-constructed multi_ring<dynamic_extents> is the flat ring over its group") {
+  for (int n : {1, 4}) {
+    CAPTURE(n);
+    std::vector<int> out0(static_cast<std::size_t>(n), -1);
+    ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+      ddl::communicator<ddl::multi_ring<ddl::dynamic_extents>, ddl::local_transport> comm(t);
+      std::vector<int> in(5, t.rank() + 1), out(5, -1);
+      comm.all_reduce(ddl::host_view(std::as_const(in)), ddl::host_view(out), ddl::op::sum);
+      out0[static_cast<std::size_t>(t.rank())] = out[4];
+    });
+    for (int v : out0) CHECK(v == n * (n + 1) / 2);
+  }
+}

@@ -96,6 +96,12 @@ TEST_CASE("DDL_TOPOLOGY parses units and points at the offending field") {
   CHECK(error_of("4:1GB/s:3parsecs").find("latency '3parsecs': unknown unit") != std::string::npos);
   CHECK(error_of("4:1GB/s:3us:0").find("links '0'") != std::string::npos);
   CHECK(error_of("").find("empty") != std::string::npos);
+  // Numbers no link has: infinities and absurd magnitudes.
+  CHECK(error_of("4:1e400GB/s:1us").find("bandwidth '1e400GB/s' is not finite") != std::string::npos);
+  CHECK(error_of("4:2000TB/s:1us").find("bandwidth above 1 PB/s") != std::string::npos);
+  CHECK(error_of("4:1GB/s:1e300s").find("latency above 1000 s") != std::string::npos);
+  CHECK(error_of("4:1GB/s:1us:x1e400GB/s").find("is not finite") != std::string::npos);
+  CHECK_THROWS_AS(ddl::topology::uniform(4, 1e300, 1e-6), ddl::topology_error);
 
   setenv("DDL_TOPOLOGY", "2:1GB/s:1us,3:1GB/s:1us", 1);
   CHECK(ddl::topology::from_env(6, ddl::topology::uniform(6, 1, 1)).count() == 2);

@@ -331,8 +331,13 @@ class multi_ring {
     rb_.validate(rb_.box.size());
   }
 
-  /// Throws `topology_error` unless the box holds exactly `ranks` ranks.
-  void validate(int ranks) const { rb_.validate(ranks); }
+  /// Throws `topology_error` unless the box holds exactly `ranks` ranks. A
+  /// box without dimensions (a default-constructed `dynamic_extents`) becomes
+  /// the flat ring over the group.
+  void validate(int ranks) {
+    if (rb_.box.dims() == 0) rb_ = detail::ring_box::natural(dynamic_extents{ranks});
+    rb_.validate(ranks);
+  }
   const detail::ring_box& box() const noexcept { return rb_; }
   std::string describe() const { return std::string(name) + " " + rb_.str(); }
 

@@ -22,6 +22,7 @@
 /// Bandwidth units: B/s KB/s MB/s GB/s (powers of 1000), KiB/s MiB/s GiB/s,
 /// Kbit/s Mbit/s Gbit/s (also tc's kbit mbit gbit). Latency units: s ms us ns.
 #include <array>
+#include <cmath>
 #include <cctype>
 #include <cstdio>
 #include <initializer_list>
@@ -107,11 +108,15 @@ class topology {
     for (std::size_t i = 0; i < count_; ++i) p *= levels_[i].extent;
     return p;
   }
+  /// Link figures past these are rejected as no link's (and infinities with them).
+  static constexpr double max_bandwidth = 1e15, max_latency = 1000;
   void add(const level& l) {
     if (count_ == max_dims) throw topology_error("a topology has at most " + std::to_string(max_dims) + " levels");
-    if (l.extent < 1 || !(l.bandwidth > 0) || l.latency < 0 || l.links < 0 || l.exchange < 0)
+    if (l.extent < 1 || !(l.bandwidth > 0 && l.bandwidth <= max_bandwidth) || !(l.latency >= 0 && l.latency <= max_latency) ||
+        l.links < 0 || !(l.exchange >= 0 && l.exchange <= max_bandwidth))
       throw topology_error("level " + std::to_string(count_ + 1) +
-                           " needs extent >= 1, bandwidth > 0, latency >= 0, links >= 0, exchange >= 0");
+                           " needs extent >= 1, 0 < bandwidth <= 1 PB/s, 0 <= latency <= 1000 s, links >= 0, "
+                           "0 <= exchange <= 1 PB/s");
     levels_[count_++] = l;
   }
   /// Throws `topology_error` unless the levels hold exactly `ranks` ranks.
@@ -171,7 +176,11 @@ inline double parse_quantity(const char* source, const std::string& whole, const
   if (*end != '\0') topology_parse_error(source, whole, f.at, pos, std::string(what) + " '" + num + "' is not a number");
   const std::string unit = s.substr(pos);
   for (std::size_t i = 0; i < nunits; ++i)
-    if (unit == units[i].first) return v * units[i].second;
+    if (unit == units[i].first) {
+      const double q = v * units[i].second;
+      if (!std::isfinite(q)) topology_parse_error(source, whole, f.at, s.size(), std::string(what) + " '" + s + "' is not finite");
+      return q;
+    }
   topology_parse_error(source, whole, f.at + pos, unit.size(),
                        std::string(what) + " '" + s + "': unknown unit '" + unit + "' (use " + unit_list + ")");
 }
@@ -216,9 +225,13 @@ inline topology topology::parse(const std::string& text, const char* source) {
     l.bandwidth = detail::parse_quantity(source, text, f[1], (where + ": bandwidth").c_str(), bw_units,
                                          sizeof bw_units / sizeof bw_units[0], "B/s, KB/s, MB/s, GB/s, GiB/s, Mbit/s, Gbit/s");
     if (!(l.bandwidth > 0)) detail::topology_parse_error(source, text, f[1].at, f[1].text.size(), where + ": bandwidth must be positive");
+    if (l.bandwidth > max_bandwidth)
+      detail::topology_parse_error(source, text, f[1].at, f[1].text.size(), where + ": bandwidth above 1 PB/s is not a link's");
     l.latency = detail::parse_quantity(source, text, f[2], (where + ": latency").c_str(), lat_units,
                                        sizeof lat_units / sizeof lat_units[0], "s, ms, us, ns");
     if (l.latency < 0) detail::topology_parse_error(source, text, f[2].at, f[2].text.size(), where + ": latency must not be negative");
+    if (l.latency > max_latency)
+      detail::topology_parse_error(source, text, f[2].at, f[2].text.size(), where + ": latency above 1000 s is not a link's");
     // Optional fields after the latency: a link count, an exchange bandwidth ('x...'), once each.
     bool have_links = false;
     for (std::size_t k = 3; k < nf; ++k) {
