@@ -3,6 +3,7 @@
 // receive-then-reduce pipeline through a transport that lacks irecv_reduce.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -212,11 +213,20 @@ TEST_CASE("local: a small send is copied at once and complete on return; its buf
 TEST_CASE("local: too many sends in flight is an error, not a hang") {
   ddl::local_fabric fabric(2);
   auto t = fabric.transport(0);
-  int v = 0;
+  std::byte v[64] = {};  // above eager_bytes: each send stays in flight until received
   std::vector<ddl::local_transport::request> reqs;
-  for (int i = 0; i < ddl::local_transport::max_in_flight; ++i)
-    reqs.push_back(t.isend(1, {reinterpret_cast<const std::byte*>(&v), 4}, 1));
-  CHECK_THROWS_AS(t.isend(1, {reinterpret_cast<const std::byte*>(&v), 4}, 1), ddl::transport_error);
+  for (int i = 0; i < ddl::local_transport::max_in_flight; ++i) reqs.push_back(t.isend(1, {v, sizeof v}, 1));
+  CHECK_THROWS_AS(t.isend(1, {v, sizeof v}, 1), ddl::transport_error);
+  // Small sends complete at once: half a mailbox of them never counts against
+  // the requests a rank may hold; past that they are ordinary requests.
+  ddl::local_fabric f2(2);
+  auto t2 = f2.transport(0);
+  std::vector<ddl::local_transport::request> small;
+  for (int i = 0; i < ddl::local_transport::max_in_flight / 2 + ddl::local_transport::max_in_flight; ++i)
+    small.push_back(t2.isend(1, {v, 4}, 1));
+  CHECK(std::count_if(small.begin(), small.end(), [](const auto& r) { return !r.active(); }) ==
+        ddl::local_transport::max_in_flight / 2);
+  CHECK_THROWS_AS(t2.isend(1, {v, 4}, 1), ddl::transport_error);
 }
 
 TEST_CASE("local: a rank that throws aborts the others at once, and its error is the one rethrown") {

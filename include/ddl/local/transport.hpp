@@ -219,6 +219,10 @@ class local_fabric {
  private:
   friend class local_transport;
   static constexpr int K = local_transport::max_in_flight;
+  // Mailbox slots per (sender, receiver): the sender's own requests (at most
+  // K) plus eager messages not yet taken (at most K / 2: a message goes eager
+  // only while fewer than K / 2 slots are taken).
+  static constexpr int slots_per_channel = K + K / 2;
 
   // Slot state word: generation << 3 | state. The generation makes a stale
   // compare-and-swap fail after the sender cancelled and reposted.
@@ -246,7 +250,7 @@ class local_fabric {
   // atomic (without it, a scan could pass an empty slot that an older
   // message then fills, and match a newer one first).
   struct alignas(64) channel {
-    std::array<send_slot, K> slots;
+    std::array<send_slot, slots_per_channel> slots;
     std::atomic<std::uint64_t> published{0};
     std::uint64_t next_seq = 0;     // sender only
     std::uint64_t generation = 0;   // sender only
@@ -308,12 +312,16 @@ inline local_transport::request local_transport::isend(int peer, const_bytes dat
     throw invalid_argument("isend: peer " + std::to_string(peer) + " out of range");
   if (!data.data && data.size) throw invalid_argument("isend: null data with non-zero size");
   auto& ch = fabric_->make_channel(rank_, peer);
-  int free_slot = -1, busy = 0;
-  for (int i = 0; i < local_fabric::K; ++i) {
-    if ((ch.slots[i].state.load(std::memory_order_acquire) & local_fabric::s_mask) != local_fabric::s_free) ++busy;
-    else if (free_slot < 0) free_slot = i;
+  int free_slot = -1, busy = 0, owned = 0;  // owned: slots held by this rank's requests (not eager)
+  for (int i = 0; i < local_fabric::slots_per_channel; ++i) {
+    if ((ch.slots[i].state.load(std::memory_order_acquire) & local_fabric::s_mask) != local_fabric::s_free) {
+      ++busy;
+      owned += !ch.slots[i].eager;
+    } else if (free_slot < 0) {
+      free_slot = i;
+    }
   }
-  if (free_slot >= 0) {
+  if (free_slot >= 0 && owned < local_fabric::K) {
     const int i = free_slot;
     auto& s = ch.slots[i];
     s.t.store(t, std::memory_order_relaxed);
@@ -399,7 +407,7 @@ inline bool local_transport::progress() {
       int best = -1;
       std::uint64_t best_word = 0, best_seq = 0;
       const std::uint64_t published = ch->published.load(std::memory_order_acquire);
-      for (int i = 0; i < local_fabric::K; ++i) {
+      for (int i = 0; i < local_fabric::slots_per_channel; ++i) {
         const std::uint64_t w = ch->slots[i].state.load(std::memory_order_acquire);
         if ((w & local_fabric::s_mask) != local_fabric::s_posted) continue;
         if (ch->slots[i].t.load(std::memory_order_relaxed) != e.t) continue;
