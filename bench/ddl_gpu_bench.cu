@@ -1,9 +1,12 @@
 // ddl-gpu-bench: the CUDA back-end against memory bandwidth, on one GPU.
 //
-//   ddl-gpu-bench reduce    [-b 1M] [-e 1G] [-f 4] [-n 20]
-//       device reduction (dst = a + b, float32) vs cudaMemcpy device-to-device
-//       of the same size, both as memory traffic per second (reduce moves 3S
-//       bytes, copy 2S); ratio = reduce_bw / copy_bw (goal >= 0.90).
+//   ddl-gpu-bench reduce    [-b 1M] [-e 1G] [-f 4] [-n 20] [-d float] [-o sum]
+//       the device reduction dst = a (op) b through both engines (ddl's
+//       vectorised kernel and CCCL's cub::DeviceTransform) beside cudaMemcpy
+//       device-to-device of the same size, all as memory traffic per second
+//       (a reduction moves 3S bytes, a copy 2S); ratio = reduce_bw / copy_bw.
+//       thrust::transform has no column: CCCL 3 runs it through the same
+//       cub::DeviceTransform.
 //   ddl-gpu-bench allreduce [--ranks 2,4,8] [--strategy ring|auto] [-b 1M] [-e 1G] [-f 4] [-n 10]
 //       all-reduce over cuda_peer_transport, all ranks on GPU 0, against the
 //       memory-traffic floor 2 n S / M_hbm (M_hbm: the copy bandwidth measured
@@ -14,6 +17,11 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <thrust/count.h>
+#include <thrust/device_vector.h>
+#include <thrust/execution_policy.h>
+#include <thrust/fill.h>
 
 #include <ddl/cuda.hpp>
 
@@ -27,6 +35,8 @@ struct settings {
   int iters = 20;
   std::vector<int> ranks{2, 4, 8};
   std::string strategy = "ring";
+  ddl::dtype type = ddl::dtype::float32;
+  ddl::op oper = ddl::op::sum;
 };
 
 double median(std::vector<double> v) {
@@ -76,21 +86,29 @@ std::vector<std::size_t> sizes(const settings& s) {
 }
 
 int reduce_mode(const settings& s) {
-  std::printf("# ddl-gpu-bench reduce: float32 sum, dst = a + b vs cudaMemcpy D2D; median of %d\n", s.iters);
-  std::printf("# %12s %12s %12s %12s %12s %8s\n", "size(B)", "copy_us", "copy_GB/s", "reduce_us", "reduce_GB/s", "ratio");
+  const ddl::reduction r{s.type, s.oper};
+  const std::size_t esize = ddl::size_of(s.type);
+  std::printf("# ddl-gpu-bench reduce: %s %s, dst = a (op) b, engines kernel (ddl) and cub (CCCL"
+              " cub::DeviceTransform) vs cudaMemcpy D2D; GB/s of memory traffic; median of %d\n",
+              ddl::name_of(s.type), ddl::name_of(s.oper), s.iters);
+  std::printf("# %12s %10s %10s %10s %10s %8s %10s %10s %8s %8s\n", "size(B)", "copy_us", "copy_GB/s", "kernel_us",
+              "kernel_GB/s", "kernel/c", "cub_us", "cub_GB/s", "cub/c", "cub/kern");
   for (std::size_t bytes : sizes(s)) {
-    const std::size_t n = bytes / 4;
-    float *a = nullptr, *b = nullptr, *c = nullptr;
+    const std::size_t n = bytes / esize;
+    void *a = nullptr, *b = nullptr, *c = nullptr;
     DDL_CUDA_CHECK(cudaMalloc(&a, bytes));
     DDL_CUDA_CHECK(cudaMalloc(&b, bytes));
     DDL_CUDA_CHECK(cudaMalloc(&c, bytes));
     DDL_CUDA_CHECK(cudaMemset(a, 0, bytes));
     DDL_CUDA_CHECK(cudaMemset(b, 0, bytes));
-    const ddl::reduction r{ddl::dtype::float32, ddl::op::sum};
-    const double tr = time_on_stream(nullptr, s.iters, [&] { ddl::cuda::reduce(c, a, b, n, r, nullptr); });
+    using ddl::cuda::reduce_engine;
+    const double tk = time_on_stream(nullptr, s.iters, [&] { ddl::cuda::reduce(c, a, b, n, r, nullptr, reduce_engine::kernel); });
+    const double tu = time_on_stream(nullptr, s.iters, [&] { ddl::cuda::reduce(c, a, b, n, r, nullptr, reduce_engine::cub); });
     const double tc = copy_seconds(bytes, s.iters);
-    const double bw_c = 2.0 * bytes / tc / 1e9, bw_r = 3.0 * bytes / tr / 1e9;
-    std::printf("  %12zu %12.1f %12.1f %12.1f %12.1f %8.3f\n", bytes, tc * 1e6, bw_c, tr * 1e6, bw_r, bw_r / bw_c);
+    const double bw_c = 2.0 * bytes / tc / 1e9, bw_k = 3.0 * bytes / tk / 1e9, bw_u = 3.0 * bytes / tu / 1e9;
+    std::printf("  %12zu %10.1f %10.1f %10.1f %10.1f %8.3f %10.1f %10.1f %8.3f %8.3f\n", bytes, tc * 1e6, bw_c, tk * 1e6,
+                bw_k, bw_k / bw_c, tu * 1e6, bw_u, bw_u / bw_c, tk / tu);
+    std::fflush(stdout);
     (void)cudaFree(a);
     (void)cudaFree(b);
     (void)cudaFree(c);
@@ -116,26 +134,20 @@ int allreduce_mode(const settings& s, const Strategy& strategy) {
       ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
       fab.run([&](ddl::cuda_peer_transport& t) {
         ddl::communicator<Strategy, ddl::cuda_peer_transport> comm(t, strategy);
-        float* d = nullptr;
-        DDL_CUDA_CHECK(cudaMalloc(&d, bytes));
-        std::vector<float> h(count, 1.0f);
+        const auto on = thrust::cuda::par.on(t.stream());
+        thrust::device_vector<float> d(count);
         for (int i = 0; i < s.iters + 2; ++i) {
-          DDL_CUDA_CHECK(cudaMemcpyAsync(d, h.data(), bytes, cudaMemcpyHostToDevice, t.stream()));
-          DDL_CUDA_CHECK(cudaStreamSynchronize(t.stream()));
+          thrust::fill(on, d.begin(), d.end(), 1.0f);  // returns when the fill is done
           bar.arrive_and_wait();
           const auto t0 = std::chrono::steady_clock::now();
-          comm.all_reduce(ddl::device_view(d, count, 0, t.stream()), ddl::op::sum);
+          comm.all_reduce(ddl::device_view(thrust::raw_pointer_cast(d.data()), count, 0, t.stream()), ddl::op::sum);
           DDL_CUDA_CHECK(cudaStreamSynchronize(t.stream()));
           bar.arrive_and_wait();
           const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (t.rank() == 0 && i >= 2) times.push_back(dt);
         }
-        std::vector<float> back(count);
-        DDL_CUDA_CHECK(cudaMemcpy(back.data(), d, bytes, cudaMemcpyDeviceToHost));
-        long w = 0;
-        for (float v : back) w += v != static_cast<float>(n);
+        const long w = static_cast<long>(count) - static_cast<long>(thrust::count(on, d.begin(), d.end(), float(n)));
         if (t.rank() == 0) wrong = w;
-        (void)cudaFree(d);
       });
       const double tm = median(times);
       std::printf("  %5d %12zu %12.1f %12.2f %12.1f %9.3f %6ld\n", n, bytes, tm * 1e6, bytes / tm / 1e9,
@@ -148,7 +160,7 @@ int allreduce_mode(const settings& s, const Strategy& strategy) {
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "ddl-gpu-bench: %s\nusage: ddl-gpu-bench reduce|allreduce [-b N] [-e N] [-f F] [-n ITERS]"
-                       " [--ranks 2,4,8] [--strategy ring|auto]\n", why.c_str());
+                       " [--ranks 2,4,8] [--strategy ring|auto] [-d DTYPE] [-o OP]\n", why.c_str());
   std::exit(2);
 }
 
@@ -168,6 +180,8 @@ int main(int argc, char** argv) {
       else if (a == "-f") s.f = std::stod(v);
       else if (a == "-n") s.iters = std::stoi(v);
       else if (a == "--strategy") s.strategy = v;
+      else if (a == "-d") s.type = ddl::parse_dtype(v);
+      else if (a == "-o") s.oper = ddl::parse_op(v);
       else if (a == "--ranks") {
         s.ranks.clear();
         for (std::size_t p = 0; p < v.size();) {
@@ -180,7 +194,7 @@ int main(int argc, char** argv) {
       usage(e.what());
     }
   }
-  if (s.f <= 1 || s.iters < 1 || s.b < 4 || s.e < s.b) usage("bad sweep");
+  if (s.f <= 1 || s.iters < 1 || s.b < 8 || s.e < s.b) usage("bad sweep");
   if (ddl::cuda::device_count() == 0) {
     std::puts("skipped: no CUDA device");
     return 77;

@@ -1,7 +1,9 @@
 #pragma once
 // Shared helpers for the ddl test suites: integer-valued, index-dependent
-// inputs whose reductions are exact in every dtype, a thread barrier, and a
-// failure log that worker threads fill and the test thread asserts on.
+// inputs whose reductions are exact in every dtype (host and device code: the
+// CUDA tests fill and check device buffers with them through Thrust), a
+// thread barrier, and a failure log that worker threads fill and the test
+// thread asserts on.
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -14,21 +16,21 @@
 
 namespace ddl_test {
 
-inline std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
+DDL_HOST_DEVICE inline std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
 
-inline std::uint64_t hash(int rank, std::size_t index, std::uint64_t salt = 0) {
+DDL_HOST_DEVICE inline std::uint64_t hash(int rank, std::size_t index, std::uint64_t salt = 0) {
   return mix(mix(static_cast<std::uint64_t>(rank) * 0x100000001b3ull + salt) ^ index);
 }
 
 // Largest |value| per rank such that a sum over 32 ranks stays an exactly
 // representable integer at every partial step (bf16: 8 mantissa bits -> 256;
 // half: 11 bits -> 2048; the rest have room to spare).
-inline std::int64_t magnitude(ddl::dtype t) {
+DDL_HOST_DEVICE inline std::int64_t magnitude(ddl::dtype t) {
   switch (t) {
     case ddl::dtype::bfloat16: return 8;
     case ddl::dtype::float16: return 63;
@@ -39,7 +41,7 @@ inline std::int64_t magnitude(ddl::dtype t) {
 // Input of `rank` at element `index` for op `o`, as an exact integer.
 // prod: +-1 mostly, +-2 only on ranks divisible by 4 (|product| <= 2^8 for
 // 32 ranks), so products stay exact and never overflow int32.
-inline std::int64_t input_value(ddl::dtype t, ddl::op o, int rank, std::size_t index) {
+DDL_HOST_DEVICE inline std::int64_t input_value(ddl::dtype t, ddl::op o, int rank, std::size_t index) {
   const std::uint64_t h = hash(rank, index, static_cast<std::uint64_t>(o) + 1);
   if (o == ddl::op::prod) {
     const std::int64_t mag = (rank % 4 == 0 && (h & 1)) ? 2 : 1;
@@ -50,7 +52,7 @@ inline std::int64_t input_value(ddl::dtype t, ddl::op o, int rank, std::size_t i
 }
 
 template <class T>
-T to_element(std::int64_t v) {
+DDL_HOST_DEVICE T to_element(std::int64_t v) {
   if constexpr (std::is_same_v<T, ddl::half> || std::is_same_v<T, ddl::bfloat16>)
     return T(static_cast<float>(v));
   else
@@ -60,7 +62,7 @@ T to_element(std::int64_t v) {
 // Exact reduction of the inputs of `ranks` ranks at `index`, in T (avg
 // divided once at the end, as the op defines it).
 template <class T>
-T expected_value(ddl::op o, int ranks, std::size_t index) {
+DDL_HOST_DEVICE T expected_value(ddl::op o, int ranks, std::size_t index) {
   const ddl::dtype t = ddl::dtype_of_v<T>;
   std::int64_t acc = input_value(t, o, 0, index);
   for (int r = 1; r < ranks; ++r) {

@@ -4,7 +4,8 @@
 #   build     configure build/gpu (MPI only when found) and build the CUDA targets
 #   test      ddl_test_cuda (CTest's 'cuda'), ctest staged + the CUDA example -> tests.log
 #   sanitize  compute-sanitizer memcheck and racecheck on ddl_test_cuda -> sanitizer.log
-#   bench     ddl-gpu-bench reduce and allreduce (ring, auto)       -> reduce.txt, allreduce-*.txt
+#   bench     ddl-gpu-bench reduce (both engines, 4 dtypes) and allreduce (ring, auto)
+#             -> reduce.txt, allreduce-*.txt
 # Every step has its own time limit; machine.txt records the GPU, driver,
 # toolkit and commit. Each phase's exit status is printed; the script exits
 # non-zero when any step failed.
@@ -50,6 +51,8 @@ for phase in "$@"; do
     test)
       # ddl_test_cuda is CTest's 'cuda' test; run directly for its per-case durations.
       step test_cuda 360 "$out/tests.log" env DDL_TIMEOUT=60 "$build/test/ddl_test_cuda" --duration=true
+      step test_cuda_cub 360 "$out/tests.log" env DDL_TIMEOUT=60 DDL_CUDA_REDUCE=cub "$build/test/ddl_test_cuda" \
+        --duration=true '-tc=*collective*,*random floats*,*staging*,*DDL_CUDA_REDUCE*'
       step ctest 120 "$out/tests.log" ctest --test-dir "$build" -R 'staged|example.allreduce_cuda' \
         --output-on-failure --timeout 100
       ;;
@@ -62,7 +65,10 @@ for phase in "$@"; do
         "$build/test/ddl_test_cuda" -tc='*random floats*'
       ;;
     bench)
-      step reduce 120 "$out/reduce.txt" "$build/bench/ddl-gpu-bench" reduce -b 1M -e 1G -f 4 -n 20
+      # Both device-reduction engines (ddl's kernel, CCCL's cub) beside a D2D copy, per dtype.
+      for d in float half bfloat16 double; do
+        step "reduce_$d" 120 "$out/reduce.txt" "$build/bench/ddl-gpu-bench" reduce -d "$d" -b 1M -e 1G -f 4 -n 20
+      done
       step allreduce_ring 240 "$out/allreduce-ring.txt" "$build/bench/ddl-gpu-bench" allreduce \
         --ranks 2,4,8 --strategy ring -b 1M -e 1G -f 4 -n 10
       step allreduce_auto 200 "$out/allreduce-auto.txt" "$build/bench/ddl-gpu-bench" allreduce \

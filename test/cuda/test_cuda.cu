@@ -1,12 +1,23 @@
-// The CUDA back-end on a real GPU: device reductions against the host
-// kernels (bit for bit), every collective over cuda_peer_transport with 1-8
-// ranks on one GPU, and device buffers through the staging pipeline.
+// The CUDA back-end on a real GPU: device reductions of both engines (ddl's
+// kernel, CCCL's cub::DeviceTransform) against the host kernels (bit for bit),
+// every collective over cuda_peer_transport with 1-8 ranks on one GPU, and
+// device buffers through the staging pipeline. Buffers are
+// thrust::device_vector; inputs and expected results are computed on the
+// device (thrust::tabulate over the suite's exact-integer pattern) and
+// compared there (thrust::mismatch on the bits).
 // Without a device it reports "skipped: no CUDA device" and exits 77, which
 // CTest shows as skipped (never as a pass).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <thrust/copy.h>
+#include <thrust/device_vector.h>
+#include <thrust/execution_policy.h>
+#include <thrust/mismatch.h>
+#include <thrust/tabulate.h>
+
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -17,87 +28,118 @@
 namespace {
 
 template <class T>
-struct device_buffer {
-  explicit device_buffer(std::size_t n) : count(n) {
-    DDL_CUDA_CHECK(cudaMalloc(&ptr, std::max<std::size_t>(n, 1) * sizeof(T) + 64));
-  }
-  ~device_buffer() { (void)cudaFree(ptr); }
-  device_buffer(const device_buffer&) = delete;
-  device_buffer& operator=(const device_buffer&) = delete;
-  T* get(std::size_t offset = 0) const { return static_cast<T*>(ptr) + offset; }
-  // cudaMemcpy from pageable memory may return before the DMA lands, and a
-  // non-blocking stream does not wait for it: finish the copy here, so a
-  // collective on any stream reads the uploaded data.
-  void upload(const std::vector<T>& v, std::size_t offset = 0) const {
-    DDL_CUDA_CHECK(cudaMemcpy(get(offset), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-    DDL_CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  std::vector<T> download(std::size_t n, std::size_t offset = 0) const {
-    std::vector<T> v(n);
-    DDL_CUDA_CHECK(cudaMemcpy(v.data(), get(offset), n * sizeof(T), cudaMemcpyDeviceToHost));
-    return v;
-  }
-  void* ptr = nullptr;
-  std::size_t count;
-};
+using dvec = thrust::device_vector<T>;
+
+template <class T>
+T* raw(dvec<T>& v, std::size_t offset = 0) {
+  return thrust::raw_pointer_cast(v.data()) + offset;
+}
+
+// Host data to the device at `offset` (synchronous: a collective on any
+// stream reads it afterwards), and back.
+template <class T>
+void upload(dvec<T>& d, const std::vector<T>& h, std::size_t offset = 0) {
+  thrust::copy(h.begin(), h.end(), d.begin() + static_cast<std::ptrdiff_t>(offset));
+}
+template <class T>
+std::vector<T> download(const dvec<T>& d, std::size_t n, std::size_t offset = 0) {
+  std::vector<T> h(n);
+  thrust::copy(d.begin() + static_cast<std::ptrdiff_t>(offset), d.begin() + static_cast<std::ptrdiff_t>(offset + n),
+               h.begin());
+  return h;
+}
 
 template <class T>
 bool same(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
-// Exact-integer inputs of `rank` for op `o` (the suite's shared pattern).
+// The suite's exact-integer input of `rank`, and the exact reduction over
+// `ranks`, as device functors for thrust::tabulate (offset: first index).
 template <class T>
-std::vector<T> inputs(ddl::op o, int rank, std::size_t count) {
-  std::vector<T> v(count);
-  for (std::size_t i = 0; i < count; ++i) v[i] = ddl_test::to_element<T>(ddl_test::input_value(ddl::dtype_of_v<T>, o, rank, i));
-  return v;
-}
+struct input_fn {
+  ddl::op o;
+  int rank;
+  std::size_t first;
+  __host__ __device__ T operator()(std::size_t i) const {
+    return ddl_test::to_element<T>(ddl_test::input_value(ddl::dtype_of_v<T>, o, rank, first + i));
+  }
+};
 template <class T>
-std::vector<T> expected(ddl::op o, int ranks, std::size_t count) {
-  std::vector<T> v(count);
-  for (std::size_t i = 0; i < count; ++i) v[i] = ddl_test::expected_value<T>(o, ranks, i);
-  return v;
+struct expected_fn {
+  ddl::op o;
+  int ranks;
+  std::size_t first;
+  __host__ __device__ T operator()(std::size_t i) const { return ddl_test::expected_value<T>(o, ranks, first + i); }
+};
+
+// Equal bits (NaN payloads and signed zeros included).
+template <class T>
+struct same_bits_fn {
+  __host__ __device__ bool operator()(const T& a, const T& b) const {
+    unsigned char x[sizeof(T)], y[sizeof(T)];
+    memcpy(x, &a, sizeof(T));
+    memcpy(y, &b, sizeof(T));
+    for (std::size_t k = 0; k < sizeof(T); ++k)
+      if (x[k] != y[k]) return false;
+    return true;
+  }
+};
+
+// -1 when the first `n` elements of `got` and `want` have the same bits, else
+// the first index that differs; on `stream`, compared on the device.
+template <class T>
+long first_difference(const T* got, const T* want, std::size_t n, cudaStream_t stream) {
+  const auto p = thrust::mismatch(thrust::cuda::par.on(stream), got, got + n, want, same_bits_fn<T>{});
+  return p.first == got + n ? -1 : static_cast<long>(p.first - got);
 }
 
 }  // namespace
 
-TEST_CASE("cuda: device reductions equal the host kernels bit for bit, aligned or not, in place or not") {
+TEST_CASE("cuda: DDL_CUDA_REDUCE names an engine or is an error naming it") {
+  CHECK(std::string(ddl::cuda::name_of(ddl::cuda::default_reduce_engine())) ==
+        (std::getenv("DDL_CUDA_REDUCE") ? std::getenv("DDL_CUDA_REDUCE") : "kernel"));
+  CHECK(std::string(ddl::cuda::name_of(ddl::cuda::reduce_engine::cub)) == "cub");
+}
+
+TEST_CASE("cuda: device reductions of both engines equal the host kernels bit for bit, aligned or not, in place or not") {
   std::mt19937 gen(7);
   std::normal_distribution<double> dist(0.0, 100.0);
-  for (ddl::dtype dt : ddl::all_dtypes)
-    for (ddl::op o : ddl::all_ops)
-      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000003}})
-        for (std::size_t off : {std::size_t{0}, std::size_t{1}})
-          ddl::visit_dtype(dt, [&](auto tag) {
-            using T = decltype(tag);
-            CAPTURE(ddl::name_of(dt));
-            CAPTURE(ddl::name_of(o));
-            CAPTURE(count);
-            CAPTURE(off);
-            std::vector<T> a(count), b(count);
-            for (std::size_t i = 0; i < count; ++i) {
-              a[i] = T(static_cast<float>(std::round(dist(gen))));
-              b[i] = T(static_cast<float>(std::round(dist(gen))));
-            }
-            const ddl::reduction r{dt, o};
-            std::vector<T> want(count);
-            ddl::host::reduce(want.data(), a.data(), b.data(), count, r);
-            ddl::host::finalize(want.data(), count, r, 3);
-            device_buffer<T> da(count + 1), db(count + 1), dc(count + 1);
-            da.upload(a, off);
-            db.upload(b, off);
-            ddl::cuda::reduce(dc.get(off), da.get(off), db.get(off), count, r, nullptr);
-            ddl::cuda::finalize(dc.get(off), count, r, 3, nullptr);
-            CHECK(same(dc.download(count, off), want));
-            ddl::cuda::reduce(da.get(off), da.get(off), db.get(off), count, r, nullptr);  // dst == a
-            ddl::cuda::finalize(da.get(off), count, r, 3, nullptr);
-            CHECK(same(da.download(count, off), want));
-            da.upload(a, off);
-            ddl::cuda::reduce(db.get(off), da.get(off), db.get(off), count, r, nullptr);  // dst == b
-            ddl::cuda::finalize(db.get(off), count, r, 3, nullptr);
-            CHECK(same(db.download(count, off), want));
-          });
+  for (ddl::cuda::reduce_engine engine : {ddl::cuda::reduce_engine::kernel, ddl::cuda::reduce_engine::cub})
+    for (ddl::dtype dt : ddl::all_dtypes)
+      for (ddl::op o : ddl::all_ops)
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000003}})
+          for (std::size_t off : {std::size_t{0}, std::size_t{1}})
+            ddl::visit_dtype(dt, [&](auto tag) {
+              using T = decltype(tag);
+              CAPTURE(ddl::cuda::name_of(engine));
+              CAPTURE(ddl::name_of(dt));
+              CAPTURE(ddl::name_of(o));
+              CAPTURE(count);
+              CAPTURE(off);
+              std::vector<T> a(count), b(count);
+              for (std::size_t i = 0; i < count; ++i) {
+                a[i] = T(static_cast<float>(std::round(dist(gen))));
+                b[i] = T(static_cast<float>(std::round(dist(gen))));
+              }
+              const ddl::reduction r{dt, o};
+              std::vector<T> want(count);
+              ddl::host::reduce(want.data(), a.data(), b.data(), count, r);
+              ddl::host::finalize(want.data(), count, r, 3);
+              dvec<T> da(count + 1), db(count + 1), dc(count + 1);
+              upload(da, a, off);
+              upload(db, b, off);
+              ddl::cuda::reduce(raw(dc, off), raw(da, off), raw(db, off), count, r, nullptr, engine);
+              ddl::cuda::finalize(raw(dc, off), count, r, 3, nullptr, engine);
+              CHECK(same(download(dc, count, off), want));
+              ddl::cuda::reduce(raw(da, off), raw(da, off), raw(db, off), count, r, nullptr, engine);  // dst == a
+              ddl::cuda::finalize(raw(da, off), count, r, 3, nullptr, engine);
+              CHECK(same(download(da, count, off), want));
+              upload(da, a, off);
+              ddl::cuda::reduce(raw(db, off), raw(da, off), raw(db, off), count, r, nullptr, engine);  // dst == b
+              ddl::cuda::finalize(raw(db, off), count, r, 3, nullptr, engine);
+              CHECK(same(download(db, count, off), want));
+            });
 }
 
 template <class Strategy>
@@ -107,6 +149,7 @@ void peer_collectives(int n, const Strategy& s, ddl_test::failure_log& log) {
   fab.run([&](ddl::cuda_peer_transport& t) {
     cudaStream_t stream = nullptr;
     DDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const auto on = thrust::cuda::par.on(stream);
     ddl::communicator<Strategy, ddl::cuda_peer_transport> comm(t, s);
     const int r = t.rank();
     for (ddl::dtype dt : ddl::all_dtypes)
@@ -114,37 +157,34 @@ void peer_collectives(int n, const Strategy& s, ddl_test::failure_log& log) {
         using T = decltype(tag);
         for (std::size_t count : counts)
           for (ddl::op o : ddl::all_ops) {
-            auto where = [&](const char* what) {
-              return s.describe() + " " + what + " n=" + std::to_string(n) + " rank=" + std::to_string(r) +
-                     " dtype=" + ddl::name_of(dt) + " op=" + ddl::name_of(o) + " count=" + std::to_string(count);
+            auto check = [&](const char* what, const T* got, const T* want, std::size_t m) {
+              const long at = first_difference(got, want, m, stream);
+              if (at >= 0)
+                log.add(s.describe() + " " + what + " n=" + std::to_string(n) + " rank=" + std::to_string(r) +
+                        " dtype=" + ddl::name_of(dt) + " op=" + ddl::name_of(o) + " count=" + std::to_string(count) +
+                        ": first wrong element " + std::to_string(at));
             };
-            const auto in = inputs<T>(o, r, count);
-            const auto want = expected<T>(o, n, count);
-            device_buffer<T> din(count), dout(count);
-            din.upload(in);
-            comm.all_reduce(ddl::device_view(static_cast<const T*>(din.get()), count, 0, stream),
-                            ddl::device_view(dout.get(), count, 0, stream), o);
-            DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
-            if (!same(dout.download(count), want)) log.add(where("all_reduce out-of-place"));
-            if (!same(din.download(count), in)) log.add(where("all_reduce modified its input"));
-            comm.all_reduce(ddl::device_view(din.get(), count, 0, stream), o);
-            DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
-            if (!same(din.download(count), want)) log.add(where("all_reduce in-place"));
+            dvec<T> in(count), din(count), dout(count), want(count);
+            thrust::tabulate(on, in.begin(), in.end(), input_fn<T>{o, r, 0});
+            thrust::tabulate(on, want.begin(), want.end(), expected_fn<T>{o, n, 0});
+            din = in;
+            comm.all_reduce(ddl::device_view(static_cast<const T*>(raw(din)), count, 0, stream),
+                            ddl::device_view(raw(dout), count, 0, stream), o);
+            check("all_reduce out-of-place", raw(dout), raw(want), count);
+            check("all_reduce modified its input", raw(din), raw(in), count);
+            comm.all_reduce(ddl::device_view(raw(din), count, 0, stream), o);
+            check("all_reduce in-place", raw(din), raw(want), count);
             const ddl::block mine = ddl::block_of(count, n, r);
-            din.upload(in);
-            comm.reduce_scatter(ddl::device_view(static_cast<const T*>(din.get()), count, 0, stream),
-                                ddl::device_view(dout.get(), mine.size, 0, stream), o);
-            DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
-            const std::vector<T> block_want(want.begin() + static_cast<std::ptrdiff_t>(mine.offset),
-                                            want.begin() + static_cast<std::ptrdiff_t>(mine.offset + mine.size));
-            if (!same(dout.download(mine.size), block_want)) log.add(where("reduce_scatter"));
+            thrust::copy(on, in.begin(), in.end(), din.begin());
+            comm.reduce_scatter(ddl::device_view(static_cast<const T*>(raw(din)), count, 0, stream),
+                                ddl::device_view(raw(dout), mine.size, 0, stream), o);
+            check("reduce_scatter", raw(dout), raw(want, mine.offset), mine.size);
             // all_gather: every rank contributes its block of the expected result.
-            device_buffer<T> dblock(mine.size);
-            dblock.upload(block_want);
-            comm.all_gather(ddl::device_view(static_cast<const T*>(dblock.get()), mine.size, 0, stream),
-                            ddl::device_view(dout.get(), count, 0, stream));
-            DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
-            if (!same(dout.download(count), want)) log.add(where("all_gather"));
+            dvec<T> dblock(mine.size);
+            thrust::tabulate(on, dblock.begin(), dblock.end(), expected_fn<T>{o, n, mine.offset});
+            comm.all_gather(ddl::device_view(static_cast<const T*>(raw(dblock)), mine.size, 0, stream),
+                            ddl::device_view(raw(dout), count, 0, stream));
+            check("all_gather", raw(dout), raw(want), count);
           }
       });
     DDL_CUDA_CHECK(cudaStreamDestroy(stream));
@@ -163,6 +203,18 @@ TEST_CASE("cuda: every collective over cuda_peer_transport, 1-8 ranks on one GPU
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
+// Rank `rank`'s random float at `i`: a hash's 24 bits times 2^-24..2^7, signed
+// (varied magnitudes, so the order of additions shows in the bits).
+struct random_float_fn {
+  int rank;
+  __host__ __device__ float operator()(std::size_t i) const {
+    const std::uint64_t h = ddl_test::hash(rank, i, 99);
+    const float mant = static_cast<float>(h & 0xffffff) / 16777216.0f;
+    const int scale = static_cast<int>((h >> 24) % 32) - 24;
+    return ((h >> 40) & 1 ? -1.0f : 1.0f) * ldexpf(mant, scale);
+  }
+};
+
 TEST_CASE("cuda: random floats give the same bits on every rank") {
   for (int n : {3, 8}) {
     const std::size_t count = 300007;
@@ -170,15 +222,11 @@ TEST_CASE("cuda: random floats give the same bits on every rank") {
     ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
     fab.run([&](ddl::cuda_peer_transport& t) {
       ddl::communicator<ddl::ring, ddl::cuda_peer_transport> comm(t);
-      std::mt19937 gen(11u + static_cast<unsigned>(t.rank()));
-      std::normal_distribution<float> dist(0.0f, 1.0f);
-      std::vector<float> h(count);
-      for (auto& v : h) v = dist(gen);
-      device_buffer<float> d(count);
-      d.upload(h);
-      comm.all_reduce(ddl::device_view(d.get(), count, 0, t.stream()), ddl::op::sum);
+      dvec<float> d(count);
+      thrust::tabulate(thrust::cuda::par.on(t.stream()), d.begin(), d.end(), random_float_fn{t.rank()});
+      comm.all_reduce(ddl::device_view(raw(d), count, 0, t.stream()), ddl::op::sum);
       DDL_CUDA_CHECK(cudaStreamSynchronize(t.stream()));
-      out[static_cast<std::size_t>(t.rank())] = d.download(count);
+      out[static_cast<std::size_t>(t.rank())] = download(d, count);
     });
     for (int r = 1; r < n; ++r) CHECK(same(out[static_cast<std::size_t>(r)], out[0]));
   }
@@ -198,14 +246,16 @@ TEST_CASE("cuda: device buffers through the staging pipeline over a host transpo
         so.slots = 4;
         ddl::staged_transport<ddl::local_transport, ddl::cuda::staging_device> t(lt, dev, so);
         ddl::communicator<ddl::ring, decltype(t)> comm(t);
+        const auto on = thrust::cuda::par.on(stream);
+        dvec<double> d(count), want(count);
         for (ddl::op o : ddl::all_ops) {
-          const auto in = inputs<double>(o, lt.rank(), count);
-          device_buffer<double> d(count);
-          d.upload(in);
-          comm.all_reduce(ddl::device_view(d.get(), count, 0, stream), o);
-          DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
-          if (!same(d.download(count), expected<double>(o, n, count)))
-            log.add("staged n=" + std::to_string(n) + " op=" + ddl::name_of(o) + " rank=" + std::to_string(lt.rank()));
+          thrust::tabulate(on, d.begin(), d.end(), input_fn<double>{o, lt.rank(), 0});
+          thrust::tabulate(on, want.begin(), want.end(), expected_fn<double>{o, n, 0});
+          comm.all_reduce(ddl::device_view(raw(d), count, 0, stream), o);
+          const long at = first_difference(raw(d), raw(want), count, stream);
+          if (at >= 0)
+            log.add("staged n=" + std::to_string(n) + " op=" + ddl::name_of(o) + " rank=" + std::to_string(lt.rank()) +
+                    ": first wrong element " + std::to_string(at));
         }
       }
       DDL_CUDA_CHECK(cudaStreamDestroy(stream));

@@ -1,11 +1,12 @@
 #pragma once
 /// \file
 /// CUDA support: error checking, device buffer views, element-wise device
-/// reductions, and the `memory_ops` table for device memory.
+/// reductions (ddl's vectorised kernel, or CCCL's `cub::DeviceTransform`),
+/// and the `memory_ops` table for device memory.
 ///
 /// Compile translation units that include this with `nvcc` (the kernels are
 /// defined here, header-only, like Thrust's); link `CUDA::cudart` (CMake:
-/// `ddl::cuda`). Every operation is asynchronous on the buffer's stream:
+/// `ddl::cuda`, which brings CCCL). Every operation is asynchronous on the buffer's stream:
 /// nothing here synchronises or allocates per call, except workspace growth.
 #if !defined(__CUDACC__)
 #error "ddl/cuda: compile this translation unit with nvcc (CMake: set its LANGUAGE to CUDA)"
@@ -14,8 +15,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cub/device/device_transform.cuh>
+#include <cuda/std/tuple>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -108,6 +113,40 @@ __global__ void divide(T* data, std::size_t n, int ranks) {
 
 }  // namespace kernels
 
+/// What `cub::DeviceTransform` applies: the op in the dtype's compute type.
+template <class T, class Op>
+struct combine_fn {
+  Op op;
+  DDL_HOST_DEVICE T operator()(T a, T b) const { return T(op(compute_t<T>(a), compute_t<T>(b))); }
+};
+template <class T>
+struct divide_fn {
+  int ranks;
+  DDL_HOST_DEVICE T operator()(T x) const { return T(compute_t<T>(x) / static_cast<compute_t<T>>(ranks)); }
+};
+
+/// Which code runs the element-wise device reductions (`reduce`, `finalize`):
+/// - `kernel`: ddl's grid-stride kernel with 16-byte vector loads (above);
+/// - `cub`: CCCL's `cub::DeviceTransform`, tuned per architecture by NVIDIA.
+/// Both give the same bits (each element is one `op` in the compute type).
+/// `DDL_CUDA_REDUCE=kernel|cub` picks one for the process; `ddl-gpu-bench
+/// reduce` times both beside a device-to-device copy
+/// (bench/results/gpu-h100.md says which is the default and why).
+enum class reduce_engine { kernel, cub };
+
+inline const char* name_of(reduce_engine e) noexcept { return e == reduce_engine::cub ? "cub" : "kernel"; }
+
+/// The engine named by `DDL_CUDA_REDUCE` (read once), else `kernel`.
+inline reduce_engine default_reduce_engine() {
+  static const reduce_engine e = [] {
+    const char* v = std::getenv("DDL_CUDA_REDUCE");
+    if (!v || !*v || std::string(v) == "kernel") return reduce_engine::kernel;
+    if (std::string(v) == "cub") return reduce_engine::cub;
+    throw invalid_argument(std::string("DDL_CUDA_REDUCE='") + v + "' must be kernel or cub");
+  }();
+  return e;
+}
+
 /// Blocks for `n` elements: enough to fill the device, capped.
 inline unsigned grid_for(std::size_t n, int width) {
   const std::size_t threads = (n + static_cast<std::size_t>(width) - 1) / static_cast<std::size_t>(width);
@@ -117,24 +156,36 @@ inline unsigned grid_for(std::size_t n, int width) {
 
 /// `dst[i] = a[i] (op) b[i]` on `stream`; `dst` equals `a` or `b`, or overlaps
 /// neither. Pointers may be on a peer device when peer access is enabled.
-inline void reduce(void* dst, const void* a, const void* b, std::size_t count, reduction r, cudaStream_t stream) {
+inline void reduce(void* dst, const void* a, const void* b, std::size_t count, reduction r, cudaStream_t stream,
+                   reduce_engine engine = default_reduce_engine()) {
   if (count == 0) return;
   visit_dtype(r.type, [&](auto tag) {
     using T = decltype(tag);
     visit_op(r.oper, [&](auto f) {
-      kernels::combine<T><<<grid_for(count, kernels::vec<T>::width), 256, 0, stream>>>(
-          static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), count, f);
+      auto* d = static_cast<T*>(dst);
+      const auto* x = static_cast<const T*>(a);
+      const auto* y = static_cast<const T*>(b);
+      if (engine == reduce_engine::cub)
+        DDL_CUDA_CHECK(cub::DeviceTransform::Transform(::cuda::std::make_tuple(x, y), d, count,
+                                                      combine_fn<T, decltype(f)>{f}, stream));
+      else
+        kernels::combine<T><<<grid_for(count, kernels::vec<T>::width), 256, 0, stream>>>(d, x, y, count, f);
     });
   });
   DDL_CUDA_CHECK(cudaGetLastError());
 }
 
 /// The op's final touch on the device (`avg` divides by `ranks`).
-inline void finalize(void* data, std::size_t count, reduction r, int ranks, cudaStream_t stream) {
+inline void finalize(void* data, std::size_t count, reduction r, int ranks, cudaStream_t stream,
+                     reduce_engine engine = default_reduce_engine()) {
   if (r.oper != op::avg || count == 0 || ranks == 1) return;
   visit_dtype(r.type, [&](auto tag) {
     using T = decltype(tag);
-    kernels::divide<T><<<grid_for(count, 1), 256, 0, stream>>>(static_cast<T*>(data), count, ranks);
+    auto* d = static_cast<T*>(data);
+    if (engine == reduce_engine::cub)
+      DDL_CUDA_CHECK(cub::DeviceTransform::Transform(d, d, count, divide_fn<T>{ranks}, stream));
+    else
+      kernels::divide<T><<<grid_for(count, 1), 256, 0, stream>>>(d, count, ranks);
   });
   DDL_CUDA_CHECK(cudaGetLastError());
 }
