@@ -1,16 +1,23 @@
-// ddl-bench: all-reduce bandwidth in the layout of nccl-tests, every
-// strategy side by side with the memory-traffic floor of this machine,
-// measured in the same run on the same buffers.
+// ddl-bench: collective bandwidth in the layout of nccl-tests, every
+// strategy side by side with the memory-traffic floor of this machine (and,
+// over MPI, the MPI call doing the same job), measured in the same run on the
+// same buffers.
 //
 //   ddl-bench --ranks 8 -b 4K -e 256M -f 2 -n 20 -w 5 [-d float] [-o sum]
+//             [--collective all_reduce|reduce_scatter|all_gather|broadcast]
 //             [--strategy ring|multi_ring|recursive_doubling|halving_doubling|auto|all]
 //             [--dims 2x2x2] [--explain] [--transport local] [--csv] [-c 1]
 //
-// Columns follow nccl-tests: algbw = bytes / time, busbw = algbw * 2(n-1)/n.
-// floor_eff = t_floor / t, where t_floor is the time the same n threads take
-// to copy their own S-byte buffer (each reads and writes S bytes: the 2 n S
-// bytes of traffic any all-reduce must at least cause). A ring moves
-// 5 (n-1) S bytes, so its ideal floor_eff is 2n / (5(n-1)): 53% at n = 4.
+// size is the whole vector S: the all-reduce's buffer, the reduce-scatter's
+// input, the all-gather's output, the broadcast's buffer (reduce-scatter and
+// all-gather round it down to a multiple of n elements, so MPI's _block and
+// Allgather calls apply). Columns follow nccl-tests: algbw = bytes / time,
+// busbw = algbw * 2(n-1)/n (all-reduce), (n-1)/n (reduce-scatter,
+// all-gather), 1 (broadcast). floor_eff = t_floor / t, where t_floor is the
+// time the same n threads take to copy their own S-byte buffer (each reads and
+// writes S bytes: the 2 n S bytes of traffic any all-reduce must at least
+// cause). A ring all-reduce moves 5 (n-1) S bytes, so its ideal floor_eff is
+// 2n / (5(n-1)): 53% at n = 4.
 #include <ddl.hpp>
 
 #include <algorithm>
@@ -51,6 +58,9 @@
 
 namespace {
 
+const char* const collective_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+enum class collective { all_reduce, reduce_scatter, all_gather, broadcast };
+
 const char* const strategy_names[] = {"ring",     "multi_ring", "recursive_doubling", "halving_doubling",
                                       "one_shot", "two_shot",   "auto"};
 
@@ -67,12 +77,27 @@ struct settings {
   ddl::op oper = ddl::op::sum;
   std::size_t chunk_bytes = 0;  // 0: the library default
   std::vector<std::string> baselines;  // mpi, gloo
+  collective coll = collective::all_reduce;
+  const char* coll_name() const { return collective_names[static_cast<int>(coll)]; }
 };
+
+// nccl-tests' bus-bandwidth factor of the collective over n ranks.
+double bus_factor(collective c, int n) {
+  if (n < 2) return 0;
+  switch (c) {
+    case collective::all_reduce: return 2.0 * (n - 1) / n;
+    case collective::reduce_scatter:
+    case collective::all_gather: return 1.0 * (n - 1) / n;
+    case collective::broadcast: return 1;
+  }
+  return 0;
+}
 
 [[noreturn]] void usage(const std::string& error) {
   std::fprintf(stderr,
                "ddl-bench: %s\n"
                "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo]\n"
+               "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast]\n"
                "                 [--strategy ring|multi_ring|recursive_doubling|halving_doubling|one_shot|two_shot|auto|all[,...]]\n"
                "                 [--dims AxBx...] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1]\n"
@@ -116,6 +141,13 @@ settings parse(int argc, char** argv) {
       else if (a == "--transport") s.transport = value();
       else if (a == "--baseline") s.baselines = split(value(), ',');
       else if (a == "--strategy") s.strategies = split(value(), ',');
+      else if (a == "--collective") {
+        const std::string v = value();
+        const auto* c = std::find(std::begin(collective_names), std::end(collective_names), v);
+        if (c == std::end(collective_names))
+          usage("unknown collective '" + v + "' (available: all_reduce, reduce_scatter, all_gather, broadcast)");
+        s.coll = static_cast<collective>(c - std::begin(collective_names));
+      }
       else if (a == "--dims") s.dims = value();
       else if (a == "--explain") s.explain = true;
       else if (a == "--chunk") s.chunk_bytes = ddl::detail::parse_bytes("--chunk", value());
@@ -189,38 +221,81 @@ struct row {
 };
 
 // One implementation as seen by a rank: a communicator (or a baseline)
-// behind two calls. `oop` may be empty (the baseline has no out-of-place
-// form); `prepare` runs untimed before each size (baselines that bind buffers).
+// behind two calls, both given the whole vector (`count` elements, S bytes).
+// `oop` may be empty (no out-of-place form: Gloo, broadcast); `prepare` runs
+// untimed before each size (baselines that bind buffers). An in-place
+// reduce-scatter leaves the rank's block where `ip_block_at_own_offset` says:
+// at the block's own offset (ddl) or at the start (MPI_IN_PLACE).
 struct impl {
   std::string label;
   std::function<void(const std::byte*, std::byte*, std::size_t)> oop;
   std::function<void(std::byte*, std::size_t)> ip;
   std::function<std::string(std::size_t)> note = [](std::size_t) { return std::string(); };
   std::function<void(std::byte*, std::size_t)> prepare;
+  bool ip_block_at_own_offset = true;
 };
+
+// The rank's block of `count` elements: equal blocks (counts are multiples of n).
+ddl::block own_block(std::size_t count, int n, int r) { return ddl::block_of(count, n, r); }
 
 template <class Strategy, class Transport>
 impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options& o, const settings& s) {
   auto comm = std::make_shared<ddl::communicator<Strategy, Transport>>(t, std::move(st), o);
   const ddl::dtype dt = s.type;
   const ddl::op op = s.oper;
+  const std::size_t es = ddl::size_of(dt);
+  const int n = t.size(), r = t.rank();
   impl m;
   m.label = std::move(label);
-  m.oop = [comm, dt, op](const std::byte* in, std::byte* out, std::size_t n) {
-    comm->all_reduce(ddl::const_buffer_view{in, n, dt, {}}, ddl::buffer_view{out, n, dt, {}}, op);
-  };
-  m.ip = [comm, dt, op](std::byte* buf, std::size_t n) { comm->all_reduce(ddl::buffer_view{buf, n, dt, {}}, op); };
+  switch (s.coll) {
+    case collective::all_reduce:
+      m.oop = [comm, dt, op](const std::byte* in, std::byte* out, std::size_t c) {
+        comm->all_reduce(ddl::const_buffer_view{in, c, dt, {}}, ddl::buffer_view{out, c, dt, {}}, op);
+      };
+      m.ip = [comm, dt, op](std::byte* buf, std::size_t c) { comm->all_reduce(ddl::buffer_view{buf, c, dt, {}}, op); };
+      break;
+    case collective::reduce_scatter:
+      m.oop = [comm, dt, op, n, r](const std::byte* in, std::byte* out, std::size_t c) {
+        comm->reduce_scatter(ddl::const_buffer_view{in, c, dt, {}}, ddl::buffer_view{out, own_block(c, n, r).size, dt, {}}, op);
+      };
+      m.ip = [comm, dt, op, n, r, es](std::byte* buf, std::size_t c) {
+        const ddl::block b = own_block(c, n, r);
+        comm->reduce_scatter(ddl::const_buffer_view{buf, c, dt, {}}, ddl::buffer_view{buf + b.offset * es, b.size, dt, {}}, op);
+      };
+      break;
+    case collective::all_gather:
+      m.oop = [comm, dt, n, r, es](const std::byte* in, std::byte* out, std::size_t c) {
+        const ddl::block b = own_block(c, n, r);
+        comm->all_gather(ddl::const_buffer_view{in + b.offset * es, b.size, dt, {}}, ddl::buffer_view{out, c, dt, {}});
+      };
+      m.ip = [comm, dt, n, r, es](std::byte* buf, std::size_t c) {
+        const ddl::block b = own_block(c, n, r);
+        comm->all_gather(ddl::const_buffer_view{buf + b.offset * es, b.size, dt, {}}, ddl::buffer_view{buf, c, dt, {}});
+      };
+      break;
+    case collective::broadcast:
+      m.ip = [comm, dt](std::byte* buf, std::size_t c) { comm->broadcast(ddl::buffer_view{buf, c, dt, {}}, 0); };
+      m.note = [comm, dt](std::size_t bytes) {
+        const ddl::broadcast_plan p = comm->broadcast_plan_for(bytes, dt);
+        return p.algo == ddl::broadcast_plan::algorithm::chain
+                   ? "chain of " + std::to_string(p.segments) + " segments"
+                   : std::string("binomial tree");
+      };
+      break;
+  }
   if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
-    m.note = [comm](std::size_t bytes) {
-      const auto& strat = comm->strategy();
-      const ddl::plan p = strat.choose(bytes);
-      const ddl::plan ip = strat.choose(bytes, ddl::candidates::all, true);
-      char model[48];
-      std::snprintf(model, sizeof model, " [model %.1f us]", p.seconds * 1e6);
-      std::string note = ddl::describe(strat.topo(), p) + model;
-      if (ip.algo != p.algo || ip.dims != p.dims) note += "; in place " + ddl::describe(strat.topo(), ip);
-      return note;
-    };
+    if (s.coll == collective::all_reduce) {
+      m.note = [comm](std::size_t bytes) {
+        const auto& strat = comm->strategy();
+        const ddl::plan p = strat.choose(bytes);
+        const ddl::plan ip = strat.choose(bytes, ddl::candidates::all, true);
+        char model[48];
+        std::snprintf(model, sizeof model, " [model %.1f us]", p.seconds * 1e6);
+        std::string note = ddl::describe(strat.topo(), p) + model;
+        if (ip.algo != p.algo || ip.dims != p.dims) note += "; in place " + ddl::describe(strat.topo(), ip);
+        return note;
+      };
+    }
   }
   return m;
 }
@@ -228,6 +303,11 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
 template <class Transport>
 std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::topology& topo, const ddl::options& opts) {
   std::vector<impl> impls;
+  // Broadcast is the communicator's own (tree or chain), whatever the strategy.
+  if (s.coll == collective::broadcast) {
+    impls.push_back(make_impl("ddl:broadcast", t, ddl::ring{}, opts, s));
+    return impls;
+  }
   for (const auto& name : s.strategies) {
     if (name == "ring") impls.push_back(make_impl("ddl:ring", t, ddl::ring{}, opts, s));
     else if (name == "recursive_doubling") impls.push_back(make_impl("ddl:rec_doubling", t, ddl::recursive_doubling{}, opts, s));
@@ -249,11 +329,15 @@ std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::topology
   return impls;
 }
 
-std::vector<std::size_t> sweep(const settings& s) {
+// The sizes of the sweep: whole elements; for reduce-scatter and all-gather
+// whole multiples of n elements (at least n).
+std::vector<std::size_t> sweep(const settings& s, int n) {
   const std::size_t es = ddl::size_of(s.type);
+  const std::size_t unit =
+      es * (s.coll == collective::reduce_scatter || s.coll == collective::all_gather ? static_cast<std::size_t>(n) : 1);
   std::vector<std::size_t> sizes;
   for (double b = static_cast<double>(s.min_bytes); b <= static_cast<double>(s.max_bytes) * 1.0000001; b *= s.factor) {
-    const std::size_t bytes = static_cast<std::size_t>(b) / es * es;
+    const std::size_t bytes = std::max(unit, static_cast<std::size_t>(b) / unit * unit);
     if (bytes && (sizes.empty() || sizes.back() != bytes)) sizes.push_back(bytes);
     if (s.factor <= 1) break;
   }
@@ -269,7 +353,7 @@ template <class Barrier>
 std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& impls, Barrier&& barrier,
                             std::byte* shared_expected) {
   const std::size_t es = ddl::size_of(s.type);
-  const auto sizes = sweep(s);
+  const auto sizes = sweep(s, n);
   const std::size_t cap = sizes.empty() ? es : sizes.back();
   std::unique_ptr<std::byte[]> in_buf(new std::byte[cap]), out_buf(new std::byte[cap]), own_expected;
   std::memset(in_buf.get(), 0, cap);
@@ -305,13 +389,33 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
       T* O = reinterpret_cast<T*>(out);
       T* E = reinterpret_cast<T*>(expected);
       for (std::size_t i = 0; i < count; ++i) I[i] = ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, r, i));
+      // What element i of the whole vector must end as: the reduction
+      // (all-reduce, reduce-scatter), its owner's input (all-gather), the
+      // root's input (broadcast).
+      const std::size_t per_rank = count / static_cast<std::size_t>(n);
+      auto want = [&](std::size_t i) -> T {
+        switch (s.coll) {
+          case collective::all_gather:
+            return ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, static_cast<int>(i / per_rank), i));
+          case collective::broadcast: return ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, 0, i));
+          default: return ddl_test::expected_value<T>(s.oper, n, i);
+        }
+      };
       const ddl::block fill = shared_expected ? ddl::block_of(count, n, r) : ddl::block{0, count};
       if (s.check)
-        for (std::size_t i = fill.offset; i < fill.offset + fill.size; ++i) E[i] = ddl_test::expected_value<T>(s.oper, n, i);
-      auto count_wrong = [&] {
+        for (std::size_t i = fill.offset; i < fill.offset + fill.size; ++i) E[i] = want(i);
+      // Wrong elements of this rank's result: its block for reduce-scatter
+      // (at the start of `out`, or at its own offset in place as `ip` says).
+      auto count_wrong = [&](bool in_place, const impl& m) {
         long w = 0;
-        if (s.check)
+        if (!s.check) return w;
+        if (s.coll == collective::reduce_scatter) {
+          const ddl::block b = own_block(count, n, r);
+          const std::size_t at = in_place && m.ip_block_at_own_offset ? b.offset : 0;
+          for (std::size_t i = 0; i < b.size; ++i) w += !ddl_test::same_bits(O[at + i], E[b.offset + i]);
+        } else {
           for (std::size_t i = 0; i < count; ++i) w += !ddl_test::same_bits(O[i], E[i]);
+        }
         return w;
       };
       auto nothing = [] {};
@@ -326,12 +430,12 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
         if (impls[j].prepare) impls[j].prepare(out, count);
         if (impls[j].oop) {
           res.t_oop = measure(nothing, [&] { impls[j].oop(in, out, count); });
-          res.wrong_oop = count_wrong();
+          res.wrong_oop = count_wrong(false, impls[j]);
         } else {
           res.t_oop = -1;
         }
         res.t_ip = measure([&] { std::memcpy(out, in, bytes); }, [&] { impls[j].ip(out, count); });
-        res.wrong_ip = count_wrong();
+        res.wrong_ip = count_wrong(true, impls[j]);
         res.note = impls[j].note(bytes);
       }
       barrier();  // nobody rewrites expected[] while others count
@@ -352,7 +456,7 @@ void add_wrong(std::vector<row>& into, const std::vector<row>& from) {
 std::vector<row> run_local(const settings& s, const ddl::topology& topo, std::vector<std::string>& labels) {
   ddl::options opts = ddl::options::from_env();
   if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
-  const auto sizes = sweep(s);
+  const auto sizes = sweep(s, s.ranks);
   std::unique_ptr<std::byte[]> expected(new std::byte[sizes.empty() ? 8 : sizes.back()]);
   ddl_test::thread_barrier bar(s.ranks);
   std::vector<std::vector<row>> per_rank(static_cast<std::size_t>(s.ranks));
@@ -479,18 +583,56 @@ std::vector<row> run_mpi(const settings& s, std::vector<std::string>& labels, dd
     if (b == "mpi") {
       const MPI_Datatype dt = mpi_type(s.type);
       const MPI_Op op = mpi_op(s.oper);
-      if (dt == MPI_DATATYPE_NULL || op == MPI_OP_NULL) {
-        found += std::string("; MPI_Allreduce not compared: MPI has no ") + (dt == MPI_DATATYPE_NULL ? "datatype for " + std::string(ddl::name_of(s.type)) : "avg op");
+      const bool reduces = s.coll == collective::all_reduce || s.coll == collective::reduce_scatter;
+      if (dt == MPI_DATATYPE_NULL || (reduces && op == MPI_OP_NULL)) {
+        found += std::string("; MPI not compared: MPI has no ") +
+                 (dt == MPI_DATATYPE_NULL ? "datatype for " + std::string(ddl::name_of(s.type)) : "avg op");
         continue;
       }
+      const int n = t.size();
+      const std::size_t es = ddl::size_of(s.type);
       impl m;
-      m.label = "MPI_Allreduce";
-      m.oop = [=](const std::byte* in, std::byte* out, std::size_t n) {
-        MPI_Allreduce(in, out, static_cast<int>(n), dt, op, comm);
-      };
-      m.ip = [=](std::byte* buf, std::size_t n) { MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(n), dt, op, comm); };
+      switch (s.coll) {
+        case collective::all_reduce:
+          m.label = "MPI_Allreduce";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            MPI_Allreduce(in, out, static_cast<int>(c), dt, op, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) { MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(c), dt, op, comm); };
+          break;
+        case collective::reduce_scatter:
+          m.label = "MPI_Reduce_scatter_block";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            MPI_Reduce_scatter_block(in, out, static_cast<int>(c / n), dt, op, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, static_cast<int>(c / n), dt, op, comm);
+          };
+          m.ip_block_at_own_offset = false;  // MPI_IN_PLACE leaves the block at the start
+          break;
+        case collective::all_gather: {
+          const int r = t.rank();
+          m.label = "MPI_Allgather";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            MPI_Allgather(in + static_cast<std::size_t>(r) * (c / n) * es, k, dt, out, k, dt, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, static_cast<int>(c / n), dt, comm);
+          };
+          break;
+        }
+        case collective::broadcast:
+          m.label = "MPI_Bcast";
+          m.ip = [=](std::byte* buf, std::size_t c) { MPI_Bcast(buf, static_cast<int>(c), dt, 0, comm); };
+          break;
+      }
       impls.push_back(std::move(m));
     } else {
+      if (s.coll != collective::all_reduce) {
+        found += "; gloo not compared: all_reduce only";
+        continue;
+      }
 #ifdef DDL_BENCH_GLOO
       if (s.oper == ddl::op::avg || s.type == ddl::dtype::float16 || s.type == ddl::dtype::bfloat16) {
         found += "; gloo not compared for this dtype/op";
@@ -579,18 +721,19 @@ int main(int argc, char** argv) {
       std::printf("%s\n", ddl::explain(topo, static_cast<double>(rw.bytes), {ddl::candidates::all, peer_memory}).c_str());
   }
   const int n = s.ranks;
-  const double bus = n > 1 ? 2.0 * (n - 1) / n : 0.0;
+  const double bus = bus_factor(s.coll, n);
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
   long wrong_total = 0;
   auto wrong_str = [&](long w) { return s.check ? std::to_string(w) : std::string("N/A"); };
 
   if (s.csv) {
-    std::printf("size,count,type,redop,impl,placement,time_us,algbw_GBps,busbw_GBps,wrong,floor_us,floor_eff,ranks,transport,note\n");
+    std::printf("size,count,type,redop,impl,placement,time_us,algbw_GBps,busbw_GBps,wrong,floor_us,floor_eff,ranks,transport,note,"
+                "collective\n");
     for (const row& rw : rows) {
-      std::printf("%zu,%zu,%s,%s,floor:copy,-,%.3f,%.4f,%.4f,,%.3f,1.0000,%d,%s,\n", rw.bytes, rw.count,
+      std::printf("%zu,%zu,%s,%s,floor:copy,-,%.3f,%.4f,%.4f,,%.3f,1.0000,%d,%s,,%s\n", rw.bytes, rw.count,
                   ddl::name_of(s.type), ddl::name_of(s.oper), rw.floor_s * 1e6, rw.bytes / rw.floor_s / 1e9,
-                  rw.bytes / rw.floor_s / 1e9 * bus, rw.floor_s * 1e6, n, s.transport.c_str());
+                  rw.bytes / rw.floor_s / 1e9 * bus, rw.floor_s * 1e6, n, s.transport.c_str(), s.coll_name());
       for (std::size_t j = 0; j < rw.impls.size(); ++j)
         for (int p = 0; p < 2; ++p) {
           const result& res = rw.impls[j];
@@ -598,24 +741,27 @@ int main(int argc, char** argv) {
           if (t < 0) continue;
           const long w = p ? res.wrong_ip : res.wrong_oop;
           wrong_total += w;
-          std::printf("%zu,%zu,%s,%s,%s,%s,%.3f,%.4f,%.4f,%s,%.3f,%.4f,%d,%s,%s\n", rw.bytes, rw.count,
+          std::printf("%zu,%zu,%s,%s,%s,%s,%.3f,%.4f,%.4f,%s,%.3f,%.4f,%d,%s,%s,%s\n", rw.bytes, rw.count,
                       ddl::name_of(s.type), ddl::name_of(s.oper), labels[j].c_str(), p ? "in-place" : "out-of-place",
                       t * 1e6, rw.bytes / t / 1e9, rw.bytes / t / 1e9 * bus, wrong_str(w).c_str(), rw.floor_s * 1e6,
-                      rw.floor_s / t, n, s.transport.c_str(), res.note.c_str());
+                      rw.floor_s / t, n, s.transport.c_str(), res.note.c_str(), s.coll_name());
         }
     }
   } else {
     std::string names;
     for (const auto& x : labels) names += (names.empty() ? "" : ",") + x;
-    std::printf("# ddl-bench all_reduce: transport %s, %d ranks, %s; %d iterations (+%d warm-up), median time\n",
-                s.transport.c_str(), n, names.c_str(), s.iters, s.warmup);
+    std::printf("# ddl-bench %s: transport %s, %d ranks, %s; %d iterations (+%d warm-up), median time\n",
+                s.coll_name(), s.transport.c_str(), n, names.c_str(), s.iters, s.warmup);
     std::printf("# topology (auto, multi_ring): %s%s%s\n", topo.str().c_str(), found.empty() ? "" : "  <- ",
                 found.c_str());
     std::printf("# machine: %s, %s, %ld cores; commit %s\n", host, cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN),
                 DDL_BENCH_COMMIT);
     std::printf("# floor:copy = the same %d ranks each copying their own buffer (2nS bytes of traffic, the least\n"
-                "#   any all-reduce causes); floor_eff = t_floor / t (ring ideal: 2n/(5(n-1)) = %.0f%%)\n",
+                "#   any all-reduce causes); floor_eff = t_floor / t (ring all-reduce ideal: 2n/(5(n-1)) = %.0f%%)\n",
                 n, n > 1 ? 100.0 * 2 * n / (5.0 * (n - 1)) : 100.0);
+    if (s.coll != collective::all_reduce)
+      std::printf("# size = the whole vector (reduce_scatter's input, all_gather's output, broadcast's buffer, root 0);"
+                  " busbw factor %.3f\n", bus);
     const char* hfmt = "#%11s %12s %8s %6s %18s %10s %8s %8s %6s %6s %10s %8s %8s %6s %6s  %s\n";
     std::printf("#\n");
     std::printf(hfmt, "", "", "", "", "", "out-of-place", "", "", "", "", "in-place", "", "", "", "", "");

@@ -3,6 +3,9 @@
 
 usage: mpi_ratios.py RUN1.txt RUN2.txt ...   (same configuration, repeated)
 
+Works for every --collective: the MPI baseline is the row whose impl starts
+with MPI_ (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast).
+
 Ratios are taken inside each run (baseline time / ddl time, both measured
 side by side on the same buffers), then summarised as the median and the
 min-max over the runs. Gloo is in-place only, so every ratio uses the
@@ -28,16 +31,18 @@ def fmt(v):
 
 runs = [parse(p) for p in sys.argv[1:]]
 sizes = sorted({k[0] for r in runs for k in r})
-print("| size | ddl:auto in-place us (median) | MPI_Allreduce / ddl, in-place | MPI_Allreduce / ddl, out-of-place | best Gloo / ddl, in-place |")
+ddl_impl = "ddl:auto" if any(k[1] == "ddl:auto" for r in runs for k in r) else "ddl:broadcast"
+mpi_impl = next((k[1] for r in runs for k in r if k[1].startswith("MPI_")), "MPI_Allreduce")
+print(f"| size | {ddl_impl} in-place us (median) | {mpi_impl} / ddl, in-place | {mpi_impl} / ddl, out-of-place | best Gloo / ddl, in-place |")
 print("|---|---|---|---|---|")
 for s in sizes:
     t, mpi_ip, mpi_oop, gloo = [], [], [], []
     for r in runs:
-        d = r.get((s, "ddl:auto"))
+        d = r.get((s, ddl_impl))
         if not d:
             continue
         t.append(d[1])
-        m = r.get((s, "MPI_Allreduce"))
+        m = r.get((s, mpi_impl))
         if m:
             mpi_ip.append(m[1] / d[1])
             if m[0] and d[0]:

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Reduce-scatter, all-gather and broadcast against the MPI call doing the same
+# job (MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast), in one ddl-bench
+# run per configuration, 3 repeats each.
+#   bench/tools/collective_sweeps.sh OUTDIR [BUILD] [BUILD_MPICH]
+# Open MPI (tuned malloc, as in the recorded all-reduce results) and MPICH at
+# N = 2, 4, 8; MAX (default 64M) is the largest size, COLLECTIVES which run.
+# Summaries: bench/tools/mpi_ratios.py OUTDIR/<mpi>_<collective>_n<N>_run*.txt
+set -euo pipefail
+out=${1:?usage: collective_sweeps.sh OUTDIR [BUILD] [BUILD_MPICH]}
+build=${2:-build/release}
+build_mpich=${3:-build/mpich}
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tuned=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184
+for rep in 1 2 3; do
+  for c in ${COLLECTIVES:-reduce_scatter all_gather broadcast}; do
+    args=(--transport mpi --strategy auto --baseline mpi --collective "$c" -b 8 -e "${MAX:-64M}" -f 8 -n 5 -w 2)
+    for n in 2 4 8; do
+      mpirun -n "$n" --oversubscribe --mca mpi_yield_when_idle 1 -x GLIBC_TUNABLES=$tuned \
+        "$build/bench/ddl-bench" "${args[@]}" > "$out/ompi_${c}_n${n}_run$rep.txt" 2>&1
+      if [ -x "$build_mpich/bench/ddl-bench" ]; then
+        mpiexec.mpich -n "$n" "$build_mpich/bench/ddl-bench" "${args[@]}" > "$out/mpich_${c}_n${n}_run$rep.txt" 2>&1
+      fi
+    done
+  done
+done
