@@ -36,11 +36,11 @@ int all_sum(int v) {
 }
 
 template <class Strategy>
-void mpi_matrix(ddl::mpi_transport& t, const Strategy& s, std::size_t large = 65539) {
+void mpi_matrix(ddl::mpi_transport& t, const Strategy& s, std::size_t large = 65539, ddl::options o = {}) {
   failure_log log;
   const auto counts = matrix_counts(t.size(), large);
   std::vector<std::byte> expected(large * 8);
-  matrix_rank(t, counts, log, ddl::options{}, s, expected.data(), false, [] {});
+  matrix_rank(t, counts, log, o, s, expected.data(), false, [] {});
   const int failures = all_sum(static_cast<int>(log.count()));
   CHECK_MESSAGE(log.count() == 0, log.summary());
   CHECK(failures == 0);
@@ -59,6 +59,10 @@ TEST_CASE("mpi: every strategy passes the matrix") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   mpi_matrix(t, ddl::ring{}, (std::size_t{1} << 20) + 3);
   mpi_matrix(t, ddl::recursive_doubling{});
+  ddl::options tiny;  // many slices: each is reduced into the buffer it sends only once sent
+  tiny.chunk_bytes = 256;
+  tiny.pipeline_depth = 2;
+  mpi_matrix(t, ddl::recursive_doubling{}, 4099, tiny);
   mpi_matrix(t, ddl::halving_doubling{});
   mpi_matrix(t, box_for(t.size()));
   mpi_matrix(t, ddl::auto_strategy{}, 300007);

@@ -293,6 +293,29 @@ TEST_CASE("generic pipeline: receive into scratch, then reduce (transport withou
   }
 }
 
+TEST_CASE("generic pipeline: recursive doubling reduces into the buffer it sends, each slice once sent") {
+  // Without irecv_reduce (MPI's case) every exchange receives and reduces into
+  // the buffer it is sending from: a slice may be overwritten only after its
+  // send completed. Tiny chunks and a shallow window make slices overtake
+  // each other; the full matrix (every dtype, op, count, in and out of
+  // place, input untouched) on 1-9 ranks, folds included.
+  ddl::options o;
+  o.chunk_bytes = 64;
+  o.pipeline_depth = 2;
+  for (int n = 1; n <= 9; ++n) {
+    CAPTURE(n);
+    failure_log log;
+    const auto counts = matrix_counts(n, 4099);
+    std::vector<std::byte> expected(4099 * 8);
+    thread_barrier bar(n);
+    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+      copy_only t{&lt};
+      matrix_rank(t, counts, log, o, ddl::recursive_doubling{}, expected.data(), true, [&] { bar.arrive_and_wait(); });
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
 TEST_CASE("stream-ordered transport: each slice is one message, whatever the chunk size") {
   // chunk_bytes = 64 would cut a ring step of 4099 floats into dozens of
   // chunks; a stream-ordered transport gets one message per step: a ring

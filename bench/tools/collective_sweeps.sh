@@ -5,7 +5,7 @@
 #   bench/tools/collective_sweeps.sh OUTDIR [BUILD] [BUILD_MPICH]
 # Open MPI (tuned malloc, as in the recorded all-reduce results) and MPICH at
 # N = 2, 4, 8; MAX (default 64M) is the largest size, COLLECTIVES which run.
-# Summaries: bench/tools/mpi_ratios.py OUTDIR/<mpi>_<collective>_n<N>_run*.txt
+# Summaries: bench/tools/collective_table.py OUTDIR (all), or mpi_ratios.py on one configuration.
 set -euo pipefail
 out=${1:?usage: collective_sweeps.sh OUTDIR [BUILD] [BUILD_MPICH]}
 build=${2:-build/release}

@@ -262,11 +262,15 @@ constexpr void price(const level* lv, std::size_t k, plan& p, double bytes) {
   else price_doubling(lv, k, p, bytes);
 }
 
-/// Seconds an in-place call (`in == out`) adds to plan `p`: recursive
-/// doubling double-buffers through its workspace, and after an odd number
-/// of exchanges its result is there, one copy away; one_shot builds the
-/// result in its workspace and copies it back. A copy moves 2 bytes per
-/// byte where a fused receive-and-reduce (B) moves 3: S / (1.5 B_min).
+/// Seconds an in-place call (`in == out`) adds to plan `p`: one_shot builds
+/// the result in its workspace and copies it back; recursive doubling, over a
+/// transport that reduces as it receives, double-buffers through its
+/// workspace and after an odd number of exchanges copies back, and over one
+/// that does not (MPI) reduces each slice into the buffer only once that
+/// slice's send has completed, which costs about as much (measured at 2 MPI
+/// ranks, bench/results/mpi-vs-openmpi-mpich-gloo.md: the ring in place stays
+/// 1.1-1.9x ahead at 64 KiB-4 MiB). Both priced as one copy, which moves 2
+/// bytes per byte where a fused receive-and-reduce (B) moves 3: S / (1.5 B_min).
 constexpr double in_place_extra(const level* lv, std::size_t k, const plan& p, double bytes) {
   int n = 1;
   double b = 0;

@@ -96,9 +96,11 @@ struct ring_scatter_gather {
 }  // namespace detail
 
 /// Recursive doubling: log2(p) exchanges of the whole buffer. Best when the
-/// per-step latency dominates (small messages). Needs `count` elements of
-/// workspace (it double-buffers: a partner reads one buffer while the
-/// result goes to the other). `reduce_scatter` and `all_gather` use the ring.
+/// per-step latency dominates (small messages). Each exchange reduces into
+/// `out` in place, slice by slice once the slice is sent; over a transport
+/// with a fused receive-and-reduce (where the peer may still read the buffer)
+/// it double-buffers through `count` elements of workspace and may copy back
+/// once. `reduce_scatter` and `all_gather` use the ring.
 struct recursive_doubling : detail::ring_scatter_gather {
   static constexpr const char* name = "recursive_doubling";
   std::string describe() const { return name; }
@@ -115,7 +117,9 @@ struct recursive_doubling : detail::ring_scatter_gather {
       for (int m = 1; m < f.p2; m <<= 1) ++steps;
       for (int mask = 1; mask < f.p2; mask <<= 1, ++step) {
         const int pn = f.new_rank ^ mask, partner = f.real_rank(pn);
-        std::byte* dst = cur == out ? c.work : out;
+        // Host transports reduce into `out` in place (each slice once sent);
+        // a fused receive-and-reduce alternates `out` and the workspace.
+        std::byte* dst = !has_fused_reduce_v<Transport> || cur != out ? out : c.work;
         step_desc d;
         d.send_peer = d.recv_peer = partner;
         d.send = cur;

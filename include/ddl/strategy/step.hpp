@@ -76,6 +76,10 @@ inline void local_finalize(const call_context& c, std::byte* data, std::size_t c
 /// `recv_bytes` from `recv_peer` into `recv`, as `local (op) received` when
 /// `local` is set (`received (op) local` when `received_first`). A peer of -1
 /// means that side is idle.
+///
+/// `recv` may be `send` itself (a transport without a fused receive-and-reduce,
+/// `recv == local == send`): each slice is reduced in place once its own send
+/// has completed, so a step needs no second buffer and no copy back.
 struct step_desc {
   int send_peer = -1;
   const std::byte* send = nullptr;
@@ -123,6 +127,11 @@ void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, c
   const std::size_t sends = s.send_peer >= 0 ? (s.send_bytes + chunk - 1) / chunk : 0;
   const std::size_t recvs = s.recv_peer >= 0 ? (s.recv_bytes + chunk - 1) / chunk : 0;
   const bool combine = s.local != nullptr;
+  // The result overwrites what is being sent: slice k is reduced only after
+  // send k completed (sends and receives are sliced alike).
+  const bool over_send = combine && s.recv == s.send && s.send_peer >= 0 && s.send_bytes > 0 && s.recv_bytes > 0;
+  if (fused && over_send)
+    throw invalid_argument("internal: a fused receive-and-reduce cannot overwrite the buffer it sends");
   call_context cc = c;  // the step's own operand order
   cc.red.received_first = s.received_first;
   if (!fused && combine && c.scratch_bytes < depth * chunk)
@@ -135,9 +144,15 @@ void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, c
     const std::size_t off = k * chunk;
     return std::pair<std::size_t, std::size_t>(off, std::min(chunk, total - off));
   };
+  auto finish_send = [&] {
+    wait_in_phase(t, sreq[s_done % max_depth], c, ph);
+    ++s_done;
+  };
   auto finish_recv = [&] {
     const std::size_t k = r_done % max_depth;
     wait_in_phase(t, rreq[k], c, ph);
+    if (over_send)
+      while (s_done <= r_done && s_done < s_posted) finish_send();
     if constexpr (!fused) {
       if (combine) {
         auto [off, len] = slice(r_done, s.recv_bytes);
@@ -149,10 +164,6 @@ void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, c
       }
     }
     ++r_done;
-  };
-  auto finish_send = [&] {
-    wait_in_phase(t, sreq[s_done % max_depth], c, ph);
-    ++s_done;
   };
 
   while (s_posted < sends || r_posted < recvs) {
