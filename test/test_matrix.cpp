@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <string>
 
 #include "matrix.hpp"
 
@@ -88,4 +89,36 @@ TEST_CASE("matrix: static boxes and static orders") {
   run_matrix<ddl::multi_ring<ddl::extents<2, 2, 2>>>(8, matrix_counts(8, 4099), log);
   run_matrix<ddl::multi_ring<ddl::extents<3, 2>, ddl::dim_order<1, 0>>>(6, matrix_counts(6, 4099), log);
   CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("matrix: logarithmic reduce-scatter and all-gather after doubling plans on flat power-of-two groups") {
+  // planned(doubling plan) on one level of 4, 8 or 16 ranks runs recursive
+  // halving / recursive doubling for reduce-scatter and all-gather (blocks
+  // in rank order, counts below n included); 2 and 6 ranks keep the ring.
+  for (int n : {2, 4, 6, 8, 16}) {
+    CAPTURE(n);
+    const auto topo = ddl::topology::uniform(n, 4e9, 8e-6);
+    for (const ddl::plan& p : ddl::all_plans(topo, 1e6)) {
+      if (p.algo != ddl::algorithm::recursive_doubling && p.algo != ddl::algorithm::halving_doubling) continue;
+      const std::string algo = ddl::name_of(p.algo);
+      CAPTURE(algo);
+      CHECK(ddl::detail::logarithmic(topo, p, n) == (n == 4 || n == 8 || n == 16));
+      failure_log log;
+      run_matrix<ddl::planned>(n, matrix_counts(n, n == 16 ? 4099 : 65539), log, ddl::options{}, ddl::planned(topo, p));
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+  }
+  // Tiny chunks through a shallow window: slices of the halves overtake each other.
+  ddl::options o;
+  o.chunk_bytes = 64;
+  o.pipeline_depth = 2;
+  const auto t8 = ddl::topology::uniform(8, 4e9, 8e-6);
+  failure_log log;
+  for (const ddl::plan& p : ddl::all_plans(t8, 1e6))
+    if (p.algo == ddl::algorithm::halving_doubling) run_matrix<ddl::planned>(8, matrix_counts(8, 0), log, o, ddl::planned(t8, p));
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  // Two levels: the multi-ring keeps them.
+  const auto two = ddl::topology::parse("2:10GB/s:1us,4:1GB/s:10us");
+  for (const ddl::plan& p : ddl::all_plans(two, 1e6))
+    if (p.algo == ddl::algorithm::halving_doubling) CHECK_FALSE(ddl::detail::logarithmic(two, p, 8));
 }

@@ -53,25 +53,41 @@ void run_plan_all_reduce(Transport& t, const topology& topo, const plan& p, dire
   }
 }
 
-/// Reduce-scatter after a plan: the direct form when the plan is a direct
+/// Whether reduce-scatter and all-gather after plan `p` take the logarithmic
+/// forms (recursive halving, recursive doubling): when the planner chose a
+/// doubling all-reduce for the size (per-step latency counts), on a flat
+/// group (one level) whose size is a power of two of at least 4. They move
+/// the ring's bytes in log2(n) steps instead of n-1.
+inline bool logarithmic(const topology& topo, const plan& p, int n) {
+  if (p.algo != algorithm::recursive_doubling && p.algo != algorithm::halving_doubling) return false;
+  if (n < 4 || (n & (n - 1)) != 0) return false;
+  int levels = 0;
+  for (std::size_t l = 0; l < topo.count(); ++l) levels += topo[l].extent > 1;
+  return levels == 1;
+}
+
+/// Reduce-scatter after plan `p`: the direct form when it is a direct
 /// strategy (two_shot is a direct reduce-scatter and a direct all-gather),
-/// else the multi-ring `box`.
+/// recursive halving when `logarithmic`, else the multi-ring `box`.
 template <class Transport>
-void run_plan_reduce_scatter(Transport& t, bool direct_plan, const ring_box& box, direct_pair& direct,
-                             const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
-                             const call_context& c) {
+void run_plan_reduce_scatter(Transport& t, const topology& topo, const plan& p, const ring_box& box,
+                             direct_pair& direct, const std::byte* in, std::byte* work, std::byte* out,
+                             std::size_t count, const call_context& c) {
   if constexpr (has_peer_memory_v<Transport>) {
-    if (direct_plan) return direct.two.reduce_scatter(t, in, work, out, count, c);
+    if (is_direct(p)) return direct.two.reduce_scatter(t, in, work, out, count, c);
   }
+  if (logarithmic(topo, p, t.size())) return halving_reduce_scatter(t, in, work, out, count, c);
   multi_ring_reduce_scatter(t, box, in, work, out, count, c);
 }
-/// All-gather after a plan, as `run_plan_reduce_scatter`.
+/// All-gather after a plan, as `run_plan_reduce_scatter` (recursive doubling
+/// when `logarithmic`).
 template <class Transport>
-void run_plan_all_gather(Transport& t, bool direct_plan, const ring_box& box, direct_pair& direct,
+void run_plan_all_gather(Transport& t, const topology& topo, const plan& p, const ring_box& box, direct_pair& direct,
                          const std::byte* own, std::byte* out, std::size_t count, const call_context& c) {
   if constexpr (has_peer_memory_v<Transport>) {
-    if (direct_plan) return direct.two.all_gather(t, own, out, count, c);
+    if (is_direct(p)) return direct.two.all_gather(t, own, out, count, c);
   }
+  if (logarithmic(topo, p, t.size())) return doubling_all_gather(t, own, out, count, c);
   multi_ring_all_gather(t, box, own, out, count, c);
 }
 }  // namespace detail
@@ -133,24 +149,29 @@ class auto_strategy {
                                 in, out, count, c);
   }
   /// Reduce-scatter and all-gather: the direct forms where the planner
-  /// picks a direct all-reduce for this size, else its best multi-ring.
+  /// picks a direct all-reduce for this size, the logarithmic forms where it
+  /// picks a doubling one on a flat power-of-two group (`detail::logarithmic`),
+  /// else its best multi-ring.
   template <class Transport>
   void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
                       const call_context& c) const {
-    const bool direct = detail::is_direct(choose(count * size_of(c.red.type)));
-    detail::run_plan_reduce_scatter(t, direct, direct ? ring_box{} : best_ring(count, c), direct_, in, work, out,
-                                    count, c);
+    const plan p = choose(count * size_of(c.red.type));
+    detail::run_plan_reduce_scatter(t, topology_, p, ring_for(p, t.size(), count, c), direct_, in, work, out, count,
+                                    c);
   }
   template <class Transport>
   void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
                   const call_context& c) const {
-    const bool direct = detail::is_direct(choose(count * size_of(c.red.type)));
-    detail::run_plan_all_gather(t, direct, direct ? ring_box{} : best_ring(count, c), direct_, own, out, count, c);
+    const plan p = choose(count * size_of(c.red.type));
+    detail::run_plan_all_gather(t, topology_, p, ring_for(p, t.size(), count, c), direct_, own, out, count, c);
   }
 
  private:
   using ring_box = detail::ring_box;
-  ring_box best_ring(std::size_t count, const call_context& c) const {
+  // The multi-ring box for a reduce-scatter or all-gather after plan `p`
+  // (none needed when `p` runs a direct or logarithmic form).
+  ring_box ring_for(const plan& p, int n, std::size_t count, const call_context& c) const {
+    if (detail::is_direct(p) || detail::logarithmic(topology_, p, n)) return ring_box{};
     return box_of(topology_, choose(count * size_of(c.red.type), candidates::multi_ring_only));
   }
   ddl::topology topology_;
@@ -164,8 +185,9 @@ class auto_strategy {
 
 /// Runs one given plan (e.g. an entry of `all_plans`) on its topology: what
 /// `auto_strategy` would run had the planner chosen it. `reduce_scatter` and
-/// `all_gather` run the plan's multi-ring (the flat ring for doubling plans;
-/// the direct forms for direct plans).
+/// `all_gather` run the plan's multi-ring (for doubling plans the
+/// logarithmic forms on a flat power-of-two group, else the flat ring; the
+/// direct forms for direct plans).
 /// Example:
 /// \code
 ///   for (const ddl::plan& p : ddl::all_plans(topo, bytes))
@@ -191,12 +213,12 @@ class planned {
   template <class Transport>
   void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
                       const call_context& c) const {
-    detail::run_plan_reduce_scatter(t, detail::is_direct(plan_), ring_box(), direct_, in, work, out, count, c);
+    detail::run_plan_reduce_scatter(t, topology_, plan_, ring_box(), direct_, in, work, out, count, c);
   }
   template <class Transport>
   void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
                   const call_context& c) const {
-    detail::run_plan_all_gather(t, detail::is_direct(plan_), ring_box(), direct_, own, out, count, c);
+    detail::run_plan_all_gather(t, topology_, plan_, ring_box(), direct_, own, out, count, c);
   }
 
  private:

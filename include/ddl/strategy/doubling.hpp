@@ -77,6 +77,80 @@ void fold_out(Transport& t, const fold_plan& f, std::byte* out, std::size_t byte
   run_step(t, d, c, c.base_tag + tag_offset::unfold, phase_name{"unfold", 0, 1});
 }
 
+/// Bytes of blocks [a, b) of `count` elements over n ranks (`block_of`).
+struct block_range {
+  std::size_t offset = 0, bytes = 0;
+};
+inline block_range blocks_between(std::size_t count, int n, int a, int b, std::size_t esize) {
+  const block first = block_of(count, n, a), last = block_of(count, n, b - 1);
+  return {first.offset * esize, (last.offset + last.size - first.offset) * esize};
+}
+
+/// Recursive-halving reduce-scatter for a power-of-two group, blocks in
+/// rank order (`block_of`): log2(n) exchanges instead of the ring's n-1,
+/// moving the same (n-1) S / n bytes. Each step halves the blocks a rank is
+/// responsible for, farthest partner first (distance n/2, ..., 1): it sends
+/// the half its partner keeps and reduces the half it keeps; the last step
+/// writes its own block into `out` (then the op's final touch, `avg`).
+/// `work` holds `count` elements.
+template <class Transport>
+void halving_reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
+                            const call_context& c) {
+  const int n = t.size(), r = t.rank();
+  const std::size_t es = size_of(c.red.type);
+  int steps = 0;
+  for (int m = 1; m < n; m <<= 1) ++steps;
+  const std::byte* cur = in;
+  int lo = 0, hi = n, step = 0;
+  for (int m = n / 2; m >= 1; m /= 2, ++step) {
+    const int mid = lo + m;
+    const bool lower = r < mid;
+    const block_range keep = blocks_between(count, n, lower ? lo : mid, lower ? mid : hi, es);
+    const block_range give = blocks_between(count, n, lower ? mid : lo, lower ? hi : mid, es);
+    const bool last = m == 1;
+    const int partner = r ^ m;
+    step_desc d;
+    d.send_peer = d.recv_peer = partner;
+    d.send = cur + give.offset;
+    d.send_bytes = give.bytes;
+    d.recv = last ? out : work + keep.offset;
+    d.local = cur + keep.offset;
+    d.recv_bytes = keep.bytes;
+    d.received_first = partner < r;
+    run_step(t, d, c, c.base_tag + tag_offset::halving, phase_name{"halving reduce-scatter", step, steps});
+    cur = work;
+    if (lower) hi = mid;
+    else lo = mid;
+  }
+  local_finalize(c, out, block_of(count, n, r).size, n);
+}
+
+/// Recursive-doubling all-gather for a power-of-two group, blocks in rank
+/// order: log2(n) exchanges, nearest partner first, each doubling the blocks
+/// a rank holds; the same (n-1) S / n bytes as the ring.
+template <class Transport>
+void doubling_all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
+                         const call_context& c) {
+  const int n = t.size(), r = t.rank();
+  const std::size_t es = size_of(c.red.type);
+  const block mine = block_of(count, n, r);
+  local_copy(c, out + mine.offset * es, own, mine.size * es);
+  int steps = 0;
+  for (int m = 1; m < n; m <<= 1) ++steps;
+  for (int m = 1, step = 0; m < n; m <<= 1, ++step) {
+    const int base = r & ~(m - 1), partner = r ^ m, pbase = partner & ~(m - 1);
+    const block_range held = blocks_between(count, n, base, base + m, es);
+    const block_range theirs = blocks_between(count, n, pbase, pbase + m, es);
+    step_desc d;
+    d.send_peer = d.recv_peer = partner;
+    d.send = out + held.offset;
+    d.send_bytes = held.bytes;
+    d.recv = out + theirs.offset;
+    d.recv_bytes = theirs.bytes;
+    run_step(t, d, c, c.base_tag + tag_offset::doubling, phase_name{"doubling all-gather", step, steps});
+  }
+}
+
 /// reduce_scatter and all_gather of the all-reduce-only algorithms: the ring's.
 struct ring_scatter_gather {
   void validate(int) const {}
