@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Speed-up of ddl over its baselines, from ddl-bench runs over MPI.
 
-usage: mpi_ratios.py RUN1.txt RUN2.txt ...   (same configuration, repeated)
+usage: mpi_ratios.py [--impl ddl:NAME] RUN1.txt RUN2.txt ...   (same configuration, repeated)
+
+--impl picks the ddl row compared (default ddl:auto, or ddl:broadcast).
 
 Works for every --collective: the MPI baseline is the row whose impl starts
 with MPI_ (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast).
@@ -29,9 +31,15 @@ def parse(path):
 def fmt(v):
     return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
 
-runs = [parse(p) for p in sys.argv[1:]]
+args = sys.argv[1:]
+chosen = None
+if "--impl" in args:
+    i = args.index("--impl")
+    chosen = args[i + 1]
+    del args[i:i + 2]
+runs = [parse(p) for p in args]
 sizes = sorted({k[0] for r in runs for k in r})
-ddl_impl = "ddl:auto" if any(k[1] == "ddl:auto" for r in runs for k in r) else "ddl:broadcast"
+ddl_impl = chosen or ("ddl:auto" if any(k[1] == "ddl:auto" for r in runs for k in r) else "ddl:broadcast")
 mpi_impl = next((k[1] for r in runs for k in r if k[1].startswith("MPI_")), "MPI_Allreduce")
 print(f"| size | {ddl_impl} in-place us (median) | {mpi_impl} / ddl, in-place | {mpi_impl} / ddl, out-of-place | best Gloo / ddl, in-place |")
 print("|---|---|---|---|---|")
