@@ -4,6 +4,7 @@
 /// `DDL_CHUNK_BYTES`, `DDL_PIPELINE_DEPTH`, `DDL_PROGRESS`, `DDL_CHECK`) and the per-communicator options
 /// that override them.
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <string>
@@ -40,7 +41,10 @@ inline std::size_t parse_bytes(const char* name, const std::string& text) {
   else if (!unit.empty())
     throw invalid_argument(std::string(name) + "='" + text + "': unknown unit '" + unit +
                            "' (use K, M or G)");
+  if (std::isnan(v)) throw invalid_argument(std::string(name) + "='" + text + "' is not a byte size");
   if (v < 0) throw invalid_argument(std::string(name) + "='" + text + "' is negative");
+  if (!(v * scale < 4611686018427387904.0))  // 2^62: past any memory, and infinities
+    throw invalid_argument(std::string(name) + "='" + text + "' is too large");
   return static_cast<std::size_t>(v * scale);
 }
 }  // namespace detail

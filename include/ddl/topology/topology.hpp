@@ -110,8 +110,13 @@ class topology {
   }
   /// Link figures past these are rejected as no link's (and infinities with them).
   static constexpr double max_bandwidth = 1e15, max_latency = 1000;
+  /// Ranks a topology may describe (its extents' product fits an `int`).
+  static constexpr long long max_ranks = 2147483647;
   void add(const level& l) {
     if (count_ == max_dims) throw topology_error("a topology has at most " + std::to_string(max_dims) + " levels");
+    if (l.extent >= 1 && static_cast<long long>(size()) * l.extent > max_ranks)
+      throw topology_error("level " + std::to_string(count_ + 1) + " (extent " + std::to_string(l.extent) +
+                           ") makes the topology hold more than 2^31-1 ranks");
     if (l.extent < 1 || !(l.bandwidth > 0 && l.bandwidth <= max_bandwidth) || !(l.latency >= 0 && l.latency <= max_latency) ||
         l.links < 0 || !(l.exchange >= 0 && l.exchange <= max_bandwidth))
       throw topology_error("level " + std::to_string(count_ + 1) +
@@ -159,7 +164,12 @@ struct field {
                                               std::size_t len, const std::string& why) {
   std::string caret(at, ' ');
   caret += std::string(len ? len : 1, '^');
-  throw topology_error(std::string(source) + ": " + why + "\n  " + whole + "\n  " + caret);
+  // Control bytes (a NUL would cut the message short) show as '?', one for
+  // one, so the caret stays under its field.
+  std::string m = std::string(source) + ": " + why + "\n  " + whole + "\n  " + caret;
+  for (char& ch : m)
+    if ((static_cast<unsigned char>(ch) < 32 && ch != '\n') || ch == 127) ch = '?';
+  throw topology_error(m);
 }
 
 inline double parse_quantity(const char* source, const std::string& whole, const field& f, const char* what,
@@ -243,9 +253,11 @@ inline topology topology::parse(const std::string& text, const char* source) {
                                             sizeof bw_units / sizeof bw_units[0], "B/s, KB/s, MB/s, GB/s, GiB/s, Mbit/s, Gbit/s");
         if (!(l.exchange > 0))
           detail::topology_parse_error(source, text, f[k].at, f[k].text.size(), where + ": exchange bandwidth must be positive");
+        if (l.exchange > max_bandwidth)
+          detail::topology_parse_error(source, text, f[k].at, f[k].text.size(), where + ": exchange bandwidth above 1 PB/s is not a link's");
       } else if (!have_links) {
         const long links = std::strtol(f[k].text.c_str(), &end, 10);
-        if (f[k].text.empty() || *end != '\0' || links < 1)
+        if (f[k].text.empty() || *end != '\0' || links < 1 || links > 1 << 24)
           detail::topology_parse_error(source, text, f[k].at, f[k].text.size(), where + ": links '" + f[k].text + "' is not a positive integer");
         l.links = static_cast<int>(links);
         have_links = true;
@@ -254,6 +266,9 @@ inline topology topology::parse(const std::string& text, const char* source) {
       }
     }
     if (t.count_ == max_dims) detail::topology_parse_error(source, text, start, stop - start, "more than 8 levels");
+    if (static_cast<long long>(t.size()) * l.extent > max_ranks)
+      detail::topology_parse_error(source, text, f[0].at, f[0].text.size(),
+                                   where + ": the extents' product passes 2^31-1 ranks");
     t.levels_[t.count_++] = l;
     if (comma == std::string::npos) break;
     start = comma + 1;
