@@ -13,12 +13,21 @@ def placement(argv):
 
 
 def rows(path):
-    """(size, impl, out-of-place us, in-place us, line) for every measured row."""
+    """(size, impl, out-of-place us or None, in-place us, line) for every
+    measured row (None: no out-of-place form, e.g. Gloo or a broadcast)."""
     for line in open(path):
         f = line.split()
         if len(f) < 11 or not f[0].isdigit() or f[4] == "floor:copy":
             continue
-        yield int(f[0]), f[4], float(f[5]), float(f[10]), line
+        yield int(f[0]), f[4], None if f[5] == "-" else float(f[5]), float(f[10]), line
+
+
+def times(path):
+    """{(size, impl): (out-of-place us or None, in-place us)} of one run."""
+    out = {}
+    for size, impl, oop, ip, _ in rows(path):
+        out[(size, impl)] = (oop, ip)
+    return out
 
 
 def floor_times(path):

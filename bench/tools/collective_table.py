@@ -8,15 +8,11 @@ import glob
 import statistics
 import sys
 
+from bench_table import times as parse
+
 base = sys.argv[1]
-def parse(path):
-    rows = {}
-    for line in open(path):
-        f = line.split()
-        if len(f) < 11 or not f[0].isdigit() or f[4] == "floor:copy":
-            continue
-        rows[(int(f[0]), f[4])] = (None if f[5] == "-" else float(f[5]), float(f[10]))
-    return rows
+
+
 def ratios(mpi, coll, n, col):
     runs = [parse(p) for p in sorted(glob.glob(f"{base}/{mpi}_{coll}_n{n}_run*.txt"))]
     out = {}

@@ -26,7 +26,8 @@ def main():
     data, plan = {}, {}
     for path in args:
         for r in rows(path):
-            data.setdefault((r[0], r[1]), []).append(r[col])
+            if r[col] is not None:
+                data.setdefault((r[0], r[1]), []).append(r[col])
             if r[1] == "ddl:auto":
                 f = r[4].split()
                 plan[r[0]] = (f[15] if len(f) > 15 else "") or plan.get(r[0], "")

@@ -16,17 +16,7 @@ in-place column; the out-of-place ddl vs MPI_Allreduce ratio is given too.
 import statistics
 import sys
 
-def parse(path):
-    rows = {}
-    for line in open(path):
-        f = line.split()
-        if len(f) < 11 or not f[0].isdigit() or f[4] == "floor:copy":
-            continue
-        size, impl = int(f[0]), f[4]
-        oop = None if f[5] == "-" else float(f[5])
-        ip = float(f[10])
-        rows[(size, impl)] = (oop, ip)
-    return rows
+from bench_table import times as parse
 
 def fmt(v):
     return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
