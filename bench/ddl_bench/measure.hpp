@@ -1,0 +1,279 @@
+#pragma once
+// ddl-bench's measurement: each implementation (a ddl strategy, or a
+// baseline) behind two calls, one rank's sweep over all of them on buffers
+// allocated and touched once, with every result checked, and the sweep on
+// in-process ranks.
+#include <ddl.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "options.hpp"
+#include "support.hpp"
+
+namespace ddl_bench {
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+struct result {
+  double t_oop = 0, t_ip = 0;  // < 0: not measured
+  long wrong_oop = 0, wrong_ip = 0;
+  std::string note;
+};
+struct row {
+  std::size_t bytes = 0, count = 0;
+  double floor_s = 0;
+  std::vector<result> impls;
+};
+
+// One implementation as seen by a rank: a communicator (or a baseline)
+// behind two calls, both given the whole vector (`count` elements, S bytes).
+// `oop` may be empty (no out-of-place form: Gloo, broadcast); `prepare` runs
+// untimed before each size (baselines that bind buffers). An in-place
+// reduce-scatter leaves the rank's block where `ip_block_at_own_offset` says:
+// at the block's own offset (ddl) or at the start (MPI_IN_PLACE).
+struct impl {
+  std::string label;
+  std::function<void(const std::byte*, std::byte*, std::size_t)> oop;
+  std::function<void(std::byte*, std::size_t)> ip;
+  std::function<std::string(std::size_t)> note = [](std::size_t) { return std::string(); };
+  std::function<void(std::byte*, std::size_t)> prepare;
+  bool ip_block_at_own_offset = true;
+};
+
+// The rank's block of `count` elements: equal blocks (counts are multiples of n).
+inline ddl::block own_block(std::size_t count, int n, int r) { return ddl::block_of(count, n, r); }
+
+template <class Strategy, class Transport>
+impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options& o, const settings& s) {
+  auto comm = std::make_shared<ddl::communicator<Strategy, Transport>>(t, std::move(st), o);
+  const ddl::dtype dt = s.type;
+  const ddl::op op = s.oper;
+  const std::size_t es = ddl::size_of(dt);
+  const int n = t.size(), r = t.rank();
+  impl m;
+  m.label = std::move(label);
+  switch (s.coll) {
+    case collective::all_reduce:
+      m.oop = [comm, dt, op](const std::byte* in, std::byte* out, std::size_t c) {
+        comm->all_reduce(ddl::const_buffer_view{in, c, dt, {}}, ddl::buffer_view{out, c, dt, {}}, op);
+      };
+      m.ip = [comm, dt, op](std::byte* buf, std::size_t c) { comm->all_reduce(ddl::buffer_view{buf, c, dt, {}}, op); };
+      break;
+    case collective::reduce_scatter:
+      m.oop = [comm, dt, op, n, r](const std::byte* in, std::byte* out, std::size_t c) {
+        comm->reduce_scatter(ddl::const_buffer_view{in, c, dt, {}}, ddl::buffer_view{out, own_block(c, n, r).size, dt, {}}, op);
+      };
+      m.ip = [comm, dt, op, n, r, es](std::byte* buf, std::size_t c) {
+        const ddl::block b = own_block(c, n, r);
+        comm->reduce_scatter(ddl::const_buffer_view{buf, c, dt, {}}, ddl::buffer_view{buf + b.offset * es, b.size, dt, {}}, op);
+      };
+      break;
+    case collective::all_gather:
+      m.oop = [comm, dt, n, r, es](const std::byte* in, std::byte* out, std::size_t c) {
+        const ddl::block b = own_block(c, n, r);
+        comm->all_gather(ddl::const_buffer_view{in + b.offset * es, b.size, dt, {}}, ddl::buffer_view{out, c, dt, {}});
+      };
+      m.ip = [comm, dt, n, r, es](std::byte* buf, std::size_t c) {
+        const ddl::block b = own_block(c, n, r);
+        comm->all_gather(ddl::const_buffer_view{buf + b.offset * es, b.size, dt, {}}, ddl::buffer_view{buf, c, dt, {}});
+      };
+      break;
+    case collective::broadcast:
+      m.ip = [comm, dt](std::byte* buf, std::size_t c) { comm->broadcast(ddl::buffer_view{buf, c, dt, {}}, 0); };
+      m.note = [comm, dt](std::size_t bytes) {
+        const ddl::broadcast_plan p = comm->broadcast_plan_for(bytes, dt);
+        return p.algo == ddl::broadcast_plan::algorithm::chain
+                   ? "chain of " + std::to_string(p.segments) + " segments"
+                   : std::string("binomial tree");
+      };
+      break;
+  }
+  if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
+    if (s.coll == collective::all_reduce) {
+      m.note = [comm](std::size_t bytes) {
+        const auto& strat = comm->strategy();
+        const ddl::plan p = strat.choose(bytes);
+        const ddl::plan ip = strat.choose(bytes, ddl::candidates::all, true);
+        char model[48];
+        std::snprintf(model, sizeof model, " [model %.1f us]", p.seconds * 1e6);
+        std::string note = ddl::describe(strat.topo(), p) + model;
+        if (ip.algo != p.algo || ip.dims != p.dims) note += "; in place " + ddl::describe(strat.topo(), ip);
+        return note;
+      };
+    }
+  }
+  return m;
+}
+
+template <class Transport>
+inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::topology& topo, const ddl::options& opts) {
+  std::vector<impl> impls;
+  // Broadcast is the communicator's own (tree or chain), whatever the strategy.
+  if (s.coll == collective::broadcast) {
+    impls.push_back(make_impl("ddl:broadcast", t, ddl::ring{}, opts, s));
+    return impls;
+  }
+  for (const auto& name : s.strategies) {
+    if (name == "ring") impls.push_back(make_impl("ddl:ring", t, ddl::ring{}, opts, s));
+    else if (name == "recursive_doubling") impls.push_back(make_impl("ddl:rec_doubling", t, ddl::recursive_doubling{}, opts, s));
+    else if (name == "halving_doubling") impls.push_back(make_impl("ddl:halv_doubling", t, ddl::halving_doubling{}, opts, s));
+    else if (name == "one_shot" || name == "two_shot") {
+      if constexpr (ddl::has_peer_memory_v<Transport>) {
+        if (name == "one_shot") impls.push_back(make_impl("ddl:one_shot", t, ddl::one_shot{}, opts, s));
+        else impls.push_back(make_impl("ddl:two_shot", t, ddl::two_shot{}, opts, s));
+      } else if (!s.all_strategies) {
+        usage(name + " reads peers' buffers in place: it runs on --transport local only");
+      }
+    } else if (name == "auto") impls.push_back(make_impl("ddl:auto", t, ddl::auto_strategy(topo), opts, s));
+    else {
+      const auto box = bench_box(topo);
+      impls.push_back(make_impl("ddl:multi_ring", t, ddl::multi_ring<ddl::dynamic_extents>(box), opts, s));
+      impls.back().note = [box](std::size_t) { return box.str(); };
+    }
+  }
+  return impls;
+}
+
+// One rank's sweep over every implementation, on buffers allocated once and
+// touched once (first touch runs at ~0.4 GB/s here). With `shared_expected`
+// the ranks are threads that each fill their block of one expected array;
+// otherwise each rank computes every expected value itself. Returns this
+// rank's view: its own times and its own wrong counts.
+template <class Barrier>
+std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& impls, Barrier&& barrier,
+                            std::byte* shared_expected) {
+  const std::size_t es = ddl::size_of(s.type);
+  const auto sizes = sweep(s, n);
+  const std::size_t cap = sizes.empty() ? es : sizes.back();
+  std::unique_ptr<std::byte[]> in_buf(new std::byte[cap]), out_buf(new std::byte[cap]), own_expected;
+  std::memset(in_buf.get(), 0, cap);
+  std::memset(out_buf.get(), 0, cap);
+  std::byte* expected = shared_expected;
+  if (!expected) {
+    own_expected.reset(new std::byte[cap]);
+    expected = own_expected.get();
+  }
+  std::byte* in = in_buf.get();
+  std::byte* out = out_buf.get();
+  std::vector<row> rows(sizes.size());
+
+  auto measure = [&](auto&& prepare, auto&& body) {
+    std::vector<double> ts;
+    for (int it = 0; it < s.warmup + s.iters; ++it) {
+      prepare();
+      barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      body();
+      barrier();
+      const auto t1 = std::chrono::steady_clock::now();
+      if (it >= s.warmup) ts.push_back(std::chrono::duration<double>(t1 - t0).count());
+    }
+    return median(ts);
+  };
+
+  ddl::visit_dtype(s.type, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const std::size_t bytes = sizes[k], count = bytes / es;
+      T* I = reinterpret_cast<T*>(in);
+      T* O = reinterpret_cast<T*>(out);
+      T* E = reinterpret_cast<T*>(expected);
+      for (std::size_t i = 0; i < count; ++i) I[i] = ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, r, i));
+      // What element i of the whole vector must end as: the reduction
+      // (all-reduce, reduce-scatter), its owner's input (all-gather), the
+      // root's input (broadcast).
+      const std::size_t per_rank = count / static_cast<std::size_t>(n);
+      auto want = [&](std::size_t i) -> T {
+        switch (s.coll) {
+          case collective::all_gather:
+            return ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, static_cast<int>(i / per_rank), i));
+          case collective::broadcast: return ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, 0, i));
+          default: return ddl_test::expected_value<T>(s.oper, n, i);
+        }
+      };
+      const ddl::block fill = shared_expected ? ddl::block_of(count, n, r) : ddl::block{0, count};
+      if (s.check)
+        for (std::size_t i = fill.offset; i < fill.offset + fill.size; ++i) E[i] = want(i);
+      // Wrong elements of this rank's result: its block for reduce-scatter
+      // (at the start of `out`, or at its own offset in place as `ip` says).
+      auto count_wrong = [&](bool in_place, const impl& m) {
+        long w = 0;
+        if (!s.check) return w;
+        if (s.coll == collective::reduce_scatter) {
+          const ddl::block b = own_block(count, n, r);
+          const std::size_t at = in_place && m.ip_block_at_own_offset ? b.offset : 0;
+          for (std::size_t i = 0; i < b.size; ++i) w += !ddl_test::same_bits(O[at + i], E[b.offset + i]);
+        } else {
+          for (std::size_t i = 0; i < count; ++i) w += !ddl_test::same_bits(O[i], E[i]);
+        }
+        return w;
+      };
+      auto nothing = [] {};
+      row& rw = rows[k];
+      rw.bytes = bytes;
+      rw.count = count;
+      rw.impls.resize(impls.size());
+      rw.floor_s = measure(nothing, [&] { std::memcpy(out, in, bytes); });
+      barrier();  // expected[] complete
+      for (std::size_t j = 0; j < impls.size(); ++j) {
+        result& res = rw.impls[j];
+        if (impls[j].prepare) impls[j].prepare(out, count);
+        if (impls[j].oop) {
+          res.t_oop = measure(nothing, [&] { impls[j].oop(in, out, count); });
+          res.wrong_oop = count_wrong(false, impls[j]);
+        } else {
+          res.t_oop = -1;
+        }
+        res.t_ip = measure([&] { std::memcpy(out, in, bytes); }, [&] { impls[j].ip(out, count); });
+        res.wrong_ip = count_wrong(true, impls[j]);
+        res.note = impls[j].note(bytes);
+      }
+      barrier();  // nobody rewrites expected[] while others count
+    }
+  });
+  return rows;
+}
+
+// Rows of rank 0 with every rank's wrong counts added in.
+inline void add_wrong(std::vector<row>& into, const std::vector<row>& from) {
+  for (std::size_t k = 0; k < into.size(); ++k)
+    for (std::size_t j = 0; j < into[k].impls.size(); ++j) {
+      into[k].impls[j].wrong_oop += from[k].impls[j].wrong_oop;
+      into[k].impls[j].wrong_ip += from[k].impls[j].wrong_ip;
+    }
+}
+
+inline std::vector<row> run_local(const settings& s, const ddl::topology& topo, std::vector<std::string>& labels) {
+  ddl::options opts = ddl::options::from_env();
+  if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
+  const auto sizes = sweep(s, s.ranks);
+  std::unique_ptr<std::byte[]> expected(new std::byte[sizes.empty() ? 8 : sizes.back()]);
+  ddl_test::thread_barrier bar(s.ranks);
+  std::vector<std::vector<row>> per_rank(static_cast<std::size_t>(s.ranks));
+  std::mutex m;
+  ddl::local_fabric::run(s.ranks, [&](ddl::local_transport& t) {
+    auto impls = ddl_impls(t, s, topo, opts);
+    if (t.rank() == 0) {
+      std::lock_guard<std::mutex> lock(m);
+      for (const auto& i : impls) labels.push_back(i.label);
+    }
+    per_rank[static_cast<std::size_t>(t.rank())] =
+        rank_sweep(t.rank(), t.size(), s, impls, [&] { bar.arrive_and_wait(); }, expected.get());
+  });
+  std::vector<row> rows = per_rank[0];
+  for (std::size_t r = 1; r < per_rank.size(); ++r) add_wrong(rows, per_rank[r]);
+  return rows;
+}
+
+}  // namespace ddl_bench

@@ -1,0 +1,182 @@
+#pragma once
+// ddl-bench's command line: the settings, their parsing (errors are usage
+// errors naming the flag), the topology auto plans with, and the sweep.
+#include <ddl.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ddl_bench {
+
+const char* const collective_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+enum class collective { all_reduce, reduce_scatter, all_gather, broadcast };
+
+const char* const strategy_names[] = {"ring",     "multi_ring", "recursive_doubling", "halving_doubling",
+                                      "one_shot", "two_shot",   "auto"};
+
+struct settings {
+  std::size_t min_bytes = 4096, max_bytes = 256u << 20;
+  double factor = 2;
+  int iters = 20, warmup = 5;
+  bool check = true, csv = false, explain = false;
+  int ranks = 4;
+  std::string transport = "local";
+  std::vector<int> dims;  // --dims AxBx...: positive extents
+  std::vector<std::string> strategies{"ring"};
+  bool all_strategies = false;  // --strategy all: those the transport cannot run are left out
+  ddl::dtype type = ddl::dtype::float32;
+  ddl::op oper = ddl::op::sum;
+  std::size_t chunk_bytes = 0;  // 0: the library default
+  std::vector<std::string> baselines;  // mpi, gloo
+  collective coll = collective::all_reduce;
+  const char* coll_name() const { return collective_names[static_cast<int>(coll)]; }
+};
+
+// nccl-tests' bus-bandwidth factor of the collective over n ranks.
+inline double bus_factor(collective c, int n) {
+  if (n < 2) return 0;
+  switch (c) {
+    case collective::all_reduce: return 2.0 * (n - 1) / n;
+    case collective::reduce_scatter:
+    case collective::all_gather: return 1.0 * (n - 1) / n;
+    case collective::broadcast: return 1;
+  }
+  return 0;
+}
+
+[[noreturn]] inline void usage(const std::string& error) {
+  std::fprintf(stderr,
+               "ddl-bench: %s\n"
+               "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo]\n"
+               "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast]\n"
+               "                 [--strategy ring|multi_ring|recursive_doubling|halving_doubling|one_shot|two_shot|auto|all[,...]]\n"
+               "                 [--dims AxBx...] [--explain]\n"
+               "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1]\n"
+               "                 [-d int32|int64|float|double|half|bfloat16] [-o sum|prod|min|max|avg]\n"
+               "                 [--chunk BYTES] [--csv]\n"
+               "sizes take K, M, G suffixes (powers of 1024); --dims is the multi_ring box and the\n"
+               "extents of auto's topology (link costs: DDL_TOPOLOGY, else the transport's defaults)\n",
+               error.c_str());
+  std::exit(2);
+}
+
+inline std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t a = 0;
+  for (;;) {
+    const std::size_t b = s.find(sep, a);
+    out.push_back(s.substr(a, b == std::string::npos ? std::string::npos : b - a));
+    if (b == std::string::npos) return out;
+    a = b + 1;
+  }
+}
+
+inline settings parse(int argc, char** argv) {
+  settings s;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("flag " + a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "-b") s.min_bytes = ddl::detail::parse_bytes("-b", value());
+      else if (a == "-e") s.max_bytes = ddl::detail::parse_bytes("-e", value());
+      else if (a == "-f") s.factor = std::stod(value());
+      else if (a == "-n") s.iters = std::stoi(value());
+      else if (a == "-w") s.warmup = std::stoi(value());
+      else if (a == "-c") s.check = std::stoi(value()) != 0;
+      else if (a == "-d") s.type = ddl::parse_dtype(value());
+      else if (a == "-o") s.oper = ddl::parse_op(value());
+      else if (a == "--ranks") s.ranks = std::stoi(value());
+      else if (a == "--transport") s.transport = value();
+      else if (a == "--baseline") s.baselines = split(value(), ',');
+      else if (a == "--strategy") s.strategies = split(value(), ',');
+      else if (a == "--collective") {
+        const std::string v = value();
+        const auto* c = std::find(std::begin(collective_names), std::end(collective_names), v);
+        if (c == std::end(collective_names))
+          usage("unknown collective '" + v + "' (available: all_reduce, reduce_scatter, all_gather, broadcast)");
+        s.coll = static_cast<collective>(c - std::begin(collective_names));
+      }
+      else if (a == "--dims") {
+        const std::string v = value();
+        for (const auto& e : split(v, 'x')) {
+          std::size_t used = 0;
+          int x = 0;
+          try {
+            x = std::stoi(e, &used);
+          } catch (const std::exception&) {
+            used = 0;
+          }
+          if (used == 0 || used != e.size() || x < 1) usage("--dims '" + v + "' must look like 2x2x2 (positive extents)");
+          s.dims.push_back(x);
+        }
+      }
+      else if (a == "--explain") s.explain = true;
+      else if (a == "--chunk") s.chunk_bytes = ddl::detail::parse_bytes("--chunk", value());
+      else if (a == "--csv") s.csv = true;
+      else if (a == "-h" || a == "--help") usage("help");
+      else usage("unknown flag '" + a + "'");
+    } catch (const std::invalid_argument&) {
+      usage("bad value for " + a);
+    } catch (const ddl::error& e) {
+      usage(e.what());
+    }
+  }
+  if (s.transport != "local" && s.transport != "mpi") usage("unknown transport '" + s.transport + "' (available: local, mpi)");
+  for (const auto& b : s.baselines)
+    if (b != "mpi" && b != "gloo") usage("unknown baseline '" + b + "' (available: mpi, gloo; they need --transport mpi)");
+  if (!s.baselines.empty() && s.transport != "mpi") usage("--baseline needs --transport mpi (run under mpirun)");
+  s.all_strategies = s.strategies.size() == 1 && s.strategies[0] == "all";
+  if (s.all_strategies) s.strategies.assign(std::begin(strategy_names), std::end(strategy_names));
+  for (const auto& name : s.strategies)
+    if (std::find(std::begin(strategy_names), std::end(strategy_names), name) == std::end(strategy_names))
+      usage("unknown strategy '" + name + "' (available: ring, multi_ring, recursive_doubling, halving_doubling, one_shot, two_shot, auto, all)");
+  if (s.ranks < 1) usage("--ranks must be at least 1");
+  if (s.factor <= 1 && s.min_bytes != s.max_bytes) usage("-f must be > 1");
+  if (s.iters < 1 || s.warmup < 0) usage("-n must be >= 1 and -w >= 0");
+  if (s.max_bytes < s.min_bytes) usage("-e must be >= -b");
+  return s;
+}
+
+// The topology auto plans with: DDL_TOPOLOGY, else --dims with the local
+// transport's default link costs, else one level of all ranks.
+inline ddl::topology bench_topology(const settings& s) {
+  using L = ddl::default_link<ddl::local_transport>;
+  ddl::topology fallback;
+  if (!s.dims.empty()) {
+    for (int e : s.dims) fallback.add(ddl::level{e, L::bandwidth, L::latency, 0});
+  } else {
+    fallback = ddl::topology::uniform(s.ranks, L::bandwidth, L::latency);
+  }
+  return ddl::topology::from_env(s.ranks, fallback);
+}
+
+inline ddl::dynamic_extents bench_box(const ddl::topology& t) {
+  std::vector<int> e;
+  for (std::size_t l = 0; l < t.count(); ++l) e.push_back(t[l].extent);
+  return ddl::dynamic_extents(e.begin(), e.end());
+}
+
+// The sizes of the sweep: whole elements; for reduce-scatter and all-gather
+// whole multiples of n elements (at least n).
+inline std::vector<std::size_t> sweep(const settings& s, int n) {
+  const std::size_t es = ddl::size_of(s.type);
+  const std::size_t unit =
+      es * (s.coll == collective::reduce_scatter || s.coll == collective::all_gather ? static_cast<std::size_t>(n) : 1);
+  std::vector<std::size_t> sizes;
+  for (double b = static_cast<double>(s.min_bytes); b <= static_cast<double>(s.max_bytes) * 1.0000001; b *= s.factor) {
+    const std::size_t bytes = std::max(unit, static_cast<std::size_t>(b) / unit * unit);
+    if (bytes && (sizes.empty() || sizes.back() != bytes)) sizes.push_back(bytes);
+    if (s.factor <= 1) break;
+  }
+  return sizes;
+}
+
+}  // namespace ddl_bench
