@@ -357,3 +357,23 @@ TEST_CASE("mpi: DDL_CHECK turns a count mismatch into the same mismatch_error on
   comm.all_reduce(ddl::host_view(v), ddl::op::sum);  // the communicator is still in step
   CHECK(v[9] == t.size());
 }
+
+TEST_CASE("mpi stranded: a send the peer never takes is withdrawn, or the job ends saying why") {
+  // Run alone (its own CTest entry): it may end the job. Rank 0 sends 16 MiB
+  // (past any eager limit) to rank 1, which never receives, and drops the
+  // request: either this MPI cancels the send, or ddl ends the job before
+  // MPI could read a buffer the caller is about to free.
+  const int n = world_size(), r = world_rank();
+  if (n < 2) return;
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  if (r == 0) {
+    std::vector<std::byte> big(16u << 20);
+    {
+      auto req = t.isend(1, ddl::const_bytes{big.data(), big.size()}, 7);
+      std::this_thread::sleep_for(50ms);
+    }  // dropped unfinished
+    std::printf("ddl test: stranded send withdrawn\n");
+    std::fflush(stdout);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}

@@ -17,6 +17,8 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -39,6 +41,24 @@ namespace detail {
   MPI_Error_string(rc, text, &len);
   throw transport_error(std::string(call) + " failed with MPI error " + std::to_string(rc) + " (" +
                         std::string(text, static_cast<std::size_t>(len)) + ") at " + file + ":" + std::to_string(line));
+}
+
+/// A send that could not be withdrawn after an error (the peer never took
+/// it and this MPI cannot cancel sends): MPI would go on reading the
+/// caller's buffer after the call returned, and a rank that frees it and
+/// goes on crashes later (or sends garbage). Unless `DDL_MPI_STRANDED=release`
+/// (hand the request to MPI and hope the buffer outlives it), the job ends
+/// here with `MPI_Abort`, saying why.
+inline void stranded_send(int rank, int peer) noexcept {
+  const char* v = std::getenv("DDL_MPI_STRANDED");
+  if (v && std::string(v) == "release") return;
+  std::fprintf(stderr,
+               "ddl: rank %d: a send to peer %d of its communicator could not be withdrawn after the call failed (the peer never "
+               "received it and MPI cannot cancel sends); MPI would keep reading the caller's buffer, so the job "
+               "ends now (MPI_Abort; DDL_MPI_STRANDED=release hands the send to MPI instead)\n",
+               rank, peer);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 70);
 }
 }  // namespace detail
 
@@ -100,7 +120,8 @@ class mpi_transport {
    private:
     friend class mpi_transport;
     // Withdraws an incomplete request: a receive is cancelled for sure; a
-    // send is cancelled if the MPI can, else released so MPI finishes it.
+    // send is cancelled if the MPI can, else `detail::stranded_send` decides
+    // (by default the job ends: MPI would read a buffer the caller owns).
     void cancel() noexcept {
       if (r_ == MPI_REQUEST_NULL) return;
       int fin = 0;
@@ -113,7 +134,14 @@ class mpi_transport {
         MPI_Test(&r_, &flag, MPI_STATUS_IGNORE);
         if (!flag) std::this_thread::yield();
       }
-      if (!flag) MPI_Request_free(&r_);
+      if (!flag) {
+        if (send_) {
+          int me = -1;
+          MPI_Comm_rank(MPI_COMM_WORLD, &me);
+          detail::stranded_send(me, peer_);
+        }
+        MPI_Request_free(&r_);
+      }
       r_ = MPI_REQUEST_NULL;
     }
     MPI_Request r_ = MPI_REQUEST_NULL;
