@@ -26,7 +26,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -35,6 +34,8 @@
 #include <unistd.h>
 
 #include <ddl.hpp>
+
+#include "models/gradient_list.hpp"
 #ifdef DDL_BENCH_MPI
 #include <ddl/mpi.hpp>
 #endif
@@ -126,35 +127,10 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// --- the model's gradient tensors ------------------------------------------
+// --- the model's gradient tensors: bench/models/gradient_list.hpp ----------
 
-struct tensor_spec {
-  std::string name;
-  std::size_t elements;
-  double backward_flop;
-};
-
-std::vector<tensor_spec> load_model(const std::string& which) {
-  std::string path = which;
-  if (which == "resnet50" || which == "transformer") path = std::string(DDL_BENCH_MODELS_DIR) + "/" + which + ".csv";
-  std::ifstream in(path);
-  if (!in) throw ddl::invalid_argument("cannot open model file '" + path + "'");
-  std::vector<tensor_spec> v;
-  std::string line;
-  std::getline(in, line);  // header
-  int lineno = 1;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (line.empty()) continue;
-    std::stringstream ss(line);
-    std::string name, elems, flop;
-    if (!std::getline(ss, name, ',') || !std::getline(ss, elems, ',') || !std::getline(ss, flop, ','))
-      throw ddl::invalid_argument(path + ":" + std::to_string(lineno) + ": expected name,elements,backward_flop");
-    v.push_back({name, static_cast<std::size_t>(std::stoull(elems)), std::stod(flop)});
-  }
-  if (v.empty()) throw ddl::invalid_argument(path + ": no tensors");
-  return v;
-}
+using ddl_bench::load_model;
+using ddl_bench::tensor_spec;
 
 // --- one rank's work, on any transport ---------------------------------------
 

@@ -126,10 +126,12 @@ class communicator {
   }
 
   /// Where asynchronous collectives progress: `opts().async_progress`, or
-  /// `progress::deferred` when the transport must stay on the caller's thread.
+  /// `progress::deferred` when the transport must stay on the caller's thread
+  /// and has no fibers to offer (`transport/cooperative.hpp`; on the
+  /// simulator `progress::thread` means a progress fiber per rank).
   progress progress_mode() const noexcept {
-    return opts_.async_progress == progress::thread && progress_thread_allowed(*transport_) ? progress::thread
-                                                                                            : progress::deferred;
+    const bool background = progress_thread_allowed(*transport_) || cooperative_of(*transport_) != nullptr;
+    return opts_.async_progress == progress::thread && background ? progress::thread : progress::deferred;
   }
   /// Collectives issued and not yet finished.
   bool pending() const noexcept { return engine_ && !engine_->idle(); }
@@ -416,7 +418,7 @@ class communicator {
     return collective_request(engine_, std::move(op));
   }
   detail::progress_engine& engine() {
-    if (!engine_) engine_ = std::make_shared<detail::progress_engine>(progress_mode());
+    if (!engine_) engine_ = std::make_shared<detail::progress_engine>(progress_mode(), cooperative_of(*transport_));
     return *engine_;
   }
   void finish_pending() noexcept {

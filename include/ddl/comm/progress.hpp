@@ -13,11 +13,15 @@
 ///     extra cost; a caller that waits (without a deadline) for a collective
 ///     the worker has not started runs it itself rather than wake the worker.
 ///     Only one thread touches the transport at any moment (`busy_`).
+///     On a transport whose ranks are fibers (`transport/cooperative.hpp`,
+///     the simulator) the worker is a fiber of the rank instead of a thread:
+///     it runs the queue whenever the rank's own fiber is suspended (in a
+///     wait, or in `sim_transport::compute`), so collectives overlap the
+///     rank's work in virtual time.
 ///   - `progress::deferred`: nothing runs in the background; a request's
 ///     `test` and `wait` run the queue up to it on the caller's thread. For
-///     transports that must stay on the caller's thread (the simulator's
-///     fibers, an MPI initialised below `MPI_THREAD_SERIALIZED`, CUDA
-///     devices bound per thread).
+///     transports that must stay on the caller's thread (an MPI initialised
+///     below `MPI_THREAD_SERIALIZED`, CUDA devices bound per thread).
 ///
 /// Errors (timeouts, a failed peer) are caught on the engine and re-thrown by
 /// `wait`, with the types the blocking calls throw.
@@ -30,11 +34,13 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "ddl/core/config.hpp"
 #include "ddl/core/error.hpp"
 #include "ddl/detail/event.hpp"
 #include "ddl/transport/concept.hpp"
+#include "ddl/transport/cooperative.hpp"
 
 namespace ddl {
 
@@ -57,11 +63,16 @@ inline async_op*& completing_here() noexcept {
   return op;
 }
 
-/// Runs queued operations in order, on a worker thread or on demand.
+/// Runs queued operations in order, on a worker thread, a worker fiber, or
+/// on demand.
 class progress_engine {
  public:
-  explicit progress_engine(progress mode) : mode_(mode) {
-    if (mode_ == progress::thread) worker_ = std::thread([this] { work(); });
+  /// `fibers`: the transport's fiber scheduler; with `progress::thread` the
+  /// worker is then a fiber of the calling rank rather than a thread.
+  explicit progress_engine(progress mode, cooperative_scheduler* fibers = nullptr)
+      : mode_(mode), fibers_(mode == progress::thread ? fibers : nullptr) {
+    if (fibers_) worker_fiber_ = fibers_->spawn([this] { fiber_work(); });
+    else if (mode_ == progress::thread) worker_ = std::thread([this] { work(); });
   }
   progress_engine(const progress_engine&) = delete;
   progress_engine& operator=(const progress_engine&) = delete;
@@ -69,7 +80,11 @@ class progress_engine {
   /// then stops the worker.
   ~progress_engine() {
     drain_quietly();
-    if (worker_.joinable()) {
+    if (fibers_) {
+      stop_ = true;
+      fibers_->resume(worker_fiber_);
+      while (!worker_exited_) suspend_until_done();
+    } else if (worker_.joinable()) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         stop_ = true;
@@ -93,7 +108,10 @@ class progress_engine {
   template <class Job>
   void run_inline(Job& job) {
     backoff wait_turn;
-    while (busy_.exchange(true, std::memory_order_acquire)) wait_turn.pause();
+    while (busy_.exchange(true, std::memory_order_acquire)) {
+      if (fibers_) suspend_until_done();
+      else wait_turn.pause();
+    }
     struct release {
       std::atomic<bool>& b;
       ~release() { b.store(false, std::memory_order_release); }
@@ -115,13 +133,19 @@ class progress_engine {
     }
     // A polling worker finds it within `poll`; only a dozing one is woken
     // (a wake-up per call would preempt the ranks on an oversubscribed machine).
-    if (mode_ == progress::thread && dozing_.load(std::memory_order_acquire)) work_bell_.notify();
+    if (fibers_) {
+      if (worker_idle_) fibers_->resume(worker_fiber_);
+    } else if (mode_ == progress::thread && dozing_.load(std::memory_order_acquire)) {
+      work_bell_.notify();
+    }
     return op;
   }
 
   /// True once `op` has finished (deferred: runs the queue up to it first).
   bool test(async_op& op) {
     if (mode_ == progress::deferred && !op.done.load(std::memory_order_acquire)) run_until(&op);
+    // A fiber polling in a loop must let the worker and the clock move.
+    if (fibers_ && !op.done.load(std::memory_order_acquire)) fibers_->yield();
     return op.done.load(std::memory_order_acquire);
   }
 
@@ -131,6 +155,7 @@ class progress_engine {
   /// a bounded one never does, so it can return at its deadline.
   bool wait(async_op& op, deadline until) {
     if (mode_ == progress::deferred) return test(op);
+    if (fibers_) return fiber_wait(&op, until);
     const bool unbounded = until == std::chrono::steady_clock::time_point::max();
     backoff wait_more;
     for (;;) {
@@ -146,6 +171,10 @@ class progress_engine {
   void drain_quietly() noexcept {
     if (mode_ == progress::deferred) {
       run_until(nullptr);
+      return;
+    }
+    if (fibers_) {
+      fiber_wait(nullptr, std::chrono::steady_clock::time_point::max());
       return;
     }
     backoff wait_more;
@@ -288,7 +317,73 @@ class progress_engine {
     }
   }
 
+  // --- the worker as a fiber (`fibers_` set) ---------------------------------
+  // Fibers of one rank share one thread and switch only when one suspends, so
+  // the state below needs no lock; `busy_` still says who runs the queue.
+
+  bool queue_empty() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return queue_.empty();
+  }
+  // Suspends the running fiber until the queue's runner finishes an operation.
+  void suspend_until_done() {
+    done_waiters_.push_back(fibers_->current());
+    fibers_->suspend();
+  }
+  void resume_done_waiters() {
+    auto waiters = std::move(done_waiters_);
+    done_waiters_.clear();
+    for (int f : waiters) fibers_->resume(f);
+  }
+  // Runs the queue up to `target` (all of it for nullptr) on this fiber.
+  void fiber_run(async_op* target) {
+    busy_.store(true, std::memory_order_relaxed);
+    while (!target || !target->done.load(std::memory_order_acquire)) {
+      auto op = pop();
+      if (!op) break;
+      execute(*op);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      resume_done_waiters();
+    }
+    busy_.store(false, std::memory_order_relaxed);
+    resume_done_waiters();
+    if (worker_idle_ && !queue_empty()) fibers_->resume(worker_fiber_);
+  }
+  // Waits for `target` (everything for nullptr): runs the queue here while
+  // the worker does not; a deadline is checked on the real clock between
+  // the worker's operations.
+  bool fiber_wait(async_op* target, deadline until) noexcept {
+    for (;;) {
+      if (target ? target->done.load(std::memory_order_acquire) : idle()) return true;
+      if (!busy_.load(std::memory_order_relaxed)) {
+        fiber_run(target);
+        continue;
+      }
+      if (std::chrono::steady_clock::now() >= until) return false;
+      suspend_until_done();
+    }
+  }
+  void fiber_work() {
+    for (;;) {
+      const bool empty = queue_empty();
+      if (stop_ && empty) break;
+      if (!empty && !busy_.load(std::memory_order_relaxed)) {
+        fiber_run(nullptr);
+        continue;
+      }
+      worker_idle_ = true;
+      fibers_->suspend();
+      worker_idle_ = false;
+    }
+    worker_exited_ = true;
+    resume_done_waiters();
+  }
+
   progress mode_;
+  cooperative_scheduler* fibers_ = nullptr;
+  int worker_fiber_ = -1;
+  bool worker_idle_ = false, worker_exited_ = false;
+  std::vector<int> done_waiters_;
   std::mutex mutex_;
   std::deque<std::shared_ptr<async_op>> queue_;
   std::atomic<std::size_t> pending_{0};

@@ -24,6 +24,13 @@
 ///    elsewhere does not give its unused share away.
 ///  * Local copies and reductions take no virtual time (the network bounds
 ///    every algorithm here; the cost model makes the same assumption).
+///    Computation is what a rank says it is: `sim_transport::compute(s)`
+///    lets `s` virtual seconds pass for the calling fiber.
+///
+/// Each rank may own more fibers than its own (`cooperative()`, see
+/// `transport/cooperative.hpp`): a communicator's asynchronous collectives
+/// progress in a fiber of their own, so a rank that computes while its
+/// gradients are reduced overlaps the two in virtual time, as a trainer does.
 ///
 /// Buffers are real or phantom. Real: messages move and reduce data at
 /// their completion, so results can be checked bit for bit. Phantom
@@ -67,6 +74,7 @@
 #include "ddl/reduce/host.hpp"
 #include "ddl/topology/topology.hpp"
 #include "ddl/transport/concept.hpp"
+#include "ddl/transport/cooperative.hpp"
 
 namespace ddl {
 
@@ -143,9 +151,16 @@ class sim_transport {
     std::uint32_t op_ = 0, gen_ = 0;
   };
 
-  /// Ranks are fibers of one thread in virtual time: asynchronous
-  /// collectives progress inside their requests (`progress::deferred`).
+  /// Ranks are fibers of one thread in virtual time: no thread may drive
+  /// them, but a fiber of the same rank may (asynchronous collectives
+  /// progress in one, see `cooperative()`).
   bool allows_progress_thread() const noexcept { return false; }
+  /// This rank's fibers (`transport/cooperative.hpp`).
+  inline cooperative_scheduler* cooperative() noexcept;
+  /// The calling fiber computes for `seconds` of virtual time (as a GPU
+  /// would): the rank's other fibers, its collectives in flight, and the
+  /// other ranks go on meanwhile.
+  inline void compute(double seconds);
   int rank() const noexcept { return rank_; }
   inline int size() const noexcept;
   /// The network being simulated (`auto_strategy` plans on it).
@@ -198,33 +213,58 @@ class sim_fabric {
     reset();
     std::function<void(sim_transport&)> body(std::forward<F>(f));
     body_ = &body;
-    ranks_.assign(static_cast<std::size_t>(n_), rank_state{});
+    fibers_.clear();
     transports_.assign(static_cast<std::size_t>(n_), sim_transport{});
     for (int r = 0; r < n_; ++r) {
       transports_[r].fab_ = this;
       transports_[r].rank_ = r;
+      fibers_.emplace_back();
+      fibers_.back().rank = r;
       start_fiber(r);
     }
     schedule();
-    for (auto& rs : ranks_) munmap(rs.stack, rs.stack_size);
+    sim_report rep = report();
+    for (auto& fs : fibers_) munmap(fs.stack, fs.stack_size);
+    fibers_.clear();  // fibers left suspended (idle progress fibers) are abandoned with their stacks
     body_ = nullptr;
     if (first_error_) std::rethrow_exception(std::exchange(first_error_, nullptr));
-    return report();
+    return rep;
   }
 
  private:
   friend class sim_transport;
 
   // --- ranks as fibers ------------------------------------------------------
+  // Fibers 0..n-1 are the ranks' own; later ones are spawned by a rank
+  // (`cooperative()`) and do not keep the run alive.
   enum class fstate : std::uint8_t { ready, blocked, done };
-  struct rank_state {
+  struct fiber_state {
     ucontext_t ctx{};
     void* stack = nullptr;
     std::size_t stack_size = 0;
     fstate state = fstate::ready;
-    bool woken = false;  ///< queued to run
+    bool woken = false;        ///< queued to run
+    bool timer_fired = false;  ///< `compute`'s time has passed
+    int rank = 0;
     double end = 0;
+    std::function<void()> body;  ///< spawned fibers; empty: the rank's own
     std::exception_ptr error;
+  };
+  /// `cooperative_scheduler` over this fabric's fibers.
+  class fiber_scheduler final : public cooperative_scheduler {
+   public:
+    explicit fiber_scheduler(sim_fabric* f) : f_(f) {}
+    int spawn(std::function<void()> body) override { return f_->spawn(std::move(body)); }
+    int current() const override { return f_->running_; }
+    void suspend() override { f_->block(f_->running_); }
+    void resume(int id) override { f_->wake(id); }
+    void yield() override {
+      f_->yielders_.push_back(f_->running_);
+      f_->block(f_->running_);
+    }
+
+   private:
+    sim_fabric* f_;
   };
 
   static sim_fabric*& current_fabric() {
@@ -234,21 +274,34 @@ class sim_fabric {
   static void fiber_entry() {
     sim_fabric* f = current_fabric();
     const int r = f->running_;
+    fiber_state& fs = f->fibers_[static_cast<std::size_t>(r)];  // a deque: stays put as fibers are added
     try {
-      (*f->body_)(f->transports_[r]);
+      if (fs.body) fs.body();
+      else (*f->body_)(f->transports_[static_cast<std::size_t>(fs.rank)]);
     } catch (...) {
-      f->ranks_[r].error = std::current_exception();
-      if (!f->first_error_) f->first_error_ = f->ranks_[r].error;
+      fs.error = std::current_exception();
+      if (!f->first_error_) f->first_error_ = fs.error;
       f->failed_ = true;
       f->wake_all_blocked();
     }
-    f->ranks_[r].state = fstate::done;
-    f->ranks_[r].end = f->now_;
+    fs.state = fstate::done;
+    fs.end = f->now_;
     // returning resumes the scheduler (uc_link)
   }
 
+  int spawn(std::function<void()> body) {
+    if (running_ < 0) throw invalid_argument("sim_transport: fibers are spawned from a rank's fiber");
+    const int rank = fibers_[static_cast<std::size_t>(running_)].rank;
+    fibers_.emplace_back();
+    fibers_.back().rank = rank;
+    fibers_.back().body = std::move(body);
+    const int id = static_cast<int>(fibers_.size()) - 1;
+    start_fiber(id);
+    return id;
+  }
+
   void start_fiber(int r) {
-    rank_state& rs = ranks_[r];
+    fiber_state& rs = fibers_[static_cast<std::size_t>(r)];
     const std::size_t page = 4096;
     rs.stack_size = (opts_.stack_bytes + page - 1) / page * page + page;
     rs.stack = mmap(nullptr, rs.stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -264,19 +317,34 @@ class sim_fabric {
   }
 
   void wake(int r) {
-    rank_state& rs = ranks_[r];
+    fiber_state& rs = fibers_[static_cast<std::size_t>(r)];
     if (rs.state == fstate::done || rs.woken) return;
     rs.woken = true;
     ready_.push_back(r);
   }
   void wake_all_blocked() {
-    for (int r = 0; r < n_; ++r)
-      if (ranks_[r].state == fstate::blocked) wake(r);
+    for (std::size_t r = 0; r < fibers_.size(); ++r)
+      if (fibers_[r].state == fstate::blocked) wake(static_cast<int>(r));
+  }
+  void wake_yielders() {
+    for (int f : yielders_) wake(f);
+    yielders_.clear();
   }
   /// From a fiber: give the CPU back to the scheduler until woken.
   void block(int r) {
-    ranks_[r].state = fstate::blocked;
-    swapcontext(&ranks_[r].ctx, &sched_ctx_);
+    fiber_state& fs = fibers_[static_cast<std::size_t>(r)];
+    fs.state = fstate::blocked;
+    swapcontext(&fs.ctx, &sched_ctx_);
+  }
+  /// From a fiber: let `seconds` of virtual time pass for it.
+  void compute(double seconds) {
+    if (!(seconds >= 0) || seconds > 1e9)
+      throw invalid_argument("sim_transport::compute: " + std::to_string(seconds) +
+                             " s is not a duration (0 to 1e9 seconds)");
+    const int f = running_;
+    fibers_[static_cast<std::size_t>(f)].timer_fired = false;
+    push(event::timer, now_ + seconds, static_cast<std::uint32_t>(f), 0);
+    while (!fibers_[static_cast<std::size_t>(f)].timer_fired) block(f);
   }
 
   void schedule() {
@@ -285,7 +353,7 @@ class sim_fabric {
       while (!ready_.empty()) {
         const int r = ready_.front();
         ready_.pop_front();
-        rank_state& rs = ranks_[r];
+        fiber_state& rs = fibers_[static_cast<std::size_t>(r)];
         rs.woken = false;
         if (rs.state == fstate::done) continue;
         rs.state = fstate::ready;
@@ -294,19 +362,34 @@ class sim_fabric {
         running_ = -1;
       }
       if (events_.empty()) {
+        // Fibers polling with nothing in flight: let them look again (what
+        // they poll may have finished without a message), a few times.
+        if (!yielders_.empty() && idle_rounds_++ < 3) {
+          wake_yielders();
+          continue;
+        }
         bool any = false;
         for (int r = 0; r < n_; ++r)
-          if (ranks_[r].state != fstate::done) any = true;
+          if (fibers_[static_cast<std::size_t>(r)].state != fstate::done) any = true;
         if (!any) break;
         deadlocked_ = true;  // every live rank waits on something that cannot come
         wake_all_blocked();
+        wake_yielders();
         continue;
       }
       const event e = events_.top();
       events_.pop();
       now_ = e.time;
-      if (e.kind == event::activate) activate(e.msg);
-      else if (msgs_[e.msg].version == e.version && msgs_[e.msg].live) complete(e.msg);
+      idle_rounds_ = 0;
+      if (e.kind == event::timer) {
+        fibers_[e.msg].timer_fired = true;
+        wake(static_cast<int>(e.msg));
+      } else if (e.kind == event::activate) {
+        activate(e.msg);
+      } else if (msgs_[e.msg].version == e.version && msgs_[e.msg].live) {
+        complete(e.msg);
+      }
+      wake_yielders();
     }
     current_fabric() = nullptr;
   }
@@ -316,6 +399,7 @@ class sim_fabric {
     std::uint32_t gen = 0;
     bool used = false, send = false, fused = false, done = false, cancelled = false;
     int rank = 0, peer = 0;
+    int fiber = 0;  // the fiber that posted it (woken when it completes)
     tag tg = 0;
     std::size_t bytes = 0;
     const std::byte* src = nullptr;  // send: data
@@ -347,7 +431,7 @@ class sim_fabric {
     double busy_since = 0;
   };
   struct event {
-    enum kind_t : std::uint8_t { activate, finish } kind;
+    enum kind_t : std::uint8_t { activate, finish, timer } kind;  // timer: `msg` is a fiber
     double time;
     std::uint64_t seq;
     std::uint32_t msg, version;
@@ -380,6 +464,8 @@ class sim_fabric {
       l.conns.clear();
     }
     ready_.clear();
+    yielders_.clear();
+    idle_rounds_ = 0;
     top_.assign(topo_.count(), {0, 0.0});
     top_seconds_.assign(topo_.count(), 0.0);
     now_ = 0;
@@ -428,6 +514,7 @@ class sim_fabric {
     const std::uint32_t gen = ops_[i].gen;
     proto.gen = gen;
     proto.used = true;
+    proto.fiber = running_;
     ops_[i] = std::move(proto);
     const op_rec& o = ops_[i];
     auto it = match_.find(key_of(o));
@@ -467,8 +554,8 @@ class sim_fabric {
                             " (tag " + std::to_string(so.tg) + ")";
       so.error = ro.error = e;
       so.done = ro.done = true;
-      wake(so.rank);
-      wake(ro.rank);
+      wake(so.fiber);
+      wake(ro.fiber);
       return;
     }
     const std::uint32_t m = take(msgs_, free_msgs_, [](msg_rec& rec) -> std::uint32_t& { return rec.version; });
@@ -536,7 +623,7 @@ class sim_fabric {
   void finish_op(std::uint32_t i) {
     op_rec& o = ops_[i];
     if (o.cancelled) free_op(i);
-    else wake(o.rank);
+    else wake(o.fiber);
   }
 
   // --- links and rates -------------------------------------------------------
@@ -669,7 +756,7 @@ class sim_fabric {
     o.cancelled = true;  // the message runs its course in virtual time; no data touches this side
   }
 
-  void wait(sim_transport::request& req, int rank) {
+  void wait(sim_transport::request& req) {
     if (!req.fab_) return;
     const std::uint32_t i = req.op_;
     for (;;) {
@@ -684,7 +771,7 @@ class sim_fabric {
       if (failed_) throw transport_error("sim_transport: another rank failed; abandoning the collective");
       if (deadlocked_)
         throw timeout_error(o.peer, "simulated network (deadlock: no message can arrive)", "", now_);
-      block(rank);
+      block(running_);
     }
   }
 
@@ -720,9 +807,10 @@ class sim_fabric {
     sim_report r;
     r.messages = messages_;
     r.bytes = bytes_;
-    for (const auto& rs : ranks_) {
-      r.rank_seconds.push_back(rs.end);
-      r.seconds = std::max(r.seconds, rs.end);
+    for (int k = 0; k < n_; ++k) {
+      const double end = fibers_[static_cast<std::size_t>(k)].end;
+      r.rank_seconds.push_back(end);
+      r.seconds = std::max(r.seconds, end);
     }
     r.levels.assign(topo_.count(), sim_report::level_stats{});
     // Levels in flight about as long (within 5%, e.g. all of a flat ring's)
@@ -749,10 +837,13 @@ class sim_fabric {
   sim_options opts_;
   int n_ = 0;
   std::function<void(sim_transport&)>* body_ = nullptr;
-  std::vector<rank_state> ranks_;
+  std::deque<fiber_state> fibers_;  // a deque: a suspended fiber's context must not move
   std::vector<sim_transport> transports_;
+  fiber_scheduler scheduler_{this};
   ucontext_t sched_ctx_{};
   std::deque<int> ready_;
+  std::vector<int> yielders_;  // fibers in `yield`, resumed after the next event
+  int idle_rounds_ = 0;
   int running_ = -1;
   double now_ = 0;
   std::uint64_t seq_ = 0, stamp_ = 0;
@@ -808,7 +899,9 @@ inline sim_transport::request sim_transport::irecv_reduce(int peer, mutable_byte
   o.fused = local.data != nullptr;
   return fab_->post(std::move(o));
 }
-inline void sim_transport::wait(request& r, deadline) { fab_->wait(r, rank_); }
+inline void sim_transport::wait(request& r, deadline) { fab_->wait(r); }
+inline cooperative_scheduler* sim_transport::cooperative() noexcept { return &fab_->scheduler_; }
+inline void sim_transport::compute(double seconds) { fab_->compute(seconds); }
 inline memory_ops sim_transport::memory(const location& where) { return fab_->memory_ops_for(where); }
 inline void* sim_transport::phantom_buffer(std::size_t bytes, int slot) { return fab_->phantom(bytes, slot); }
 
