@@ -8,7 +8,7 @@ set multiplot layout 1,2 title 'ResNet-50 1K, Torch, batch 32/GPU on the paper n
 set xlabel 'GPUs'
 set ylabel 'speed-up'
 set logscale y 2
-plot 'bench/results/paper/scaling-paper-resnet50.csv' skip 1 u 1:1 w l dt 2 lc 'gray' t 'linear', '' skip 1 u 1:6 w lp t 'no overlap', '' skip 1 u 1:8 w lp t 'overlap'
+plot 'bench/results/paper/scaling-paper-resnet50.csv' skip 1 u 1:1 w l dt 2 lc 'gray' t 'linear', '' skip 1 u 1:6 w lp t 'no overlap', '' skip 1 u 1:8 w lp t 'overlap (buckets)'
 unset logscale y
 set ylabel 'scaling efficiency'
 set yrange [0.5:1.02]
