@@ -37,6 +37,7 @@
 #include "ddl/cuda/runtime.hpp"
 #include "ddl/detail/event.hpp"
 #include "ddl/transport/concept.hpp"
+#include "ddl/transport/request.hpp"
 
 namespace ddl {
 
@@ -57,29 +58,15 @@ class cuda_peer_transport {
   static constexpr double default_latency = 10e-6;
 
   struct message;
-  class request {
-   public:
-    request() = default;
-    request(request&& o) noexcept : owner_(o.owner_), msg_(std::move(o.msg_)) { o.owner_ = nullptr; }
-    request& operator=(request&& o) noexcept {
-      if (this != &o) {
-        release();
-        owner_ = o.owner_;
-        msg_ = std::move(o.msg_);
-        o.owner_ = nullptr;
-      }
-      return *this;
-    }
-    request(const request&) = delete;
-    request& operator=(const request&) = delete;
-    ~request() { release(); }
-    bool active() const noexcept { return msg_ != nullptr; }
-
-   private:
-    friend class cuda_peer_transport;
-    inline void release() noexcept;
+  /// What a request refers to (`transport/request.hpp`).
+  struct request_fields {
     cuda_peer_transport* owner_ = nullptr;
     std::shared_ptr<message> msg_;
+    bool active() const noexcept { return msg_ != nullptr; }
+    inline void withdraw() noexcept;
+  };
+  class request : public detail::request_handle<request_fields> {
+    friend class cuda_peer_transport;
   };
 
   int rank() const noexcept { return rank_; }
@@ -381,8 +368,8 @@ inline void cuda_peer_transport::wait(request& req, deadline until) {
   }
 }
 
-inline void cuda_peer_transport::request::release() noexcept {
-  if (!msg_ || !owner_) return;
+inline void cuda_peer_transport::request_fields::withdraw() noexcept {
+  if (!owner_) return;
   try {
     cuda_peer_transport& t = *owner_;
     std::lock_guard<std::mutex> lk(t.fab_->mu_);
@@ -410,7 +397,6 @@ inline void cuda_peer_transport::request::release() noexcept {
     }
   } catch (...) {
   }
-  msg_.reset();
 }
 
 }  // namespace ddl

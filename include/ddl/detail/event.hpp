@@ -60,11 +60,15 @@ class event_count {
 /// the event count (bounded, so deadlines are still checked).
 class backoff {
  public:
+  backoff() = default;
+  /// `spin` rounds of pausing, then `yield` rounds of yielding, then sleeps.
+  backoff(unsigned spin, unsigned yield) noexcept : spin_rounds_(spin), yield_rounds_(yield) {}
+
   void operator()(event_count& ev, std::uint64_t ticket, std::chrono::steady_clock::time_point deadline) {
     ++round_;
-    if (round_ < spin_rounds) {
+    if (round_ < spin_rounds_) {
       cpu_relax();
-    } else if (round_ < spin_rounds + yield_rounds) {
+    } else if (round_ < spin_rounds_ + yield_rounds_) {
       std::this_thread::yield();
     } else {
       const auto now = std::chrono::steady_clock::now();
@@ -77,8 +81,8 @@ class backoff {
   /// 20 us, and 200 us once the wait has been long.
   void pause() {
     ++round_;
-    if (round_ < spin_rounds) cpu_relax();
-    else if (round_ < spin_rounds + yield_rounds) std::this_thread::yield();
+    if (round_ < spin_rounds_) cpu_relax();
+    else if (round_ < spin_rounds_ + yield_rounds_) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(round_ < 4096 ? 20 : 200));
   }
   void reset() noexcept { round_ = 0; }
@@ -87,6 +91,7 @@ class backoff {
   static constexpr unsigned yield_rounds = 256;
 
  private:
+  unsigned spin_rounds_ = spin_rounds, yield_rounds_ = yield_rounds;
   unsigned round_ = 0;
 };
 

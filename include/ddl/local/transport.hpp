@@ -45,6 +45,7 @@
 #include "ddl/detail/event.hpp"
 #include "ddl/reduce/host.hpp"
 #include "ddl/transport/concept.hpp"
+#include "ddl/transport/request.hpp"
 
 namespace ddl {
 
@@ -68,39 +69,25 @@ class local_transport {
   /// (`ddl::one_shot`, `ddl::two_shot`).
   static constexpr bool peer_memory = true;
 
-  class request {
-   public:
-    request() = default;
-    request(request&& o) noexcept : owner_(o.owner_), kind_(o.kind_), peer_(o.peer_), index_(o.index_) {
-      o.kind_ = kind::none;
-    }
-    request& operator=(request&& o) noexcept {
-      if (this != &o) {
-        release();
-        owner_ = o.owner_;
-        kind_ = o.kind_;
-        peer_ = o.peer_;
-        index_ = o.index_;
-        o.kind_ = kind::none;
-      }
-      return *this;
-    }
-    request(const request&) = delete;
-    request& operator=(const request&) = delete;
-    ~request() { release(); }
-
-    /// True until waited on (or cancelled).
-    bool active() const noexcept { return kind_ != kind::none; }
-    int peer() const noexcept { return peer_; }
-
-   private:
-    friend class local_transport;
+  /// What a request refers to (`transport/request.hpp`).
+  struct request_fields {
     enum class kind : std::uint8_t { none, send, recv };
-    inline void release() noexcept;
     local_transport* owner_ = nullptr;
     kind kind_ = kind::none;
     int peer_ = -1;
     int index_ = -1;
+    bool active() const noexcept { return kind_ != kind::none; }
+    void withdraw() noexcept {
+      if (owner_) owner_->cancel(*this);
+    }
+  };
+  /// A send or receive in flight; move-only, withdrawn if dropped unfinished.
+  class request : public detail::request_handle<request_fields> {
+   public:
+    int peer() const noexcept { return peer_; }
+
+   private:
+    friend class local_transport;
   };
 
   local_transport() = default;
@@ -128,9 +115,9 @@ class local_transport {
   friend class local_fabric;
   local_transport(local_fabric* f, int r) : fabric_(f), rank_(r) {}
   inline bool progress();
-  inline bool complete(const request& req) const;
-  inline void retire(request& req) noexcept;
-  inline void cancel(request& req) noexcept;
+  inline bool complete(const request_fields& req) const;
+  inline void retire(request_fields& req) noexcept;
+  inline void cancel(request_fields& req) noexcept;
 
   local_fabric* fabric_ = nullptr;
   int rank_ = -1;
@@ -302,11 +289,6 @@ class local_fabric {
 
 inline int local_transport::size() const noexcept { return fabric_ ? fabric_->size() : 0; }
 
-inline void local_transport::request::release() noexcept {
-  if (kind_ != kind::none && owner_) owner_->cancel(*this);
-  kind_ = kind::none;
-}
-
 inline local_transport::request local_transport::isend(int peer, const_bytes data, tag t) {
   if (peer < 0 || peer >= size())
     throw invalid_argument("isend: peer " + std::to_string(peer) + " out of range");
@@ -344,7 +326,7 @@ inline local_transport::request local_transport::isend(int peer, const_bytes dat
     request r;
     if (s.eager) return r;  // complete already: the receiver frees the slot
     r.owner_ = this;
-    r.kind_ = request::kind::send;
+    r.kind_ = request_fields::kind::send;
     r.peer_ = peer;
     r.index_ = i;
     return r;
@@ -378,7 +360,7 @@ inline local_transport::request local_transport::irecv_reduce(int peer, mutable_
     me.order[me.active++] = i;
     request r;
     r.owner_ = this;
-    r.kind_ = request::kind::recv;
+    r.kind_ = request_fields::kind::recv;
     r.peer_ = peer;
     r.index_ = i;
     return r;
@@ -450,34 +432,34 @@ inline bool local_transport::progress() {
   return any;
 }
 
-inline bool local_transport::complete(const request& req) const {
-  if (req.kind_ == request::kind::recv) return fabric_->ranks_[rank_].recvs[req.index_].done;
+inline bool local_transport::complete(const request_fields& req) const {
+  if (req.kind_ == request_fields::kind::recv) return fabric_->ranks_[rank_].recvs[req.index_].done;
   const auto* ch = fabric_->channel_of(rank_, req.peer_);
   return (ch->slots[req.index_].state.load(std::memory_order_acquire) & local_fabric::s_mask) ==
          local_fabric::s_done;
 }
 
-inline void local_transport::retire(request& req) noexcept {
-  if (req.kind_ == request::kind::recv) {
+inline void local_transport::retire(request_fields& req) noexcept {
+  if (req.kind_ == request_fields::kind::recv) {
     auto& me = fabric_->ranks_[rank_];
     me.used[req.index_] = false;
     int w = 0;
     for (int k = 0; k < me.active; ++k)
       if (me.order[k] != req.index_) me.order[w++] = me.order[k];
     me.active = w;
-  } else if (req.kind_ == request::kind::send) {
+  } else if (req.kind_ == request_fields::kind::send) {
     auto& s = fabric_->channel_of(rank_, req.peer_)->slots[req.index_];
     const std::uint64_t w = s.state.load(std::memory_order_acquire);
     s.state.store(w & ~local_fabric::s_mask, std::memory_order_release);  // free, same generation
   }
-  req.kind_ = request::kind::none;
+  req.kind_ = request_fields::kind::none;
 }
 
 // Withdraws an incomplete request. A posted send is taken back unless the
 // receiver has claimed it, in which case the copy in progress is awaited (it
 // is bounded), so no one reads the caller's memory after this returns.
-inline void local_transport::cancel(request& req) noexcept {
-  if (req.kind_ == request::kind::send) {
+inline void local_transport::cancel(request_fields& req) noexcept {
+  if (req.kind_ == request_fields::kind::send) {
     auto& s = fabric_->channel_of(rank_, req.peer_)->slots[req.index_];
     for (;;) {
       std::uint64_t w = s.state.load(std::memory_order_acquire);
@@ -493,7 +475,7 @@ inline void local_transport::cancel(request& req) noexcept {
       s.state.store(w & ~local_fabric::s_mask, std::memory_order_release);
       break;
     }
-    req.kind_ = request::kind::none;
+    req.kind_ = request_fields::kind::none;
     return;
   }
   retire(req);

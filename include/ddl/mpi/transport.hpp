@@ -24,7 +24,9 @@
 #include <thread>
 
 #include "ddl/core/error.hpp"
+#include "ddl/detail/event.hpp"
 #include "ddl/transport/concept.hpp"
+#include "ddl/transport/request.hpp"
 
 /// Throws `ddl::transport_error` with the MPI error string if `call` fails.
 #define DDL_MPI_CHECK(call)                                                              \
@@ -97,33 +99,16 @@ class mpi_transport {
   static constexpr double default_bandwidth = 2e9;
   static constexpr double default_latency = 20e-6;
 
-  class request {
-   public:
-    request() = default;
-    request(request&& o) noexcept : r_(o.r_), peer_(o.peer_), send_(o.send_) { o.r_ = MPI_REQUEST_NULL; }
-    request& operator=(request&& o) noexcept {
-      if (this != &o) {
-        cancel();
-        r_ = o.r_;
-        peer_ = o.peer_;
-        send_ = o.send_;
-        o.r_ = MPI_REQUEST_NULL;
-      }
-      return *this;
-    }
-    request(const request&) = delete;
-    request& operator=(const request&) = delete;
-    ~request() { cancel(); }
+  /// What a request refers to (`transport/request.hpp`).
+  struct request_fields {
+    MPI_Request r_ = MPI_REQUEST_NULL;
+    int peer_ = -1;
+    bool send_ = false;
     bool active() const noexcept { return r_ != MPI_REQUEST_NULL; }
-    int peer() const noexcept { return peer_; }
-
-   private:
-    friend class mpi_transport;
     // Withdraws an incomplete request: a receive is cancelled for sure; a
     // send is cancelled if the MPI can, else `detail::stranded_send` decides
     // (by default the job ends: MPI would read a buffer the caller owns).
-    void cancel() noexcept {
-      if (r_ == MPI_REQUEST_NULL) return;
+    void withdraw() noexcept {
       int fin = 0;
       MPI_Finalized(&fin);
       if (fin) return;
@@ -144,9 +129,13 @@ class mpi_transport {
       }
       r_ = MPI_REQUEST_NULL;
     }
-    MPI_Request r_ = MPI_REQUEST_NULL;
-    int peer_ = -1;
-    bool send_ = false;
+  };
+  class request : public detail::request_handle<request_fields> {
+   public:
+    int peer() const noexcept { return peer_; }
+
+   private:
+    friend class mpi_transport;
   };
 
   /// Duplicates `comm` (collective over `comm`).
@@ -211,7 +200,9 @@ class mpi_transport {
   void wait(request& req, deadline until) {
     if (!req.active()) return;
     const auto start = std::chrono::steady_clock::now();
-    unsigned round = 0;
+    // A busy-polling rank steals the core its peer needs: MPI_Test 64 times,
+    // then yield, then sleep.
+    detail::backoff wait_more(64, 448);
     for (;;) {
       int flag = 0;
       MPI_Status st;
@@ -223,13 +214,10 @@ class mpi_transport {
       const auto now = std::chrono::steady_clock::now();
       if (now >= until) {
         const int peer = req.peer_;
-        req.cancel();
+        req.release();
         throw timeout_error(peer, "", "", std::chrono::duration<double>(now - start).count());
       }
-      // Back off: a busy-polling rank steals the core its peer needs.
-      if (++round < 64) continue;
-      if (round < 512) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(round < 4096 ? 20 : 200));
+      wait_more.pause();
     }
   }
 

@@ -75,6 +75,7 @@
 #include "ddl/topology/topology.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/cooperative.hpp"
+#include "ddl/transport/request.hpp"
 
 namespace ddl {
 
@@ -124,31 +125,17 @@ class sim_fabric;
 /// One rank's handle on a `sim_fabric`; used from that rank's fiber only.
 class sim_transport {
  public:
-  class request {
-   public:
-    request() = default;
-    request(request&& o) noexcept : fab_(o.fab_), op_(o.op_), gen_(o.gen_) { o.fab_ = nullptr; }
-    request& operator=(request&& o) noexcept {
-      if (this != &o) {
-        release();
-        fab_ = o.fab_;
-        op_ = o.op_;
-        gen_ = o.gen_;
-        o.fab_ = nullptr;
-      }
-      return *this;
-    }
-    request(const request&) = delete;
-    request& operator=(const request&) = delete;
-    ~request() { release(); }
-    bool active() const noexcept { return fab_ != nullptr; }
-
-   private:
-    friend class sim_transport;
-    friend class sim_fabric;
-    inline void release() noexcept;
+  /// What a request refers to (`transport/request.hpp`): an operation
+  /// record, recognised by its generation.
+  struct request_fields {
     sim_fabric* fab_ = nullptr;
     std::uint32_t op_ = 0, gen_ = 0;
+    bool active() const noexcept { return fab_ != nullptr; }
+    inline void withdraw() noexcept;
+  };
+  class request : public detail::request_handle<request_fields> {
+    friend class sim_transport;
+    friend class sim_fabric;
   };
 
   /// Ranks are fibers of one thread in virtual time: no thread may drive
@@ -905,10 +892,8 @@ inline void sim_transport::compute(double seconds) { fab_->compute(seconds); }
 inline memory_ops sim_transport::memory(const location& where) { return fab_->memory_ops_for(where); }
 inline void* sim_transport::phantom_buffer(std::size_t bytes, int slot) { return fab_->phantom(bytes, slot); }
 
-inline void sim_transport::request::release() noexcept {
-  if (!fab_) return;
+inline void sim_transport::request_fields::withdraw() noexcept {
   if (fab_->ops_[op_].gen == gen_) fab_->cancel(op_);
-  fab_ = nullptr;
 }
 
 }  // namespace ddl

@@ -34,6 +34,7 @@
 #include "ddl/core/memory.hpp"
 #include "ddl/detail/event.hpp"
 #include "ddl/transport/concept.hpp"
+#include "ddl/transport/request.hpp"
 
 namespace ddl {
 
@@ -53,32 +54,15 @@ class staged_transport {
  public:
   static constexpr bool device_memory = true;
 
-  class request {
-   public:
-    request() = default;
-    request(request&& o) noexcept : owner_(o.owner_), id_(o.id_) { o.owner_ = nullptr; }
-    request& operator=(request&& o) noexcept {
-      if (this != &o) {
-        release();
-        owner_ = o.owner_;
-        id_ = o.id_;
-        o.owner_ = nullptr;
-      }
-      return *this;
-    }
-    request(const request&) = delete;
-    request& operator=(const request&) = delete;
-    ~request() { release(); }
-    bool active() const noexcept { return owner_ != nullptr; }
-
-   private:
-    friend class staged_transport;
-    void release() noexcept {
-      if (owner_) owner_->abandon(id_);
-      owner_ = nullptr;
-    }
+  /// What a request refers to (`transport/request.hpp`).
+  struct request_fields {
     staged_transport* owner_ = nullptr;
     std::uint64_t id_ = 0;
+    bool active() const noexcept { return owner_ != nullptr; }
+    void withdraw() noexcept { owner_->abandon(id_); }
+  };
+  class request : public detail::request_handle<request_fields> {
+    friend class staged_transport;
   };
 
   /// \param inner moves the bytes (must outlive this); \param dev does the device side.

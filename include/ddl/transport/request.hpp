@@ -1,0 +1,46 @@
+#pragma once
+/// \file
+/// The request handle every transport hands out: one move-only shell around
+/// a transport's own fields, so no transport writes its moves, its
+/// destructor or its "withdraw if unfinished" twice.
+#include <utility>
+
+namespace ddl::detail {
+
+/// `Fields` is a transport's description of one operation: default-constructed
+/// it means "no operation", and it provides
+///   - `bool active() const noexcept` — refers to an operation not yet waited for;
+///   - `void withdraw() noexcept` — cancels that operation (called only when
+///     active, by the destructor and by move-assignment over it).
+/// The transport's `request` derives from `request_handle<Fields>` and
+/// befriends the transport, which reads and writes the fields directly.
+template <class Fields>
+class request_handle : protected Fields {
+ public:
+  request_handle() = default;
+  request_handle(request_handle&& o) noexcept : Fields(std::move(static_cast<Fields&>(o))) { o.clear(); }
+  request_handle& operator=(request_handle&& o) noexcept {
+    if (this != &o) {
+      release();
+      static_cast<Fields&>(*this) = std::move(static_cast<Fields&>(o));
+      o.clear();
+    }
+    return *this;
+  }
+  request_handle(const request_handle&) = delete;
+  request_handle& operator=(const request_handle&) = delete;
+  ~request_handle() { release(); }
+
+  /// True until waited on (or withdrawn).
+  bool active() const noexcept { return Fields::active(); }
+
+ protected:
+  /// Withdraws an unfinished operation and empties the handle.
+  void release() noexcept {
+    if (Fields::active()) Fields::withdraw();
+    clear();
+  }
+  void clear() noexcept { static_cast<Fields&>(*this) = Fields{}; }
+};
+
+}  // namespace ddl::detail
