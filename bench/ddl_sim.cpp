@@ -64,8 +64,9 @@ struct model_preset {
 //   resnet101-22k: batch 20 per GPU; assumed 0.45 s (ResNet-101 is ~1.9x
 //     ResNet-50's work, at 20/32 of the batch, on IBM-Caffe).
 // Tensor lists: ResNet-50's own 161 tensors (102.2 MB, the paper's "~100 MB");
-// for ResNet-101 22K no list ships, so ResNet-50's is scaled to 350 MB (the
-// 22K-way classifier makes its last layer larger than that; said in the header).
+// for ResNet-101 22K no list ships, so ResNet-50's is scaled to 350 MB (the header
+// prints the factor). The real one's 22K-way classifier holds about half the
+// bytes, and its gradient is the backward pass's first.
 const model_preset models[] = {
     {"resnet50", 0, 0.179, "ResNet-50 1K, Torch, batch 32/GPU", "resnet50"},
     {"resnet50-caffe", 0, 0.437, "ResNet-50 1K, IBM-Caffe, batch 32/GPU", "resnet50"},
