@@ -214,13 +214,14 @@ std::vector<overlap_row> overlap_rank(Transport& t, const settings& s, const std
   if (s.tflops > 0) ratios = {-1};
   double total_flop = 0;
   for (const auto& m : model) total_flop += m.backward_flop;
+  const std::vector<double> share = ddl_bench::backward_shares(model);
   for (double ratio : ratios) {
     // Each gradient's ready time on the emulated timeline (backward order).
     const double compute_total = ratio < 0 ? total_flop / (s.tflops * 1e12) : ratio * comm_alone;
     std::vector<double> ready_at(n_tensors);
     double acc = 0;
     for (std::size_t j = 0; j < n_tensors; ++j) {
-      acc += model[n_tensors - 1 - j].backward_flop / total_flop * compute_total;
+      acc += share[n_tensors - 1 - j] * compute_total;
       ready_at[j] = acc;
     }
     auto backward = [&](auto&& on_ready) {

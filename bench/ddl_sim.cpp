@@ -211,15 +211,16 @@ struct training_step {
 };
 
 training_step make_step(const std::vector<ddl_bench::tensor_spec>& list, double grad_bytes, double compute_s) {
-  double elems = 0, flop = 0;
-  for (const auto& t : list) elems += static_cast<double>(t.elements), flop += t.backward_flop;
+  double elems = 0;
+  for (const auto& t : list) elems += static_cast<double>(t.elements);
+  const std::vector<double> share = ddl_bench::backward_shares(list);
   const double scale = grad_bytes / 4 / elems;
   training_step st;
   // Forward 1/3 of the compute, backward 2/3 (backward costs about twice the forward).
   st.forward_s = compute_s / 3;
-  for (const auto& t : list) {
-    st.elements.push_back(std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(static_cast<double>(t.elements) * scale))));
-    st.backward_s.push_back(compute_s * 2 / 3 * (flop > 0 ? t.backward_flop / flop : 1.0 / static_cast<double>(list.size())));
+  for (std::size_t k = 0; k < list.size(); ++k) {
+    st.elements.push_back(std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(static_cast<double>(list[k].elements) * scale))));
+    st.backward_s.push_back(compute_s * 2 / 3 * share[k]);
     st.total += st.elements.back();
   }
   return st;

@@ -48,4 +48,14 @@ inline std::vector<tensor_spec> load_model(const std::string& which) {
   return v;
 }
 
+/// Each tensor's share of the backward pass's work (its backward FLOPs over
+/// the list's), forward order; even shares when the list gives no FLOPs.
+inline std::vector<double> backward_shares(const std::vector<tensor_spec>& list) {
+  double flop = 0;
+  for (const auto& t : list) flop += t.backward_flop;
+  std::vector<double> v;
+  for (const auto& t : list) v.push_back(flop > 0 ? t.backward_flop / flop : 1.0 / static_cast<double>(list.size()));
+  return v;
+}
+
 }  // namespace ddl_bench
