@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -243,6 +244,76 @@ TEST_CASE("local: a rank that throws aborts the others at once, and its error is
     CHECK(std::string(e.what()) == "rank 1 broke");
   }
   CHECK(std::chrono::steady_clock::now() - start < 10s);
+}
+
+TEST_CASE("rank runner: the first failure in time is reported once and rethrown, not the lowest rank's") {
+  // Rank 3 fails first; ranks 0-2 fail only after being told (as a fabric's
+  // aborted waits do). What surfaces is rank 3's own exception, type kept.
+  std::atomic<int> calls{0}, told{-1};
+  std::string why;
+  std::atomic<int> ran{0};
+  try {
+    ddl::detail::run_rank_threads(
+        5,
+        [&](int r) {
+          ran.fetch_add(1);
+          if (r == 3) throw std::logic_error("rank 3 broke");
+          if (r == 4) return;  // a rank that finishes normally
+          while (told.load() < 0) std::this_thread::yield();
+          throw ddl::transport_error("rank " + std::to_string(told.load()) + " failed: " + why);
+        },
+        [&](int r, const std::string& what) {
+          calls.fetch_add(1);
+          why = what;
+          told.store(r);
+        });
+    FAIL("no exception");
+  } catch (const std::logic_error& e) {
+    CHECK(std::string(e.what()) == "rank 3 broke");
+  }
+  CHECK(ran.load() == 5);
+  CHECK(calls.load() == 1);
+  CHECK(told.load() == 3);
+  CHECK(why == "rank 3 broke");
+
+  // No failure: every rank runs, nothing is reported.
+  calls = 0;
+  ran = 0;
+  ddl::detail::run_rank_threads(
+      3, [&](int) { ran.fetch_add(1); }, [&](int, const std::string&) { calls.fetch_add(1); });
+  CHECK(ran.load() == 3);
+  CHECK(calls.load() == 0);
+
+  // A non-standard exception is reported as "unknown exception" and rethrown as is.
+  try {
+    ddl::detail::run_rank_threads(
+        2, [](int r) { if (r == 1) throw 42; }, [&](int, const std::string& what) { why = what; });
+    FAIL("no exception");
+  } catch (int v) {
+    CHECK(v == 42);
+  }
+  CHECK(why == "unknown exception");
+}
+
+TEST_CASE("local: the other ranks learn which rank failed and why") {
+  std::vector<std::string> seen(3);
+  CHECK_THROWS_AS(ddl::local_fabric::run(3,
+                                         [&](ddl::local_transport& t) {
+                                           if (t.rank() == 2) throw std::runtime_error("out of coffee");
+                                           int w = 0;
+                                           auto r = t.irecv(2, {reinterpret_cast<std::byte*>(&w), 4}, 1);
+                                           try {
+                                             t.wait(r, soon(60000ms));
+                                           } catch (const ddl::transport_error& e) {
+                                             seen[static_cast<std::size_t>(t.rank())] = e.what();
+                                             throw;
+                                           }
+                                         }),
+                  std::runtime_error);
+  for (int r : {0, 1}) {
+    CAPTURE(seen[static_cast<std::size_t>(r)]);
+    CHECK(seen[static_cast<std::size_t>(r)].find("rank 2 failed: out of coffee") != std::string::npos);
+  }
 }
 
 TEST_CASE("local: invalid peers and null buffers are rejected") {

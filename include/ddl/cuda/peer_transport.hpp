@@ -38,6 +38,7 @@
 #include "ddl/detail/event.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
+#include "ddl/transport/threads.hpp"
 
 namespace ddl {
 
@@ -159,17 +160,24 @@ class cuda_peer_fabric {
   bool direct(int a, int b) const { return direct_[devices_[a] * count_ + devices_[b]]; }
 
   /// Runs `f(cuda_peer_transport&)` on one thread per rank (device set, a
-  /// stream created); rethrows the first rank's exception after all joined.
+  /// stream created) and joins them (`detail::run_rank_threads`): the first
+  /// rank to throw makes the others' waits throw "rank k failed: ...", and
+  /// its own exception is rethrown here.
   template <class F>
   void run(F&& f) {
     std::vector<cuda_peer_transport> ts(static_cast<std::size_t>(n_));
-    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n_));
-    std::vector<std::thread> threads;
-    aborted_ = false;
-    for (int r = 0; r < n_; ++r)
-      threads.emplace_back([&, r] {
-        cuda_peer_transport& t = ts[static_cast<std::size_t>(r)];
-        try {
+    aborted_.store(false);
+    detail::run_rank_threads(
+        n_,
+        [&](int r) {
+          cuda_peer_transport& t = ts[static_cast<std::size_t>(r)];
+          struct release {  // the rank's stream and scratch, however it ends
+            cuda_peer_transport& t;
+            ~release() {
+              if (t.scratch_) (void)cudaFree(t.scratch_);
+              if (t.own_stream_) (void)cudaStreamDestroy(t.own_stream_);
+            }
+          } guard{t};
           DDL_CUDA_CHECK(cudaSetDevice(devices_[r]));
           t.fab_ = this;
           t.rank_ = r;
@@ -177,16 +185,11 @@ class cuda_peer_fabric {
           t.ctx_ = {devices_[r], t.own_stream_};
           f(t);
           DDL_CUDA_CHECK(cudaStreamSynchronize(t.own_stream_));
-        } catch (...) {
-          errors[static_cast<std::size_t>(r)] = std::current_exception();
-          aborted_ = true;
-        }
-        if (t.scratch_) (void)cudaFree(t.scratch_);
-        if (t.own_stream_) (void)cudaStreamDestroy(t.own_stream_);
-      });
-    for (auto& th : threads) th.join();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
+        },
+        [&](int r, const std::string& why) {
+          abort_reason_ = "cuda_peer_transport: rank " + std::to_string(r) + " failed: " + why;
+          aborted_.store(true, std::memory_order_release);
+        });
   }
   template <class F>
   static void run(int ranks, F&& f) {
@@ -205,6 +208,7 @@ class cuda_peer_fabric {
   std::mutex mu_;
   std::vector<queue> sends_;
   std::atomic<bool> aborted_{false};
+  std::string abort_reason_;  // written once, before aborted_ is set
 };
 
 inline int cuda_peer_transport::size() const noexcept { return fab_->n_; }
@@ -296,8 +300,7 @@ inline bool cuda_peer_transport::try_match() {
 
 inline void cuda_peer_transport::enqueue(message& r, message& s) {
   if (s.bytes != r.bytes) {
-    r.error = s.error = "cuda_peer_transport: rank " + std::to_string(s.src_rank) + " sent " + std::to_string(s.bytes) +
-                        " bytes, rank " + std::to_string(rank_) + " expected " + std::to_string(r.bytes);
+    r.error = s.error = detail::size_mismatch("cuda_peer_transport", s.src_rank, s.bytes, rank_, r.bytes, r.tg);
     s.consumed.store(true, std::memory_order_release);
     return;
   }
@@ -361,7 +364,7 @@ inline void cuda_peer_transport::wait(request& req, deadline until) {
   const int peer = req.msg_->recv ? req.msg_->peer : -1;
   for (;;) {
     if (test(req)) return;
-    if (fab_->aborted_) throw transport_error("cuda_peer_transport: another rank failed; abandoning the collective");
+    if (fab_->aborted_.load(std::memory_order_acquire)) throw transport_error(fab_->abort_reason_);
     const auto now = std::chrono::steady_clock::now();
     if (now >= until) throw timeout_error(peer, "", "", std::chrono::duration<double>(now - start).count());
     b.pause();

@@ -34,7 +34,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +45,7 @@
 #include "ddl/reduce/host.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
+#include "ddl/transport/threads.hpp"
 
 namespace ddl {
 
@@ -164,9 +164,9 @@ class local_fabric {
   bool aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
 
   /// Runs `f(local_transport&)` on `size` threads, one per rank, and joins
-  /// them. If any rank throws, the fabric is aborted and the exception of the
-  /// lowest failing rank is rethrown here (the original one, not the aborts
-  /// it caused on other ranks).
+  /// them (`detail::run_rank_threads`): the first rank to throw aborts the
+  /// fabric, so the others' waits throw "rank k failed: ...", and its own
+  /// exception is rethrown here, not the aborts it caused.
   template <class F>
   static void run(int size, F&& f) {
     local_fabric fabric(size);
@@ -176,31 +176,13 @@ class local_fabric {
   /// As `run`, on this fabric (reusable across calls).
   template <class F>
   void run_on(F&& f) {
-    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size_));
-    std::vector<char> primary(static_cast<std::size_t>(size_), 0);
-    std::vector<std::thread> threads;
-    threads.reserve(static_cast<std::size_t>(size_));
-    for (int r = 0; r < size_; ++r) {
-      threads.emplace_back([&, r] {
-        try {
+    detail::run_rank_threads(
+        size_,
+        [&](int r) {
           local_transport t = transport(r);
           f(t);
-        } catch (const std::exception& e) {
-          errors[r] = std::current_exception();
-          primary[r] = !aborted();
-          abort(r, e.what());
-        } catch (...) {
-          errors[r] = std::current_exception();
-          primary[r] = !aborted();
-          abort(r, "unknown exception");
-        }
-      });
-    }
-    for (auto& th : threads) th.join();
-    for (int r = 0; r < size_; ++r)
-      if (errors[r] && primary[r]) std::rethrow_exception(errors[r]);
-    for (int r = 0; r < size_; ++r)
-      if (errors[r]) std::rethrow_exception(errors[r]);
+        },
+        [&](int r, const std::string& why) { abort(r, why); });
   }
 
  private:
@@ -422,10 +404,7 @@ inline bool local_transport::progress() {
       e.done = true;
       any = true;
       if (!size_ok)
-        throw transport_error("message size mismatch: rank " + std::to_string(e.peer) + " sent " +
-                              std::to_string(sent) + " bytes, rank " + std::to_string(rank_) +
-                              " expected " + std::to_string(e.dst.size) +
-                              " (did every rank call the same collective with the same count?)");
+        throw transport_error(detail::size_mismatch("local_transport", e.peer, sent, rank_, e.dst.size, e.t));
       break;
     }
   }
