@@ -25,7 +25,7 @@
 
 #include <ddl/cuda.hpp>
 
-#include "../test/support.hpp"
+#include <ddl/testing.hpp>
 
 namespace {
 
@@ -128,7 +128,7 @@ int allreduce_mode(const settings& s, const Strategy& strategy) {
       const std::size_t count = bytes / 4;
       const double m_hbm = 2.0 * bytes / copy_seconds(bytes, 5);
       const double floor_s = 2.0 * n * bytes / m_hbm;
-      ddl_test::thread_barrier bar(n);
+      ddl::thread_barrier bar(n);
       std::vector<double> times;
       long wrong = 0;
       ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));

@@ -4,6 +4,7 @@
 // allocated and touched once, with every result checked, and the sweep on
 // in-process ranks.
 #include <ddl.hpp>
+#include <ddl/testing.hpp>
 
 #include <chrono>
 #include <cstring>
@@ -15,7 +16,6 @@
 #include <vector>
 
 #include "options.hpp"
-#include "support.hpp"
 
 namespace ddl_bench {
 
@@ -189,7 +189,7 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
       T* I = reinterpret_cast<T*>(in);
       T* O = reinterpret_cast<T*>(out);
       T* E = reinterpret_cast<T*>(expected);
-      for (std::size_t i = 0; i < count; ++i) I[i] = ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, r, i));
+      for (std::size_t i = 0; i < count; ++i) I[i] = ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, r, i));
       // What element i of the whole vector must end as: the reduction
       // (all-reduce, reduce-scatter), its owner's input (all-gather), the
       // root's input (broadcast).
@@ -197,9 +197,9 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
       auto want = [&](std::size_t i) -> T {
         switch (s.coll) {
           case collective::all_gather:
-            return ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, static_cast<int>(i / per_rank), i));
-          case collective::broadcast: return ddl_test::to_element<T>(ddl_test::input_value(s.type, s.oper, 0, i));
-          default: return ddl_test::expected_value<T>(s.oper, n, i);
+            return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, static_cast<int>(i / per_rank), i));
+          case collective::broadcast: return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, 0, i));
+          default: return ddl::testing::expected_value<T>(s.oper, n, i);
         }
       };
       const ddl::block fill = shared_expected ? ddl::block_of(count, n, r) : ddl::block{0, count};
@@ -213,9 +213,9 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
         if (s.coll == collective::reduce_scatter) {
           const ddl::block b = own_block(count, n, r);
           const std::size_t at = in_place && m.ip_block_at_own_offset ? b.offset : 0;
-          for (std::size_t i = 0; i < b.size; ++i) w += !ddl_test::same_bits(O[at + i], E[b.offset + i]);
+          for (std::size_t i = 0; i < b.size; ++i) w += !ddl::testing::same_bits(O[at + i], E[b.offset + i]);
         } else {
-          for (std::size_t i = 0; i < count; ++i) w += !ddl_test::same_bits(O[i], E[i]);
+          for (std::size_t i = 0; i < count; ++i) w += !ddl::testing::same_bits(O[i], E[i]);
         }
         return w;
       };
@@ -259,7 +259,7 @@ inline std::vector<row> run_local(const settings& s, const ddl::topology& topo, 
   if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
   const auto sizes = sweep(s, s.ranks);
   std::unique_ptr<std::byte[]> expected(new std::byte[sizes.empty() ? 8 : sizes.back()]);
-  ddl_test::thread_barrier bar(s.ranks);
+  ddl::thread_barrier bar(s.ranks);
   std::vector<std::vector<row>> per_rank(static_cast<std::size_t>(s.ranks));
   std::mutex m;
   ddl::local_fabric::run(s.ranks, [&](ddl::local_transport& t) {
