@@ -53,7 +53,6 @@
 ///   std::printf("%.2f ms\n", rep.seconds * 1e3);
 /// \endcode
 #include <sys/mman.h>
-#include <ucontext.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -62,8 +61,6 @@
 #include <deque>
 #include <exception>
 #include <functional>
-#include <limits>
-#include <queue>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -72,6 +69,8 @@
 #include "ddl/core/error.hpp"
 #include "ddl/core/memory.hpp"
 #include "ddl/reduce/host.hpp"
+#include "ddl/sim/fibers.hpp"
+#include "ddl/sim/network.hpp"
 #include "ddl/topology/topology.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/cooperative.hpp"
@@ -85,39 +84,6 @@ struct sim_options {
   bool phantom = false;
   /// Stack of each rank's fiber (virtual memory; only touched pages count).
   std::size_t stack_bytes = std::size_t{256} << 10;
-};
-
-/// One direction of one unit's links at one level.
-struct sim_link {
-  int level = 0;
-  int unit = 0;
-  bool egress = true;
-  double capacity = 0;      ///< links x bandwidth, bytes/s
-  double bytes = 0;         ///< bytes carried
-  double busy_seconds = 0;  ///< time with at least one connection active
-  std::string str() const {
-    return "level " + std::to_string(level + 1) + " unit " + std::to_string(unit) + (egress ? " out" : " in");
-  }
-};
-
-/// What a simulation measured.
-struct sim_report {
-  double seconds = 0;                 ///< virtual time when the last rank finished
-  std::vector<double> rank_seconds;   ///< per rank
-  std::size_t messages = 0;           ///< point-to-point messages
-  double bytes = 0;                   ///< bytes sent in all
-  /// Per level, innermost first.
-  struct level_stats {
-    double bytes = 0;           ///< bytes that left a unit over this level's links
-    double busiest = 0;         ///< largest busy fraction of one of its links
-    double top_seconds = 0;     ///< time with a message in flight whose highest level is this one
-  };
-  std::vector<level_stats> levels;
-  /// The level that took the most time as the highest level messages crossed
-  /// (what bounds the collective), and that level's link busy longest.
-  int bound_level = 0;
-  sim_link busiest;
-  std::vector<sim_link> links;        ///< every link, levels innermost first
 };
 
 class sim_fabric;
@@ -174,14 +140,12 @@ class sim_transport {
   int rank_ = 0;
 };
 
-/// The simulated cluster: a topology, its links, the scheduler, the ranks.
+/// The simulated cluster: a topology, its network, the ranks' fibers, and
+/// the operations they post.
 class sim_fabric {
  public:
-  explicit sim_fabric(const ddl::topology& topo, sim_options o = {}) : topo_(topo), opts_(o) {
-    if (topo.count() == 0) throw invalid_argument("sim_fabric: the topology has no levels");
-    n_ = topo.size();
-    build_links();
-  }
+  explicit sim_fabric(const ddl::topology& topo, sim_options o = {})
+      : topo_(checked(topo)), opts_(o), n_(topo.size()), net_(topo_, clock_), fibers_(o.stack_bytes) {}
   sim_fabric(const sim_fabric&) = delete;
   sim_fabric& operator=(const sim_fabric&) = delete;
   ~sim_fabric() {
@@ -199,21 +163,19 @@ class sim_fabric {
   sim_report run(F&& f) {
     reset();
     std::function<void(sim_transport&)> body(std::forward<F>(f));
-    body_ = &body;
-    fibers_.clear();
     transports_.assign(static_cast<std::size_t>(n_), sim_transport{});
+    rank_end_.assign(static_cast<std::size_t>(n_), 0.0);
     for (int r = 0; r < n_; ++r) {
-      transports_[r].fab_ = this;
-      transports_[r].rank_ = r;
-      fibers_.emplace_back();
-      fibers_.back().rank = r;
-      start_fiber(r);
+      transports_[static_cast<std::size_t>(r)].fab_ = this;
+      transports_[static_cast<std::size_t>(r)].rank_ = r;
+      fibers_.spawn([this, r, &body] {  // fiber r is rank r's own
+        guarded([&] { body(transports_[static_cast<std::size_t>(r)]); });
+        rank_end_[static_cast<std::size_t>(r)] = clock_.now();
+      });
     }
     schedule();
     sim_report rep = report();
-    for (auto& fs : fibers_) munmap(fs.stack, fs.stack_size);
     fibers_.clear();  // fibers left suspended (idle progress fibers) are abandoned with their stacks
-    body_ = nullptr;
     if (first_error_) std::rethrow_exception(std::exchange(first_error_, nullptr));
     return rep;
   }
@@ -221,167 +183,90 @@ class sim_fabric {
  private:
   friend class sim_transport;
 
+  static const ddl::topology& checked(const ddl::topology& topo) {
+    if (topo.count() == 0) throw invalid_argument("sim_fabric: the topology has no levels");
+    return topo;
+  }
+
   // --- ranks as fibers ------------------------------------------------------
   // Fibers 0..n-1 are the ranks' own; later ones are spawned by a rank
   // (`cooperative()`) and do not keep the run alive.
-  enum class fstate : std::uint8_t { ready, blocked, done };
-  struct fiber_state {
-    ucontext_t ctx{};
-    void* stack = nullptr;
-    std::size_t stack_size = 0;
-    fstate state = fstate::ready;
-    bool woken = false;        ///< queued to run
-    bool timer_fired = false;  ///< `compute`'s time has passed
-    int rank = 0;
-    double end = 0;
-    std::function<void()> body;  ///< spawned fibers; empty: the rank's own
-    std::exception_ptr error;
-  };
+
   /// `cooperative_scheduler` over this fabric's fibers.
   class fiber_scheduler final : public cooperative_scheduler {
    public:
     explicit fiber_scheduler(sim_fabric* f) : f_(f) {}
     int spawn(std::function<void()> body) override { return f_->spawn(std::move(body)); }
-    int current() const override { return f_->running_; }
-    void suspend() override { f_->block(f_->running_); }
-    void resume(int id) override { f_->wake(id); }
-    void yield() override {
-      f_->yielders_.push_back(f_->running_);
-      f_->block(f_->running_);
-    }
+    int current() const override { return f_->fibers_.running(); }
+    void suspend() override { f_->fibers_.block(); }
+    void resume(int id) override { f_->fibers_.wake(id); }
+    void yield() override { f_->fibers_.yield(); }
 
    private:
     sim_fabric* f_;
   };
 
-  static sim_fabric*& current_fabric() {
-    static thread_local sim_fabric* f = nullptr;
-    return f;
-  }
-  static void fiber_entry() {
-    sim_fabric* f = current_fabric();
-    const int r = f->running_;
-    fiber_state& fs = f->fibers_[static_cast<std::size_t>(r)];  // a deque: stays put as fibers are added
+  /// Runs `body`; a throw fails the run: every blocked fiber wakes to learn it.
+  template <class Body>
+  void guarded(Body&& body) {
     try {
-      if (fs.body) fs.body();
-      else (*f->body_)(f->transports_[static_cast<std::size_t>(fs.rank)]);
+      body();
     } catch (...) {
-      fs.error = std::current_exception();
-      if (!f->first_error_) f->first_error_ = fs.error;
-      f->failed_ = true;
-      f->wake_all_blocked();
+      if (!first_error_) first_error_ = std::current_exception();
+      failed_ = true;
+      fibers_.wake_all_blocked();
     }
-    fs.state = fstate::done;
-    fs.end = f->now_;
-    // returning resumes the scheduler (uc_link)
   }
 
   int spawn(std::function<void()> body) {
-    if (running_ < 0) throw invalid_argument("sim_transport: fibers are spawned from a rank's fiber");
-    const int rank = fibers_[static_cast<std::size_t>(running_)].rank;
-    fibers_.emplace_back();
-    fibers_.back().rank = rank;
-    fibers_.back().body = std::move(body);
-    const int id = static_cast<int>(fibers_.size()) - 1;
-    start_fiber(id);
-    return id;
+    if (fibers_.running() < 0) throw invalid_argument("sim_transport: fibers are spawned from a rank's fiber");
+    return fibers_.spawn([this, b = std::move(body)] { guarded(b); });
   }
 
-  void start_fiber(int r) {
-    fiber_state& rs = fibers_[static_cast<std::size_t>(r)];
-    const std::size_t page = 4096;
-    rs.stack_size = (opts_.stack_bytes + page - 1) / page * page + page;
-    rs.stack = mmap(nullptr, rs.stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                    -1, 0);
-    if (rs.stack == MAP_FAILED) throw transport_error("sim_fabric: cannot map a fiber stack");
-    mprotect(rs.stack, page, PROT_NONE);  // guard page: an overflow faults
-    getcontext(&rs.ctx);
-    rs.ctx.uc_stack.ss_sp = rs.stack;
-    rs.ctx.uc_stack.ss_size = rs.stack_size;
-    rs.ctx.uc_link = &sched_ctx_;
-    makecontext(&rs.ctx, &sim_fabric::fiber_entry, 0);
-    wake(r);
-  }
-
-  void wake(int r) {
-    fiber_state& rs = fibers_[static_cast<std::size_t>(r)];
-    if (rs.state == fstate::done || rs.woken) return;
-    rs.woken = true;
-    ready_.push_back(r);
-  }
-  void wake_all_blocked() {
-    for (std::size_t r = 0; r < fibers_.size(); ++r)
-      if (fibers_[r].state == fstate::blocked) wake(static_cast<int>(r));
-  }
-  void wake_yielders() {
-    for (int f : yielders_) wake(f);
-    yielders_.clear();
-  }
-  /// From a fiber: give the CPU back to the scheduler until woken.
-  void block(int r) {
-    fiber_state& fs = fibers_[static_cast<std::size_t>(r)];
-    fs.state = fstate::blocked;
-    swapcontext(&fs.ctx, &sched_ctx_);
-  }
   /// From a fiber: let `seconds` of virtual time pass for it.
   void compute(double seconds) {
     if (!(seconds >= 0) || seconds > 1e9)
       throw invalid_argument("sim_transport::compute: " + std::to_string(seconds) +
                              " s is not a duration (0 to 1e9 seconds)");
-    const int f = running_;
-    fibers_[static_cast<std::size_t>(f)].timer_fired = false;
-    push(event::timer, now_ + seconds, static_cast<std::uint32_t>(f), 0);
-    while (!fibers_[static_cast<std::size_t>(f)].timer_fired) block(f);
+    const int f = fibers_.running();
+    if (timer_fired_.size() <= static_cast<std::size_t>(f)) timer_fired_.resize(static_cast<std::size_t>(f) + 1);
+    timer_fired_[static_cast<std::size_t>(f)] = false;
+    clock_.push(detail::sim_clock::event::timer, clock_.now() + seconds, static_cast<std::uint32_t>(f));
+    while (!timer_fired_[static_cast<std::size_t>(f)]) fibers_.block();
   }
 
   void schedule() {
-    current_fabric() = this;
     for (;;) {
-      while (!ready_.empty()) {
-        const int r = ready_.front();
-        ready_.pop_front();
-        fiber_state& rs = fibers_[static_cast<std::size_t>(r)];
-        rs.woken = false;
-        if (rs.state == fstate::done) continue;
-        rs.state = fstate::ready;
-        running_ = r;
-        swapcontext(&sched_ctx_, &rs.ctx);
-        running_ = -1;
-      }
-      if (events_.empty()) {
+      fibers_.run_ready();
+      if (clock_.empty()) {
         // Fibers polling with nothing in flight: let them look again (what
         // they poll may have finished without a message), a few times.
-        if (!yielders_.empty() && idle_rounds_++ < 3) {
-          wake_yielders();
+        if (fibers_.has_yielders() && idle_rounds_++ < 3) {
+          fibers_.wake_yielders();
           continue;
         }
         bool any = false;
         for (int r = 0; r < n_; ++r)
-          if (fibers_[static_cast<std::size_t>(r)].state != fstate::done) any = true;
+          if (!fibers_.done(r)) any = true;
         if (!any) break;
         deadlocked_ = true;  // every live rank waits on something that cannot come
-        wake_all_blocked();
-        wake_yielders();
+        fibers_.wake_all_blocked();
+        fibers_.wake_yielders();
         continue;
       }
-      const event e = events_.top();
-      events_.pop();
-      now_ = e.time;
+      const detail::sim_clock::event e = clock_.pop();
       idle_rounds_ = 0;
-      if (e.kind == event::timer) {
-        fibers_[e.msg].timer_fired = true;
-        wake(static_cast<int>(e.msg));
-      } else if (e.kind == event::activate) {
-        activate(e.msg);
-      } else if (msgs_[e.msg].version == e.version && msgs_[e.msg].live) {
-        complete(e.msg);
+      if (e.kind == detail::sim_clock::event::timer) {
+        timer_fired_[e.id] = true;
+        fibers_.wake(static_cast<int>(e.id));
+      } else if (const auto m = net_.handle(e)) {
+        arrived(*m);
       }
-      wake_yielders();
+      fibers_.wake_yielders();
     }
-    current_fabric() = nullptr;
   }
 
-  // --- operations, matching, messages ---------------------------------------
+  // --- operations and matching -----------------------------------------------
   struct op_rec {
     std::uint32_t gen = 0;
     bool used = false, send = false, fused = false, done = false, cancelled = false;
@@ -393,36 +278,8 @@ class sim_fabric {
     std::byte* dst = nullptr;        // recv: destination
     const std::byte* local = nullptr;
     reduction red{};
-    std::uint32_t msg = 0;
     bool matched = false;
     std::string error;
-  };
-  struct msg_rec {
-    bool live = false;
-    std::uint32_t send_op = 0, recv_op = 0, conn = 0, version = 0;
-    std::size_t bytes = 0;
-    double remaining = 0, rate = 0, last = 0;
-    bool active = false;
-  };
-  struct conn_rec {
-    std::vector<std::uint32_t> links;  // resource indices
-    std::vector<std::uint32_t> msgs;   // active messages
-    int top = 0;                       // highest level crossed
-    double latency = 0, rate = 0;
-    std::uint64_t stamp = 0;
-  };
-  struct link_rec {
-    sim_link info;
-    double per_conn = 0;                // one link's bandwidth
-    std::vector<std::uint32_t> conns;   // active connections
-    double busy_since = 0;
-  };
-  struct event {
-    enum kind_t : std::uint8_t { activate, finish, timer } kind;  // timer: `msg` is a fiber
-    double time;
-    std::uint64_t seq;
-    std::uint32_t msg, version;
-    bool operator>(const event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
   };
   struct match_key {
     std::uint64_t pair, tg;
@@ -440,49 +297,18 @@ class sim_fabric {
   void reset() {
     ops_.clear();
     free_ops_.clear();
-    msgs_.clear();
-    free_msgs_.clear();
     match_.clear();
-    conns_.clear();
-    conn_index_.clear();
-    events_ = decltype(events_)();
-    for (auto& l : links_) {
-      l.info.bytes = l.info.busy_seconds = 0;
-      l.conns.clear();
-    }
-    ready_.clear();
-    yielders_.clear();
+    msg_ops_.clear();
+    clock_.reset();
+    net_.reset();
+    fibers_.clear();
+    timer_fired_.clear();
     idle_rounds_ = 0;
-    top_.assign(topo_.count(), {0, 0.0});
-    top_seconds_.assign(topo_.count(), 0.0);
-    now_ = 0;
-    seq_ = 0;
-    stamp_ = 0;
     failed_ = deadlocked_ = false;
-    messages_ = 0;
-    bytes_ = 0;
-  }
-
-  // A fresh record from `pool` (reusing freed ones), its generation bumped
-  // so stale handles to the old occupant are recognised.
-  template <class Rec, class Bump>
-  static std::uint32_t take(std::vector<Rec>& pool, std::vector<std::uint32_t>& free, Bump bump) {
-    std::uint32_t i;
-    if (!free.empty()) {
-      i = free.back();
-      free.pop_back();
-    } else {
-      i = static_cast<std::uint32_t>(pool.size());
-      pool.emplace_back();
-    }
-    const std::uint32_t g = bump(pool[i]) + 1;
-    pool[i] = Rec{};
-    bump(pool[i]) = g;
-    return i;
   }
 
   std::uint32_t new_op() {
-    const std::uint32_t i = take(ops_, free_ops_, [](op_rec& o) -> std::uint32_t& { return o.gen; });
+    const std::uint32_t i = detail::take_record(ops_, free_ops_, [](op_rec& o) -> std::uint32_t& { return o.gen; });
     ops_[i].used = true;
     return i;
   }
@@ -501,7 +327,7 @@ class sim_fabric {
     const std::uint32_t gen = ops_[i].gen;
     proto.gen = gen;
     proto.used = true;
-    proto.fiber = running_;
+    proto.fiber = fibers_.running();
     ops_[i] = std::move(proto);
     const op_rec& o = ops_[i];
     auto it = match_.find(key_of(o));
@@ -533,194 +359,45 @@ class sim_fabric {
     return r;
   }
 
+  /// A send met its receive: the message enters the network.
   void start_message(std::uint32_t s, std::uint32_t r) {
     op_rec &so = ops_[s], &ro = ops_[r];
     if (so.bytes != ro.bytes) {
-      const std::string e = "sim_transport: rank " + std::to_string(so.rank) + " sent " + std::to_string(so.bytes) +
-                            " bytes, rank " + std::to_string(ro.rank) + " expected " + std::to_string(ro.bytes) +
-                            " (tag " + std::to_string(so.tg) + ")";
+      const std::string e = detail::size_mismatch("sim_transport", so.rank, so.bytes, ro.rank, ro.bytes, so.tg);
       so.error = ro.error = e;
       so.done = ro.done = true;
-      wake(so.fiber);
-      wake(ro.fiber);
+      fibers_.wake(so.fiber);
+      fibers_.wake(ro.fiber);
       return;
     }
-    const std::uint32_t m = take(msgs_, free_msgs_, [](msg_rec& rec) -> std::uint32_t& { return rec.version; });
-    msg_rec& mr = msgs_[m];
-    mr.live = true;
-    mr.send_op = s;
-    mr.recv_op = r;
-    mr.bytes = so.bytes;
-    mr.remaining = static_cast<double>(so.bytes);
-    mr.conn = connection(so.rank, ro.rank);
     so.matched = ro.matched = true;
-    so.msg = ro.msg = m;
-    ++messages_;
-    bytes_ += static_cast<double>(so.bytes);
-    push(event::activate, now_ + conns_[mr.conn].latency, m, mr.version);
+    const std::uint32_t m = net_.start(so.rank, ro.rank, so.bytes);
+    if (msg_ops_.size() <= m) msg_ops_.resize(m + 1);
+    msg_ops_[m] = {s, r};
   }
 
-  void push(event::kind_t k, double t, std::uint32_t m, std::uint32_t v) { events_.push(event{k, t, seq_++, m, v}); }
-
-  void activate(std::uint32_t m) {
-    msg_rec& mr = msgs_[m];
-    if (!mr.live) return;
-    if (mr.bytes == 0) {
-      complete(m);
-      return;
-    }
-    conn_rec& c = conns_[mr.conn];
-    mr.active = true;
-    mr.last = now_;
-    c.msgs.push_back(m);
-    if (c.msgs.size() == 1) {
-      join(mr.conn);
-    } else {
-      refresh_conn(mr.conn, false);
-    }
-  }
-
-  void complete(std::uint32_t m) {
-    msg_rec& mr = msgs_[m];
-    mr.live = false;
-    if (mr.active) {
-      conn_rec& c = conns_[mr.conn];
-      c.msgs.erase(std::find(c.msgs.begin(), c.msgs.end(), m));
-      for (std::uint32_t l : c.links) links_[l].info.bytes += static_cast<double>(mr.bytes);
-      if (c.msgs.empty()) leave(mr.conn);
-      else refresh_conn(mr.conn, false);
-    }
-    op_rec &so = ops_[mr.send_op], &ro = ops_[mr.recv_op];
-    if (!so.cancelled && !ro.cancelled && !opts_.phantom && mr.bytes) {
+  /// Message `m` arrived: its data moves (real buffers) and both sides complete.
+  void arrived(std::uint32_t m) {
+    const auto [s, r] = msg_ops_[m];
+    op_rec &so = ops_[s], &ro = ops_[r];
+    if (!so.cancelled && !ro.cancelled && !opts_.phantom && so.bytes) {
       if (ro.fused) {
-        const std::size_t count = mr.bytes / size_of(ro.red.type);
+        const std::size_t count = so.bytes / size_of(ro.red.type);
         if (ro.red.received_first) host::reduce(ro.dst, so.src, ro.local, count, ro.red);
         else host::reduce(ro.dst, ro.local, so.src, count, ro.red);
       } else {
-        std::memcpy(ro.dst, so.src, mr.bytes);
+        std::memcpy(ro.dst, so.src, so.bytes);
       }
     }
     if (so.cancelled && !ro.cancelled) ro.error = "sim_transport: the sender cancelled this message";
     so.done = ro.done = true;
-    finish_op(mr.send_op);
-    finish_op(mr.recv_op);
-    ++mr.version;
-    free_msgs_.push_back(m);
+    finish_op(s);
+    finish_op(r);
   }
   void finish_op(std::uint32_t i) {
     op_rec& o = ops_[i];
     if (o.cancelled) free_op(i);
-    else wake(o.fiber);
-  }
-
-  // --- links and rates -------------------------------------------------------
-  void build_links() {
-    const std::size_t k = topo_.count();
-    link_base_.assign(k, 0);
-    int g = 1;
-    for (std::size_t l = 0; l < k; ++l) {
-      const level& lv = topo_[l];
-      link_base_[l] = static_cast<std::uint32_t>(links_.size());
-      const int units = n_ / g;
-      const int nlinks = lv.links ? lv.links : g;
-      for (int u = 0; u < units; ++u)
-        for (bool out : {true, false}) {
-          link_rec lr;
-          lr.info.level = static_cast<int>(l);
-          lr.info.unit = u;
-          lr.info.egress = out;
-          lr.info.capacity = lv.bandwidth * nlinks;
-          lr.per_conn = lv.bandwidth;
-          links_.push_back(lr);
-        }
-      g *= lv.extent;
-    }
-  }
-
-  std::uint32_t connection(int a, int b) {
-    const std::uint64_t key = static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(n_) + static_cast<std::uint64_t>(b);
-    auto it = conn_index_.find(key);
-    if (it != conn_index_.end()) return it->second;
-    conn_rec c;
-    int g = 1, ca = a, cb = b, top = 0;
-    for (std::size_t l = 0; l < topo_.count(); ++l) {
-      if (ca % topo_[l].extent != cb % topo_[l].extent) top = static_cast<int>(l);
-      ca /= topo_[l].extent;
-      cb /= topo_[l].extent;
-    }
-    for (int l = 0; l <= top; ++l) {
-      const level& lv = topo_[static_cast<std::size_t>(l)];
-      if (lv.extent > 1) {
-        const std::uint32_t base = link_base_[static_cast<std::size_t>(l)];
-        c.links.push_back(base + static_cast<std::uint32_t>(2 * (a / g)));
-        c.links.push_back(base + static_cast<std::uint32_t>(2 * (b / g) + 1));
-        c.latency = std::max(c.latency, lv.latency);
-      }
-      g *= lv.extent;
-    }
-    c.top = top;
-    const auto idx = static_cast<std::uint32_t>(conns_.size());
-    conns_.push_back(std::move(c));
-    conn_index_.emplace(key, idx);
-    return idx;
-  }
-
-  double conn_rate(const conn_rec& c) const {
-    double r = std::numeric_limits<double>::infinity();
-    for (std::uint32_t l : c.links) {
-      const link_rec& lr = links_[l];
-      const double share = lr.info.capacity / static_cast<double>(lr.conns.size());
-      r = std::min(r, std::min(lr.per_conn, share));
-    }
-    return r;
-  }
-
-  /// Brings a connection's messages to `now_` at the old rate, then
-  /// reschedules them at the new one.
-  void refresh_conn(std::uint32_t ci, bool recompute) {
-    conn_rec& c = conns_[ci];
-    const double rate = recompute ? conn_rate(c) : c.rate;
-    c.rate = rate;
-    if (c.msgs.empty()) return;
-    const double per = rate / static_cast<double>(c.msgs.size());
-    for (std::uint32_t m : c.msgs) {
-      msg_rec& mr = msgs_[m];
-      mr.remaining = std::max(0.0, mr.remaining - mr.rate * (now_ - mr.last));
-      mr.last = now_;
-      mr.rate = per;
-      ++mr.version;
-      push(event::finish, now_ + mr.remaining / per, m, mr.version);
-    }
-  }
-  void refresh_around(std::uint32_t ci) {
-    const std::uint64_t st = ++stamp_;
-    for (std::uint32_t l : conns_[ci].links)
-      for (std::uint32_t other : links_[l].conns)
-        if (conns_[other].stamp != st) {
-          conns_[other].stamp = st;
-          refresh_conn(other, true);
-        }
-  }
-  void join(std::uint32_t ci) {
-    auto& tl = top_[static_cast<std::size_t>(conns_[ci].top)];
-    if (tl.first++ == 0) tl.second = now_;
-    for (std::uint32_t l : conns_[ci].links) {
-      link_rec& lr = links_[l];
-      if (lr.conns.empty()) lr.busy_since = now_;
-      lr.conns.push_back(ci);
-    }
-    refresh_around(ci);
-  }
-  void leave(std::uint32_t ci) {
-    auto& tl = top_[static_cast<std::size_t>(conns_[ci].top)];
-    if (--tl.first == 0) top_seconds_[static_cast<std::size_t>(conns_[ci].top)] += now_ - tl.second;
-    for (std::uint32_t l : conns_[ci].links) {
-      link_rec& lr = links_[l];
-      lr.conns.erase(std::find(lr.conns.begin(), lr.conns.end(), ci));
-      if (lr.conns.empty()) lr.info.busy_seconds += now_ - lr.busy_since;
-    }
-    refresh_around(ci);
-    conns_[ci].rate = 0;
+    else fibers_.wake(o.fiber);
   }
 
   // --- cancellation and waiting ----------------------------------------------
@@ -757,11 +434,12 @@ class sim_fabric {
       }
       if (failed_) throw transport_error("sim_transport: another rank failed; abandoning the collective");
       if (deadlocked_)
-        throw timeout_error(o.peer, "simulated network (deadlock: no message can arrive)", "", now_);
-      block(running_);
+        throw timeout_error(o.peer, "simulated network (deadlock: no message can arrive)", "", clock_.now());
+      fibers_.block();
     }
   }
 
+  // --- memory ------------------------------------------------------------------
   memory_ops memory_ops_for(const location& where) {
     if (where.space != memory_space::host) throw invalid_argument("sim_transport: buffers are host (or phantom) memory");
     if (!opts_.phantom) return host_memory_ops();
@@ -792,64 +470,31 @@ class sim_fabric {
 
   sim_report report() const {
     sim_report r;
-    r.messages = messages_;
-    r.bytes = bytes_;
-    for (int k = 0; k < n_; ++k) {
-      const double end = fibers_[static_cast<std::size_t>(k)].end;
+    for (double end : rank_end_) {
       r.rank_seconds.push_back(end);
       r.seconds = std::max(r.seconds, end);
     }
-    r.levels.assign(topo_.count(), sim_report::level_stats{});
-    // Levels in flight about as long (within 5%, e.g. all of a flat ring's)
-    // are told apart by bandwidth: the slower one bounds.
-    for (std::size_t l = 0; l < topo_.count(); ++l) {
-      r.levels[l].top_seconds = top_seconds_[l];
-      const auto b = static_cast<std::size_t>(r.bound_level);
-      const double tb = top_seconds_[b], tl = top_seconds_[l];
-      if (tl > 1.05 * tb || (tl >= 0.95 * tb && tl > 0 && topo_[l].bandwidth < topo_[b].bandwidth))
-        r.bound_level = static_cast<int>(l);
-    }
-    r.busiest.level = r.bound_level;
-    for (const auto& l : links_) {
-      r.links.push_back(l.info);
-      auto& pl = r.levels[static_cast<std::size_t>(l.info.level)];
-      if (l.info.egress) pl.bytes += l.info.bytes;
-      if (r.seconds > 0) pl.busiest = std::max(pl.busiest, l.info.busy_seconds / r.seconds);
-      if (l.info.level == r.bound_level && l.info.busy_seconds > r.busiest.busy_seconds) r.busiest = l.info;
-    }
+    net_.fill(r);
     return r;
   }
 
   ddl::topology topo_;
   sim_options opts_;
   int n_ = 0;
-  std::function<void(sim_transport&)>* body_ = nullptr;
-  std::deque<fiber_state> fibers_;  // a deque: a suspended fiber's context must not move
+  detail::sim_clock clock_;
+  detail::flow_network net_;      // over topo_ and clock_
+  detail::fiber_pool fibers_;
+  std::vector<char> timer_fired_;  // per fiber: `compute`'s time has passed
   std::vector<sim_transport> transports_;
+  std::vector<double> rank_end_;
   fiber_scheduler scheduler_{this};
-  ucontext_t sched_ctx_{};
-  std::deque<int> ready_;
-  std::vector<int> yielders_;  // fibers in `yield`, resumed after the next event
   int idle_rounds_ = 0;
-  int running_ = -1;
-  double now_ = 0;
-  std::uint64_t seq_ = 0, stamp_ = 0;
   bool failed_ = false, deadlocked_ = false;
   std::exception_ptr first_error_;
-  std::size_t messages_ = 0;
-  double bytes_ = 0;
   std::vector<op_rec> ops_;
   std::vector<std::uint32_t> free_ops_;
-  std::vector<msg_rec> msgs_;
-  std::vector<std::uint32_t> free_msgs_;
   std::unordered_map<match_key, match_queues, match_hash> match_;
-  std::vector<conn_rec> conns_;
-  std::unordered_map<std::uint64_t, std::uint32_t> conn_index_;
-  std::vector<link_rec> links_;
-  std::vector<std::uint32_t> link_base_;
-  std::vector<std::pair<int, double>> top_;  // per level: connections active with it as top, since when
-  std::vector<double> top_seconds_;
-  std::priority_queue<event, std::vector<event>, std::greater<event>> events_;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> msg_ops_;  // per network message: its send and receive ops
   std::pair<void*, std::size_t> slots_[4]{};
   std::vector<std::pair<void*, std::size_t>> phantom_;
 };
@@ -857,7 +502,7 @@ class sim_fabric {
 // --- sim_transport members ---------------------------------------------------
 inline int sim_transport::size() const noexcept { return fab_->n_; }
 inline const ddl::topology& sim_transport::topology() const noexcept { return fab_->topo_; }
-inline double sim_transport::now() const noexcept { return fab_->now_; }
+inline double sim_transport::now() const noexcept { return fab_->clock_.now(); }
 
 inline sim_transport::request sim_transport::isend(int peer, const_bytes data, tag t) {
   sim_fabric::op_rec o;
