@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "ddl/core/config.hpp"
+#include "ddl/mpi/probe.hpp"
 #include "ddl/mpi/transport.hpp"
 #include "ddl/topology/cluster.hpp"
 #include "ddl/topology/topology.hpp"
@@ -135,6 +136,7 @@ class mpi_cluster {
     DDL_MPI_CHECK(MPI_Comm_split(comm, 0, before + layout_.local_rank, &ordered));
     transport_ = std::make_unique<mpi_transport>(ordered);
     MPI_Comm_free(&ordered);
+    prober_.retarget(*transport_);
     const int n = transport_->size();
 
     const char* env = std::getenv("DDL_TOPOLOGY");
@@ -183,8 +185,8 @@ class mpi_cluster {
                              " has a different value than rank 0); set the same value on every rank");
   }
 
-  // Ping-pong between rank 0 and a partner at each level (`pingpong`), with
-  // its figures checked (`sane`). Every wait has a deadline.
+  // Ping-pong between rank 0 and a partner at each level, with its figures
+  // checked (`mpi_prober::pingpong`, `sane`). Every wait has a deadline.
   void probe() {
     auto& t = *transport_;
     const int ppn = layout_.node_sizes[0];
@@ -195,9 +197,9 @@ class mpi_cluster {
     std::string log;
     for (std::size_t k = 0; k < partners.size(); ++k) {
       const level& fallback = topology_[k];
-      link_cost c = pingpong(0, partners[k], std::size_t{4} << 20, 4);
+      detail::link_cost c = prober_.pingpong(0, partners[k], std::size_t{4} << 20, 4);
       if (t.rank() == 0) {
-        c = sane(c, {fallback.latency, fallback.bandwidth}, k == 0 && ppn > 1 ? "inside a node" : "between nodes", log);
+        c = prober_.sane(c, {fallback.latency, fallback.bandwidth}, k == 0 && ppn > 1 ? "inside a node" : "between nodes", log);
         costs[2 * k] = c.latency;
         costs[2 * k + 1] = c.bandwidth;
       }
@@ -210,157 +212,6 @@ class mpi_cluster {
     found_ += ", link costs probed" + log;
   }
 
-  // Round trips between ranks a and b (others return at once): half the
-  // fastest 1-byte round trip, and bytes/s from the fastest big ones less
-  // it (bandwidth 0 when the big ones were no slower: not measured). The
-  // fastest, not the mean: on oversubscribed cores a round trip that waited
-  // for the partner to be scheduled measures the scheduler, not the link.
-  struct link_cost {
-    double latency = 0, bandwidth = 0;
-  };
-  link_cost pingpong(int a, int b, std::size_t big, int reps) {
-    auto& t = *transport_;
-    if (t.rank() != a && t.rank() != b) return {};
-    const int other = t.rank() == a ? b : a;
-    if (probe_buf_size_ < big) {
-      probe_buf_.reset(new std::byte[big]());
-      probe_buf_size_ = big;
-    }
-    const auto limit = std::chrono::seconds(120);
-    auto fastest = [&](std::size_t bytes, int n) {
-      double best = 1e300;
-      for (int i = 0; i < n; ++i) {
-        const auto start = std::chrono::steady_clock::now();
-        for (int leg = 0; leg < 2; ++leg) {
-          const bool send = (leg == 0) == (t.rank() == a);
-          auto r = send ? t.isend(other, {probe_buf_.get(), bytes}, 7) : t.irecv(other, {probe_buf_.get(), bytes}, 7);
-          t.wait(r, std::chrono::steady_clock::now() + limit);
-        }
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      }
-      return best;
-    };
-    fastest(1, 3);
-    const double rtt = fastest(1, 20);
-    fastest(big, 1);
-    const double rtt_big = fastest(big, reps);
-    return {rtt / 2, rtt_big > rtt ? 2.0 * static_cast<double>(big) / (rtt_big - rtt) : 0.0};
-  }
-
-  // `link_bounds` (topology/cluster.hpp), measured on this rank: four reads
-  // of the clock (no shorter time can be measured; a round trip reads it
-  // twice and does more between), and twice the rate of its fastest copy of
-  // the probe buffer (one read and one write per byte).
-  link_bounds bounds() {
-    if (bounds_.max_bandwidth > 0) return bounds_;
-    const std::size_t big = std::max<std::size_t>(probe_buf_size_ / 2, 1 << 20);
-    if (probe_buf_size_ < 2 * big) {
-      probe_buf_.reset(new std::byte[2 * big]());
-      probe_buf_size_ = 2 * big;
-    }
-    double copy = 1e300, tick = 1e300;
-    for (int i = 0; i < 5; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      std::memcpy(probe_buf_.get() + big, probe_buf_.get(), big);
-      copy = std::min(copy, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    for (int i = 0; i < 100; ++i) {
-      const auto a = std::chrono::steady_clock::now();
-      const auto b = std::chrono::steady_clock::now();
-      tick = std::min(tick, std::chrono::duration<double>(b - a).count());
-    }
-    bounds_ = {4 * std::max(tick, 1e-9), 2.0 * static_cast<double>(big) / std::max(copy, 1e-9)};
-    return bounds_;
-  }
-
-  // `c` if `implausible_link` finds nothing wrong with it, else `fallback`,
-  // with a line in `log` saying what was wrong and what is used instead.
-  link_cost sane(link_cost c, link_cost fallback, const char* where, std::string& log) {
-    const std::string why = implausible_link(c.latency, c.bandwidth, bounds());
-    if (why.empty()) return c;
-    char text[320];
-    std::snprintf(text, sizeof text, "; %s: probe unusable (%s): defaults %.3g GB/s, %.3g us used", where, why.c_str(),
-                  fallback.bandwidth / 1e9, fallback.latency * 1e6);
-    log += text;
-    return fallback;
-  }
-
-  // Bytes/s from a to b (and from b to a too, when `both`: each way while
-  // both directions stream) for `reps` messages of `big`, at most `depth` in
-  // flight each way, as the step engine sends. On some networks a direction
-  // slows when the other is busy (a connection's acknowledgements and
-  // handshakes queue behind its own data): exchanges and one-way streams are
-  // priced apart. `rtt` is subtracted.
-  double stream_rate(int a, int b, std::size_t big, int reps, bool both, double rtt, int depth) {
-    auto& t = *transport_;
-    if (t.rank() != a && t.rank() != b) return 0;
-    const int other = t.rank() == a ? b : a;
-    const bool sends = both || t.rank() == a, recvs = both || t.rank() == b;
-    const std::size_t need = 2 * big * static_cast<std::size_t>(depth);
-    if (probe_buf_size_ < need) {
-      probe_buf_.reset(new std::byte[need]());
-      probe_buf_size_ = need;
-    }
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    auto once = [&](int n) {
-      const auto start = std::chrono::steady_clock::now();
-      std::vector<mpi_transport::request> rq, sq;
-      for (int i = 0; i < n; ++i) {
-        const std::size_t slot = static_cast<std::size_t>(i % depth) * big;
-        if (recvs) {
-          if (static_cast<int>(rq.size()) == depth) {
-            t.wait(rq.front(), limit);
-            rq.erase(rq.begin());
-          }
-          rq.push_back(t.irecv(other, {probe_buf_.get() + slot, big}, 8));
-        }
-        if (sends) {
-          if (static_cast<int>(sq.size()) == depth) {
-            t.wait(sq.front(), limit);
-            sq.erase(sq.begin());
-          }
-          sq.push_back(t.isend(other, {probe_buf_.get() + static_cast<std::size_t>(depth) * big + slot, big}, 8));
-        }
-      }
-      for (auto& r : rq) t.wait(r, limit);
-      for (auto& r : sq) t.wait(r, limit);
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    };
-    once(1);  // warm-up
-    const double dt = once(reps);
-    return static_cast<double>(reps) * static_cast<double>(big) / std::max(dt - rtt, 1e-9);
-  }
-
-  // A barrier whose waiting ranks sleep (the transport's back-off) instead
-  // of spinning in MPI: on oversubscribed cores, spinning bystanders would
-  // steal the CPU the probing pair needs to drive its sockets.
-  void quiet_barrier() {
-    auto& t = *transport_;
-    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-    std::byte token{};
-    if (t.rank() == 0) {
-      for (int q = 1; q < t.size(); ++q) {
-        auto r = t.irecv(q, {&token, 0}, 10);
-        t.wait(r, limit);
-      }
-      for (int q = 1; q < t.size(); ++q) {
-        auto r = t.isend(q, {&token, 0}, 11);
-        t.wait(r, limit);
-      }
-    } else {
-      auto s = t.isend(0, {&token, 0}, 10);
-      t.wait(s, limit);
-      auto r = t.irecv(0, {&token, 0}, 11);
-      t.wait(r, limit);
-    }
-  }
-
-  static double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  }
-
   void probe_hierarchy(const detect_options& o) {
     auto& t = *transport_;
     const int ppn = layout_.node_sizes[0], nodes = layout_.nodes;
@@ -370,34 +221,19 @@ class mpi_cluster {
     std::string log;
     char line[200];
     // Inside a node: rank 0 and 1.
-    link_cost node{};
+    detail::link_cost node{};
     if (ppn > 1) {
-      node = pingpong(0, 1, o.probe_bytes, 4);
-      if (t.rank() == 0) node = sane(node, {o.node_latency, o.node_bandwidth}, "inside a node", log);
-      quiet_barrier();
+      node = prober_.pingpong(0, 1, o.probe_bytes, 4);
+      if (t.rank() == 0) node = prober_.sane(node, {o.node_latency, o.node_bandwidth}, "inside a node", log);
+      prober_.quiet_barrier();
       DDL_MPI_CHECK(MPI_Bcast(&node, 2, MPI_DOUBLE, 0, comm));
     }
     // Every pair of node leaders, one pair at a time.
     const auto N = static_cast<std::size_t>(nodes);
-    // bw: one way (as the receiver saw it); xbw: each way in an exchange.
-    std::vector<double> bw(N * N, 0.0), xbw(N * N, 0.0), lat(N * N, 0.0);
-    for (int i = 0; i < nodes; ++i)
-      for (int j = i + 1; j < nodes; ++j) {
-        const int a = i * ppn, b = j * ppn;
-        const link_cost c = pingpong(a, b, 1, 1);  // latency (the 1-byte round trips)
-        const double one_way = stream_rate(a, b, o.probe_bytes, 8, false, c.latency, depth);
-        const double both = stream_rate(a, b, o.probe_bytes, 8, true, 2 * c.latency, depth);
-        if (t.rank() == a) {
-          xbw[i * N + j] = xbw[j * N + i] = both;
-          lat[i * N + j] = lat[j * N + i] = c.latency;
-        }
-        if (t.rank() == b) bw[i * N + j] = bw[j * N + i] = one_way;
-        quiet_barrier();
-      }
-    for (auto* m : {&bw, &xbw, &lat})
-      DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, m->data(), static_cast<int>(m->size()), MPI_DOUBLE, MPI_SUM, comm));
+    detail::pair_matrices pm = prober_.measure_pairs(nodes, ppn, o.probe_bytes, depth);
+    std::vector<double>& bw = pm.one_way, &xbw = pm.exchange, &lat = pm.latency;
     // Rank 0 checks every pair against its bounds; what it decides, all use.
-    const link_bounds lb = bounds();
+    const link_bounds lb = prober_.bounds();
     if (t.rank() == 0) {
       int replaced = 0;
       for (std::size_t i = 0; i < N; ++i)
@@ -454,6 +290,7 @@ class mpi_cluster {
       MPI_Comm reordered = MPI_COMM_NULL;
       DDL_MPI_CHECK(MPI_Comm_split(comm, 0, pos * ppn + layout_.local_rank, &reordered));
       transport_ = std::make_unique<mpi_transport>(reordered);
+      prober_.retarget(*transport_);
       MPI_Comm_free(&reordered);
       log += "\n  nodes renumbered rack by rack";
     }
@@ -470,74 +307,12 @@ class mpi_cluster {
             l.push_back(lat[i * N + j]);
           }
       // An exchange is never priced faster than one way.
-      return pair_costs{median(l), median(b), std::min(median(x), median(b))};
-    };
-    // A unit's links, and what exchanging costs under the collective's load.
-    // One exchange alone, then k at once out of the same unit (the same
-    // method back to back, so drift cancels): if the k take as long as one
-    // alone the unit has k links, if k times as long, 1. Then the k flows
-    // one way at once: exchanging / one way, both under that load, is
-    // the factor the level's exchange bandwidth gets (a pair probed alone can
-    // hide the penalty a loaded unit pays, e.g. with many messages in flight).
-    struct unit_probe {
-      int links = 0;
-      double factor = 0;                 ///< exchange / one way, per flow, k flows at once; 0: not measured
-      double exchange = 0, one_way = 0;  ///< per flow, k flows at once
-    };
-    // Each figure is the flows' bytes over the wall time from a common start
-    // until the last flow ends (timed on rank 0 between two barriers, less
-    // the barriers' own time): flows that start or finish apart would each
-    // report more than their share.
-    auto probe_unit = [&](const std::vector<std::pair<int, int>>& pairs) {
-      unit_probe u;
-      if (pairs.size() < 2) return u;
-      const int me = transport_->rank();
-      // At least 8 MiB per flow, so the flows outlast the barriers' noise
-      // (a waiting rank sleeps in steps of up to 200 us).
-      const std::size_t per_flow = std::size_t{8} << 20;
-      const int reps = static_cast<int>(std::max<std::size_t>(8, (per_flow + o.probe_bytes - 1) / o.probe_bytes));
-      auto wall = [&](std::size_t flows, bool both) {
-        quiet_barrier();
-        const auto start = std::chrono::steady_clock::now();
-        for (std::size_t f = 0; f < flows; ++f)
-          if (me == pairs[f].first || me == pairs[f].second)
-            stream_rate(pairs[f].first, pairs[f].second, o.probe_bytes, reps, both, 0, depth);
-        quiet_barrier();
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      };
-      // Each figure is the fastest of three (a slow one waited for the
-      // scheduler, not the links), less the two barriers alone (they matter
-      // on fast links).
-      auto fastest = [&](std::size_t flows, bool both) {
-        double best = 1e300;
-        for (int i = 0; i < 3; ++i) best = std::min(best, wall(flows, both));
-        return best;
-      };
-      const double idle = fastest(0, true);
-      double secs[3] = {fastest(1, true) - idle, fastest(pairs.size(), true) - idle, fastest(pairs.size(), false) - idle};
-      DDL_MPI_CHECK(MPI_Bcast(secs, 3, MPI_DOUBLE, 0, transport_->comm()));
-      // stream_rate sends one warm-up message before its timed ones.
-      const double bytes = static_cast<double>(reps + 1) * static_cast<double>(o.probe_bytes);
-      const int k = static_cast<int>(pairs.size());
-      if (!(secs[0] > 0 && secs[1] > 0 && secs[2] > 0)) return u;
-      u.exchange = bytes / secs[1];  // per flow, each way
-      u.one_way = bytes / secs[2];
-      u.links = std::max(1, std::min(k, static_cast<int>(std::lround(k * secs[0] / secs[1]))));
-      u.factor = std::min(1.0, secs[2] / secs[1]);
-      return u;
+      return pair_costs{detail::median(l), detail::median(b), std::min(detail::median(x), detail::median(b))};
     };
     // The level's exchange bandwidth: its one-way bandwidth times the loaded
     // factor when measured, else the pairs' own exchange figure.
-    auto exchange_of = [](const pair_costs& c, const unit_probe& u) {
+    auto exchange_of = [](const pair_costs& c, const detail::unit_probe& u) {
       return u.factor > 0 ? c.bandwidth * u.factor : c.exchange;
-    };
-    auto describe = [&](const unit_probe& u, std::size_t flows) {
-      if (!(u.factor > 0))
-        return "; " + std::to_string(flows) + " flows at once: not measured (no longer than the barriers around them)";
-      char text[160];
-      std::snprintf(text, sizeof text, "; %zu flows at once: %.1f MB/s each one way, %.1f exchanging (x%.2f)", flows,
-                    u.one_way / 1e6, u.exchange / 1e6, u.factor);
-      return std::string(text);
     };
     topology_ = topology{};
     if (ppn > 1) topology_.add(level{ppn, node.bandwidth, node.latency, 0});
@@ -545,14 +320,14 @@ class mpi_cluster {
     // Node links: every rank of node 0 talks to its counterpart on node 1 at once.
     std::vector<std::pair<int, int>> pairs;
     for (int r = 0; r < ppn; ++r) pairs.push_back({r, ppn + r});
-    const unit_probe node_unit = probe_unit(pairs);
+    const detail::unit_probe node_unit = prober_.probe_unit(pairs, o.probe_bytes, depth);
     const double in_x = exchange_of(in, node_unit);
     topology_.add(level{per_group, in.bandwidth, in.latency, node_unit.links, in_x});
     std::snprintf(line, sizeof line, "\n  %s: %d node(s), %.1f MB/s one way, %.1f MB/s exchanging, %.1f us, %s",
                   clean ? "inside a rack" : "network", per_group, in.bandwidth / 1e6, in_x / 1e6, in.latency * 1e6,
                   node_unit.links ? (std::to_string(node_unit.links) + " link(s) per node").c_str()
                                   : "links per node not measured (one per rank assumed)");
-    log += line + describe(node_unit, pairs.size());
+    log += line + detail::mpi_prober::describe(node_unit, pairs.size());
     if (clean) {
       const pair_costs out = stats(false);
       // Rack links: every rank of rack 0's nodes talks to its counterpart in
@@ -560,7 +335,7 @@ class mpi_cluster {
       pairs.clear();
       for (int k = 0; k < per_group; ++k)
         for (int r = 0; r < ppn; ++r) pairs.push_back({k * ppn + r, (per_group + k) * ppn + r});
-      const unit_probe rack_unit = probe_unit(pairs);
+      const detail::unit_probe rack_unit = prober_.probe_unit(pairs, o.probe_bytes, depth);
       const double out_x = exchange_of(out, rack_unit);
       // Racks' links are counted in node uplinks, not flows (0: not measured).
       const int rack_links = std::min(per_group, rack_unit.links);
@@ -568,15 +343,13 @@ class mpi_cluster {
       std::snprintf(line, sizeof line,
                     "\n  across racks: %d rack(s), %.1f MB/s one way, %.1f MB/s exchanging, %.1f us, %d link(s) per rack (gap %.1fx)",
                     groups, out.bandwidth / 1e6, out_x / 1e6, out.latency * 1e6, rack_links, gap);
-      log += line + describe(rack_unit, pairs.size());
+      log += line + detail::mpi_prober::describe(rack_unit, pairs.size());
     }
     topology_.check(transport_->size());
     found_ += ", hierarchy probed (DDL_TOPOLOGY=auto):" + log;
   }
 
-  std::unique_ptr<std::byte[]> probe_buf_;
-  std::size_t probe_buf_size_ = 0;
-  link_bounds bounds_;
+  detail::mpi_prober prober_;
   node_layout layout_;
   std::unique_ptr<mpi_transport> transport_;
   ddl::topology topology_;
