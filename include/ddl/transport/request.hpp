@@ -2,8 +2,13 @@
 /// \file
 /// The request handle every transport hands out: one move-only shell around
 /// a transport's own fields, so no transport writes its moves, its
-/// destructor or its "withdraw if unfinished" twice.
+/// destructor or its "withdraw if unfinished" twice; and the one error a
+/// transport gives when a message meets a receive of another size.
+#include <cstddef>
+#include <string>
 #include <utility>
+
+#include "ddl/transport/concept.hpp"
 
 namespace ddl::detail {
 
@@ -42,5 +47,14 @@ class request_handle : protected Fields {
   }
   void clear() noexcept { static_cast<Fields&>(*this) = Fields{}; }
 };
+
+/// The error text of a send of `sent` bytes from rank `from` matched by a
+/// receive of `expected` bytes on rank `to` (tag `t`), the same from every
+/// transport: `who` names the transport.
+inline std::string size_mismatch(const char* who, int from, std::size_t sent, int to, std::size_t expected, tag t) {
+  return std::string(who) + ": message size mismatch: rank " + std::to_string(from) + " sent " +
+         std::to_string(sent) + " bytes, rank " + std::to_string(to) + " expected " + std::to_string(expected) +
+         " (tag " + std::to_string(t) + "; did every rank call the same collective with the same count?)";
+}
 
 }  // namespace ddl::detail
