@@ -192,6 +192,70 @@ TEST_CASE("broadcast: from every root, every dtype, sizes that take both algorit
   }
 }
 
+TEST_CASE("broadcast: every algorithm forced, odd and prime rank counts, fewer elements than ranks") {
+  using algo = ddl::broadcast_algorithm;
+  for (algo a : {algo::binomial, algo::chain, algo::scatter_allgather})
+    for (int n : {1, 2, 3, 5, 6, 7, 8, 13}) {
+      CAPTURE(static_cast<int>(a));
+      CAPTURE(n);
+      failure_log log;
+      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+        ddl::options o = with_progress(ddl::progress::thread);
+        o.broadcast = a;
+        ddl::communicator<ddl::ring, ddl::local_transport> comm(t, o);
+        for (ddl::dtype type : {ddl::dtype::float64, ddl::dtype::bfloat16})
+          ddl::visit_dtype(type, [&](auto tag) {
+            using T = decltype(tag);
+            const std::size_t below = static_cast<std::size_t>(n > 1 ? n - 1 : 0);
+            for (std::size_t count : {std::size_t(0), std::size_t(1), below, std::size_t(1009), std::size_t(100003)}) {
+              CHECK(comm.broadcast_plan_for(count * sizeof(T), type).algo == a);
+              for (int root = 0; root < n; ++root) {
+                std::vector<T> v(count);
+                if (t.rank() == root)
+                  for (std::size_t i = 0; i < count; ++i) v[i] = bcast_value<T>(root, i);
+                else
+                  std::memset(v.data(), sentinel, count * sizeof(T));
+                if (root % 2) comm.broadcast_async(ddl::host_view(v), root).wait();
+                else comm.broadcast(ddl::host_view(v), root);
+                for (std::size_t i = 0; i < count; ++i)
+                  if (!same_bits(v[i], bcast_value<T>(root, i))) {
+                    log.add(std::string(ddl::name_of(type)) + " root " + std::to_string(root) + " count " +
+                            std::to_string(count) + " wrong at " + std::to_string(i));
+                    break;
+                  }
+              }
+            }
+          });
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+}
+
+TEST_CASE("broadcast: DDL_BROADCAST names an algorithm or is refused") {
+  setenv("DDL_BROADCAST", "scatter_allgather", 1);
+  CHECK(ddl::options::from_env().broadcast == ddl::broadcast_algorithm::scatter_allgather);
+  setenv("DDL_BROADCAST", "auto", 1);
+  CHECK(ddl::options::from_env().broadcast == ddl::broadcast_algorithm::automatic);
+  setenv("DDL_BROADCAST", "pipeline", 1);
+  CHECK_THROWS_WITH_AS(ddl::options::from_env(), doctest::Contains("DDL_BROADCAST='pipeline'"), ddl::invalid_argument);
+  unsetenv("DDL_BROADCAST");
+}
+
+TEST_CASE("broadcast: the plan takes scatter + all-gather where hand-offs are dear, never with fewer elements than ranks") {
+  using algo = ddl::broadcast_algorithm;
+  const std::size_t big = std::size_t(16) << 20;
+  const auto dear = ddl::broadcast_choice(big, 8, 1e-3, 2e9, 4);
+  CHECK(dear.algo == algo::scatter_allgather);
+  CHECK(dear.seconds == doctest::Approx(6 * 1e-3 + 2.0 * big * 7 / 8 / 2e9));
+  CHECK(ddl::broadcast_choice(big, 7, 1e-3, 2e9, 4).seconds ==
+        doctest::Approx((3 + 6) * 1e-3 + 2.0 * big * 6 / 7 / 2e9));  // not a power of two: a ring all-gather
+  CHECK(ddl::broadcast_choice(20, 8, 1e-3, 2e9, 4).algo == algo::binomial);  // 5 elements for 8 ranks
+  // Forced: the named algorithm, priced by its own formula.
+  const auto forced = ddl::broadcast_choice(64, 8, 8e-6, 4e9, 4, algo::chain);
+  CHECK(forced.algo == algo::chain);
+  CHECK(forced.seconds > ddl::broadcast_choice(64, 8, 8e-6, 4e9, 4).seconds);
+}
+
 TEST_CASE("broadcast: the plan takes the binomial tree for small messages and the chain for large") {
   const auto small = ddl::broadcast_choice(64, 8, 8e-6, 4e9, 4);
   const auto large = ddl::broadcast_choice(std::size_t(64) << 20, 8, 8e-6, 4e9, 4);

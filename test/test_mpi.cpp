@@ -241,12 +241,16 @@ TEST_CASE("mpi: asynchronous collectives on the progress thread equal the blocki
   }
 }
 
-TEST_CASE("mpi: broadcast from every root, blocking and asynchronous") {
+TEST_CASE("mpi: broadcast from every root, blocking and asynchronous, every algorithm") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
-  ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t);
   const int n = t.size(), r = t.rank();
   failure_log log;
+  using algo = ddl::broadcast_algorithm;
+  for (algo a : {algo::automatic, algo::binomial, algo::chain, algo::scatter_allgather})
   for (std::size_t count : {std::size_t(1), std::size_t(1001), std::size_t(1) << 20}) {
+    ddl::options o;
+    o.broadcast = a;
+    ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
     for (int root = 0; root < n; ++root) {
       std::vector<double> v(count, -1.0);
       if (r == root)
@@ -255,7 +259,8 @@ TEST_CASE("mpi: broadcast from every root, blocking and asynchronous") {
       else comm.broadcast(ddl::host_view(v), root);
       for (std::size_t i = 0; i < count; ++i)
         if (v[i] != static_cast<double>(i % 977) + root) {
-          log.add("count " + std::to_string(count) + " root " + std::to_string(root) + " wrong at " + std::to_string(i));
+          log.add("algorithm " + std::to_string(static_cast<int>(a)) + " count " + std::to_string(count) + " root " +
+                  std::to_string(root) + " wrong at " + std::to_string(i));
           break;
         }
     }

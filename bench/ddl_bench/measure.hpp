@@ -91,12 +91,7 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
       break;
     case collective::broadcast:
       m.ip = [comm, dt](std::byte* buf, std::size_t c) { comm->broadcast(ddl::buffer_view{buf, c, dt, {}}, 0); };
-      m.note = [comm, dt](std::size_t bytes) {
-        const ddl::broadcast_plan p = comm->broadcast_plan_for(bytes, dt);
-        return p.algo == ddl::broadcast_plan::algorithm::chain
-                   ? "chain of " + std::to_string(p.segments) + " segments"
-                   : std::string("binomial tree");
-      };
+      m.note = [comm, dt](std::size_t bytes) { return comm->broadcast_plan_for(bytes, dt).describe(); };
       break;
   }
   if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
@@ -119,9 +114,21 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
 template <class Transport>
 inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::topology& topo, const ddl::options& opts) {
   std::vector<impl> impls;
-  // Broadcast is the communicator's own (tree or chain), whatever the strategy.
+  // Broadcast is the communicator's own, whatever the strategy: the chosen
+  // algorithm, and with `--strategy all` each algorithm forced beside it.
   if (s.coll == collective::broadcast) {
     impls.push_back(make_impl("ddl:broadcast", t, ddl::ring{}, opts, s));
+    if (s.all_strategies) {
+      const std::pair<const char*, ddl::broadcast_algorithm> forced[] = {
+          {"ddl:bcast_binomial", ddl::broadcast_algorithm::binomial},
+          {"ddl:bcast_chain", ddl::broadcast_algorithm::chain},
+          {"ddl:bcast_scatter_ag", ddl::broadcast_algorithm::scatter_allgather}};
+      for (const auto& [label, algo] : forced) {
+        ddl::options o = opts;
+        o.broadcast = algo;
+        impls.push_back(make_impl(label, t, ddl::ring{}, o, s));
+      }
+    }
     return impls;
   }
   for (const auto& name : s.strategies) {

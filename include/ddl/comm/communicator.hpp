@@ -194,7 +194,9 @@ class communicator {
   // --- broadcast and barrier -------------------------------------------------
 
   /// Every rank's `data` = `root`'s. Small messages take a binomial tree,
-  /// large ones a pipelined chain (`ddl::broadcast_choice`).
+  /// large ones a pipelined chain or a scatter + all-gather, whichever the
+  /// link costs price cheaper (`ddl::broadcast_choice`; `options::broadcast`
+  /// or `DDL_BROADCAST` forces one).
   /// \pre the same count and dtype on every rank; `0 <= root < size()`.
   void broadcast(buffer_view data, int root) {
     checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { check_broadcast(data, root); });
@@ -207,7 +209,7 @@ class communicator {
   /// The plan `broadcast` follows for `bytes` (for `explain`-style output).
   broadcast_plan broadcast_plan_for(std::size_t bytes, dtype type = dtype::float32) const {
     return broadcast_choice(bytes, size(), default_link<Transport>::latency, default_link<Transport>::bandwidth,
-                            size_of(type));
+                            size_of(type), opts_.broadcast);
   }
 
   /// Returns once every rank has entered it.
@@ -288,11 +290,16 @@ class communicator {
       if (data.count == 0 || size() == 1) return;
       auto c = context("broadcast", data.where, data.type, op::sum, 0);
       const broadcast_plan p = broadcast_plan_for(data.bytes(), data.type);
-      if (p.algo == broadcast_plan::algorithm::chain)
-        detail::chain_broadcast(*transport_, data.byte_data(), data.bytes(), root, p.segments, size_of(data.type), c,
-                                c.base_tag + tag_offset::broadcast);
-      else
-        detail::binomial_broadcast(*transport_, data.byte_data(), data.bytes(), root, c, c.base_tag + tag_offset::broadcast);
+      const tag tg = c.base_tag + tag_offset::broadcast;
+      switch (p.algo) {
+        case broadcast_algorithm::chain:
+          detail::chain_broadcast(*transport_, data.byte_data(), data.bytes(), root, p.segments, size_of(data.type), c, tg);
+          break;
+        case broadcast_algorithm::scatter_allgather:
+          detail::scatter_allgather_broadcast(*transport_, data.byte_data(), data.bytes(), root, size_of(data.type), c, tg);
+          break;
+        default: detail::binomial_broadcast(*transport_, data.byte_data(), data.bytes(), root, c, tg);
+      }
     };
   }
   auto barrier_job() {

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// Run-time settings: defaults, environment variables (`DDL_TIMEOUT`,
-/// `DDL_CHUNK_BYTES`, `DDL_PIPELINE_DEPTH`, `DDL_PROGRESS`, `DDL_CHECK`) and the per-communicator options
+/// `DDL_CHUNK_BYTES`, `DDL_PIPELINE_DEPTH`, `DDL_PROGRESS`, `DDL_CHECK`, `DDL_BROADCAST`) and the
+/// per-communicator options
 /// that override them.
 #include <chrono>
 #include <cmath>
@@ -57,6 +58,10 @@ enum class progress {
 };
 
 /// Settings of one communicator. Defaults come from the environment.
+/// Which broadcast algorithm runs (`DDL_BROADCAST=auto|binomial|chain|scatter_allgather`;
+/// the algorithms and their costs are in `strategy/broadcast.hpp`).
+enum class broadcast_algorithm { automatic, binomial, chain, scatter_allgather };
+
 struct options {
   /// Longest any single wait may take before `timeout_error` (`DDL_TIMEOUT`, seconds).
   std::chrono::duration<double> timeout = std::chrono::seconds(300);
@@ -78,9 +83,10 @@ struct options {
   /// error, instead of a wrong result or a hang. Costs one round of small
   /// messages to every peer per call (bench/results/shared-memory.md).
   bool check_calls = false;
+  /// The broadcast algorithm (`DDL_BROADCAST`); `automatic` prices them all.
+  broadcast_algorithm broadcast = broadcast_algorithm::automatic;
 
-  /// Defaults overridden by `DDL_TIMEOUT`, `DDL_CHUNK_BYTES` and
-  /// `DDL_PIPELINE_DEPTH` when set.
+  /// Defaults overridden by the environment variables above when set.
   static options from_env() {
     options o;
     if (const char* t = std::getenv("DDL_TIMEOUT"))
@@ -96,6 +102,15 @@ struct options {
       const std::string v = k;
       if (v == "1") o.check_calls = true;
       else if (v != "0" && !v.empty()) throw invalid_argument("DDL_CHECK='" + v + "' must be 0 or 1");
+    }
+    if (const char* b = std::getenv("DDL_BROADCAST")) {
+      const std::string v = b;
+      if (v == "auto") o.broadcast = broadcast_algorithm::automatic;
+      else if (v == "binomial") o.broadcast = broadcast_algorithm::binomial;
+      else if (v == "chain") o.broadcast = broadcast_algorithm::chain;
+      else if (v == "scatter_allgather") o.broadcast = broadcast_algorithm::scatter_allgather;
+      else
+        throw invalid_argument("DDL_BROADCAST='" + v + "' must be 'auto', 'binomial', 'chain' or 'scatter_allgather'");
     }
     if (const char* p = std::getenv("DDL_PROGRESS")) {
       const std::string v = p;

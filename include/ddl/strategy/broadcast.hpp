@@ -14,22 +14,44 @@
 ///     arrives, so after the chain fills every link is busy:
 ///       t = (k + n - 2) (a + S / (k B)),  best k = sqrt((n - 2) S / (a B))
 ///                                               -- ~S / B for large S
+///   - scatter + all-gather (van de Geijn): the message cut into n blocks; a
+///     binomial scatter gives every rank its block (ceil(log2 n) rounds),
+///     then an all-gather gives every rank every block (recursive doubling,
+///     log2 n rounds, when n is a power of two; else a ring, n - 1):
+///       t = (ceil(log2 n) + g) a + 2 S (n - 1) / (n B),  g = log2 n or n - 1
+///                                               -- few steps, for large S
+///     twice the chain's bytes per link but a handful of hand-offs where the
+///     chain has k + n - 2: where a hand-off costs more than the model's a
+///     (ranks sharing cores wait to be scheduled at each), it is the safer one.
+/// `DDL_BROADCAST` (or `options::broadcast`) forces one; `auto` takes the
+/// cheapest by these formulas.
 /// Barrier: dissemination, ceil(log2 n) rounds; in round j rank r signals
 /// r + 2^j and hears from r - 2^j, so after the last round every rank has
 /// heard, transitively, from every other.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <string>
 
+#include "ddl/core/config.hpp"
 #include "ddl/strategy/step.hpp"
 
 namespace ddl {
 
 /// How a broadcast of a given size is carried out.
 struct broadcast_plan {
-  enum class algorithm { binomial, chain } algo = algorithm::binomial;
+  using algorithm = broadcast_algorithm;
+  algorithm algo = algorithm::binomial;
   std::size_t segments = 1;  ///< chain: how many pieces the message is cut into
   double seconds = 0;        ///< predicted time
+  /// One line: the algorithm and its shape.
+  std::string describe() const {
+    switch (algo) {
+      case algorithm::chain: return "chain of " + std::to_string(segments) + " segments";
+      case algorithm::scatter_allgather: return "scatter + all-gather";
+      default: return "binomial tree";
+    }
+  }
 };
 
 /// ceil(log2 n) for n >= 1.
@@ -39,23 +61,39 @@ constexpr int ceil_log2(int n) {
   return k;
 }
 
-/// The cheaper broadcast for `bytes` over `ranks`, by the formulas above.
-/// \param elem_size segments are whole elements of this size.
+/// The cheapest broadcast for `bytes` over `ranks` by the formulas above,
+/// or the one `force` names (anything but `automatic`), priced the same way.
+/// \param elem_size segments and blocks are whole elements of this size.
 inline broadcast_plan broadcast_choice(std::size_t bytes, int ranks, double latency, double bandwidth,
-                                       std::size_t elem_size = 1) {
-  broadcast_plan binomial;
-  const double S = static_cast<double>(bytes);
-  binomial.seconds = ceil_log2(ranks) * (latency + S / bandwidth);
-  if (ranks <= 2 || bytes == 0) return binomial;
+                                       std::size_t elem_size = 1,
+                                       broadcast_algorithm force = broadcast_algorithm::automatic) {
+  using algo = broadcast_algorithm;
+  const double S = static_cast<double>(bytes), n = ranks;
   const std::size_t elems = bytes / std::max<std::size_t>(elem_size, 1);
-  const double best_k = std::sqrt((ranks - 2) * S / (latency * bandwidth));
+  broadcast_plan binomial;
+  binomial.seconds = ceil_log2(ranks) * (latency + S / bandwidth);
   broadcast_plan chain;
-  chain.algo = broadcast_plan::algorithm::chain;
+  chain.algo = algo::chain;
+  const double best_k = ranks > 2 ? std::sqrt((n - 2) * S / (latency * bandwidth)) : 1.0;
   chain.segments = static_cast<std::size_t>(std::clamp(best_k, 1.0, 1024.0));
   chain.segments = std::max<std::size_t>(1, std::min(chain.segments, elems));
-  chain.seconds = (static_cast<double>(chain.segments) + ranks - 2) *
-                  (latency + S / (static_cast<double>(chain.segments) * bandwidth));
-  return chain.seconds < binomial.seconds ? chain : binomial;
+  chain.seconds = (static_cast<double>(chain.segments) + n - 2) * (latency + S / (static_cast<double>(chain.segments) * bandwidth));
+  broadcast_plan sag;
+  sag.algo = algo::scatter_allgather;
+  const bool pow2 = (ranks & (ranks - 1)) == 0;
+  sag.seconds = (ceil_log2(ranks) + (pow2 ? ceil_log2(ranks) : ranks - 1)) * latency +
+                2 * S * (n - 1) / (n * bandwidth);
+  switch (force) {
+    case algo::binomial: return binomial;
+    case algo::chain: return chain;
+    case algo::scatter_allgather: return sag;
+    default: break;
+  }
+  if (ranks <= 2 || bytes == 0) return binomial;
+  broadcast_plan best = chain.seconds < binomial.seconds ? chain : binomial;
+  // The blocks must hold an element each, or the scatter sends nothing useful.
+  if (elems >= static_cast<std::size_t>(ranks) && sag.seconds < best.seconds) best = sag;
+  return best;
 }
 
 namespace detail {
@@ -121,6 +159,66 @@ void chain_broadcast(Transport& t, std::byte* data, std::size_t bytes, int root,
     }
     if (d.send_peer < 0 && d.recv_peer < 0) continue;
     run_step(t, d, c, tg, phase_name{"chain broadcast", static_cast<int>(s), steps});
+  }
+}
+
+/// Scatter + all-gather broadcast. Block i (whole elements, the partition of
+/// `partition.hpp`'s rule: elems * i / n) belongs to relative rank i. The
+/// scatter: at mask m, from the top, a rank v with v % 2m == 0 holds blocks
+/// [v, v + 2m) and hands [v + m, v + 2m) to v + m. The all-gather: with n a
+/// power of two, v and v ^ m swap their aligned groups of m blocks (m = 1,
+/// 2, 4, ...); else a ring, rank v passing block v - s to v + 1 at step s.
+template <class Transport>
+void scatter_allgather_broadcast(Transport& t, std::byte* data, std::size_t bytes, int root, std::size_t elem_size,
+                                 const call_context& c, tag tg) {
+  const int n = t.size(), v = (t.rank() - root + n) % n, rounds = ceil_log2(n);
+  const bool pow2 = (n & (n - 1)) == 0;
+  const int steps = rounds + (pow2 ? rounds : n - 1);
+  const std::size_t elems = bytes / elem_size;
+  auto at = [&](int i) {  // byte offset of block i, i in [0, n]
+    return elems * static_cast<std::size_t>(std::min(i, n)) / static_cast<std::size_t>(n) * elem_size;
+  };
+  auto peer = [&](int u) { return (u % n + n + root) % n; };
+  int step = 0;
+  for (int m = rounds > 0 ? 1 << (rounds - 1) : 0; m >= 1; m >>= 1, ++step) {
+    step_desc d;
+    if (v % (2 * m) == 0 && v + m < n) {
+      d.send_peer = peer(v + m);
+      d.send = data + at(v + m);
+      d.send_bytes = at(v + 2 * m) - at(v + m);
+    } else if (v % (2 * m) == m) {
+      d.recv_peer = peer(v - m);
+      d.recv = data + at(v);
+      d.recv_bytes = at(v + m) - at(v);
+    } else {
+      continue;
+    }
+    if (d.send_bytes == 0 && d.recv_bytes == 0) continue;  // both sides see the same empty range
+    run_step(t, d, c, tg, phase_name{"scatter (broadcast)", step, steps});
+  }
+  if (pow2) {
+    for (int m = 1; m < n; m <<= 1, ++step) {
+      const int u = v ^ m, mine = v / m * m, theirs = u / m * m;
+      step_desc d;
+      d.send_peer = d.recv_peer = peer(u);
+      d.send = data + at(mine);
+      d.send_bytes = at(mine + m) - at(mine);
+      d.recv = data + at(theirs);
+      d.recv_bytes = at(theirs + m) - at(theirs);
+      run_step(t, d, c, tg, phase_name{"all-gather (broadcast)", step, steps});
+    }
+  } else {
+    for (int s = 0; s < n - 1; ++s, ++step) {
+      const int out = ((v - s) % n + n) % n, in = ((v - s - 1) % n + n) % n;
+      step_desc d;
+      d.send_peer = peer(v + 1);
+      d.send = data + at(out);
+      d.send_bytes = at(out + 1) - at(out);
+      d.recv_peer = peer(v - 1);
+      d.recv = data + at(in);
+      d.recv_bytes = at(in + 1) - at(in);
+      run_step(t, d, c, tg, phase_name{"all-gather (broadcast)", step, steps});
+    }
   }
 }
 

@@ -13,6 +13,12 @@
 ///   - `request irecv(int peer, ddl::mutable_bytes, ddl::tag)`;
 ///   - `void wait(request&, ddl::deadline)` — throws `ddl::timeout_error`
 ///     naming the peer once the deadline passes.
+/// Matching: messages between two ranks with the same tag match in posting
+/// order (FIFO per (sender, receiver, tag)); a send matched by a receive of
+/// another size fails both with `transport_error` and the one text of
+/// `detail::size_mismatch`. No strategy of ddl sends to its own rank (it
+/// copies locally); a transport may reject `peer == rank()` (the simulator and
+/// cuda_peer do) or carry it (local, MPI).
 /// Optional capabilities (detected, used when present):
 ///   - `request irecv_reduce(int peer, mutable_bytes dst, const_bytes local,
 ///     ddl::reduction, ddl::tag)` — receive and combine in one pass,
