@@ -159,6 +159,27 @@ TEST_CASE("async: reduce_scatter and all_gather, in place and out of place") {
     }
 }
 
+// Broadcasts `count` elements of T from every root in turn (asynchronously
+// where `async(root)`), checking every element on this rank bit for bit.
+template <class T, class Comm, class Async>
+void broadcast_from_every_root(Comm& comm, int rank, int n, std::size_t count, failure_log& log, Async&& async) {
+  for (int root = 0; root < n; ++root) {
+    std::vector<T> v(count);
+    if (rank == root)
+      for (std::size_t i = 0; i < count; ++i) v[i] = bcast_value<T>(root, i);
+    else
+      std::memset(v.data(), sentinel, count * sizeof(T));
+    if (async(root)) comm.broadcast_async(ddl::host_view(v), root).wait();
+    else comm.broadcast(ddl::host_view(v), root);
+    for (std::size_t i = 0; i < count; ++i)
+      if (!same_bits(v[i], bcast_value<T>(root, i))) {
+        log.add(std::string(ddl::name_of(ddl::dtype_of_v<T>)) + " root " + std::to_string(root) + " count " +
+                std::to_string(count) + " wrong at " + std::to_string(i));
+        break;
+      }
+  }
+}
+
 TEST_CASE("broadcast: from every root, every dtype, sizes that take both algorithms") {
   for (int n : {1, 2, 3, 4, 5, 8}) {
     CAPTURE(n);
@@ -169,22 +190,8 @@ TEST_CASE("broadcast: from every root, every dtype, sizes that take both algorit
         ddl::visit_dtype(type, [&](auto tag) {
           using T = decltype(tag);
           for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(100003)}) {
-            for (int root = 0; root < n; ++root) {
-              std::vector<T> v(count);
-              if (t.rank() == root)
-                for (std::size_t i = 0; i < count; ++i) v[i] = bcast_value<T>(root, i);
-              else
-                std::memset(v.data(), sentinel, count * sizeof(T));
-              const bool async = (root + static_cast<int>(count)) % 2 == 1;
-              if (async) comm.broadcast_async(ddl::host_view(v), root).wait();
-              else comm.broadcast(ddl::host_view(v), root);
-              for (std::size_t i = 0; i < count; ++i)
-                if (!same_bits(v[i], bcast_value<T>(root, i))) {
-                  log.add(std::string(ddl::name_of(type)) + " root " + std::to_string(root) + " count " +
-                          std::to_string(count) + " wrong at " + std::to_string(i));
-                  break;
-                }
-            }
+            broadcast_from_every_root<T>(comm, t.rank(), n, count, log,
+                                         [&](int root) { return (root + static_cast<int>(count)) % 2 == 1; });
           }
         });
     });
@@ -209,21 +216,7 @@ TEST_CASE("broadcast: every algorithm forced, odd and prime rank counts, fewer e
             const std::size_t below = static_cast<std::size_t>(n > 1 ? n - 1 : 0);
             for (std::size_t count : {std::size_t(0), std::size_t(1), below, std::size_t(1009), std::size_t(100003)}) {
               CHECK(comm.broadcast_plan_for(count * sizeof(T), type).algo == a);
-              for (int root = 0; root < n; ++root) {
-                std::vector<T> v(count);
-                if (t.rank() == root)
-                  for (std::size_t i = 0; i < count; ++i) v[i] = bcast_value<T>(root, i);
-                else
-                  std::memset(v.data(), sentinel, count * sizeof(T));
-                if (root % 2) comm.broadcast_async(ddl::host_view(v), root).wait();
-                else comm.broadcast(ddl::host_view(v), root);
-                for (std::size_t i = 0; i < count; ++i)
-                  if (!same_bits(v[i], bcast_value<T>(root, i))) {
-                    log.add(std::string(ddl::name_of(type)) + " root " + std::to_string(root) + " count " +
-                            std::to_string(count) + " wrong at " + std::to_string(i));
-                    break;
-                  }
-              }
+              broadcast_from_every_root<T>(comm, t.rank(), n, count, log, [](int root) { return root % 2 == 1; });
             }
           });
       });
