@@ -1,6 +1,7 @@
 // Bad input gets a clear ddl:: exception; a stalled peer gives timeout_error
 // on the others within the deadline.
 #include <doctest/doctest.h>
+#include <thread>
 
 #include <algorithm>
 #include <chrono>
@@ -232,6 +233,73 @@ TEST_CASE("DDL_CHECK: an argument one rank rejects is every rank's error, and th
     CHECK(contains(e[static_cast<std::size_t>(r)], "rank 3 rejected its arguments: all_reduce: input has 100 elements, output 99"));
   }
   CHECK(usable);
+}
+
+TEST_CASE("without DDL_CHECK, one rank's bad argument ends every rank's call at once, naming it") {
+  // Rank 3's output is one element short; the others' calls are valid and
+  // would wait for rank 3 until their 30 s deadline. They end at once with
+  // its reason, and the communicator refuses later calls on every rank.
+  ddl::options o;
+  o.timeout = std::chrono::seconds(30);
+  constexpr int n = 4;
+  std::vector<std::string> first(n), later(n);
+  std::vector<double> elapsed(n, 0);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+    comm_t comm(t, o);
+    const int r = t.rank();
+    std::vector<float> in(16, 1.0f), out(r == 3 ? 63 : 64);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm.all_gather(ddl::host_view(std::as_const(in)), ddl::host_view(out));
+    } catch (const ddl::error& e) {
+      first[static_cast<std::size_t>(r)] = e.what();
+    }
+    elapsed[static_cast<std::size_t>(r)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::vector<float> g(8, 1.0f);
+    try {
+      comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+    } catch (const ddl::transport_error& e) {
+      later[static_cast<std::size_t>(r)] = e.what();
+    }
+  });
+  CHECK(contains(first[3], "all_gather: input has 16 elements"));
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    CAPTURE(first[static_cast<std::size_t>(r)]);
+    CAPTURE(later[static_cast<std::size_t>(r)]);
+    if (r != 3) CHECK(contains(first[static_cast<std::size_t>(r)], "rank 3 failed: all_gather: input has 16 elements"));
+    CHECK(elapsed[static_cast<std::size_t>(r)] < 2.0);
+    CHECK(contains(later[static_cast<std::size_t>(r)], "rank 3 failed"));
+  }
+}
+
+TEST_CASE("communicator::abort on one rank ends the others' pending calls at once") {
+  ddl::options o;
+  o.timeout = std::chrono::seconds(30);
+  constexpr int n = 3;
+  std::vector<std::string> what(n);
+  std::vector<double> elapsed(n, 0);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+    comm_t comm(t, o);
+    if (t.rank() == 1) {
+      std::this_thread::sleep_for(100ms);  // the others are waiting in all_reduce by now
+      comm.abort("out of memory in the data loader");
+      return;
+    }
+    std::vector<float> g(1000, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+    } catch (const ddl::transport_error& e) {
+      what[static_cast<std::size_t>(t.rank())] = e.what();
+    }
+    elapsed[static_cast<std::size_t>(t.rank())] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  });
+  for (int r : {0, 2}) {
+    CAPTURE(what[static_cast<std::size_t>(r)]);
+    CHECK(contains(what[static_cast<std::size_t>(r)], "rank 1 failed: out of memory in the data loader"));
+    CHECK(elapsed[static_cast<std::size_t>(r)] < 1.5);
+  }
 }
 
 TEST_CASE("DDL_CHECK is read from the environment and bad values are named") {

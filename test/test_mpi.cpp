@@ -305,6 +305,101 @@ TEST_CASE("mpi: gradient buckets average a model's gradients across processes") 
   CHECK(all_sum(static_cast<int>(log.count())) == 0);
 }
 
+TEST_CASE("mpi: one rank's bad argument ends every rank's call at once, naming it; the group refuses later calls") {
+  const int n = world_size(), r = world_rank();
+  if (n < 2) return;
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  ddl::options o;
+  o.timeout = std::chrono::seconds(60);
+  ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
+  // Small blocks: every send is eager, so nothing is stranded.
+  std::vector<float> in(16, 1.0f), out(static_cast<std::size_t>(16 * n) - (r == n - 1 ? 1 : 0));
+  std::string first, later;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    comm.all_gather(ddl::host_view(std::as_const(in)), ddl::host_view(out));
+  } catch (const ddl::error& e) {
+    first = e.what();
+  }
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<float> g(8, 1.0f);
+  try {
+    comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  } catch (const ddl::transport_error& e) {
+    later = e.what();
+  }
+  CAPTURE(first);
+  CAPTURE(later);
+  const std::string culprit = "rank " + std::to_string(n - 1) + " failed: all_gather: input has 16 elements";
+  if (r == n - 1) CHECK(first.find("all_gather: input has 16 elements") != std::string::npos);
+  else CHECK(first.find(culprit) != std::string::npos);
+  CHECK(elapsed < 5.0);
+  CHECK(later.find("rank " + std::to_string(n - 1) + " failed") != std::string::npos);
+}
+
+TEST_CASE("mpi: a message longer than its receive is a transport_error naming the peer, not the end of the job") {
+  const int n = world_size(), r = world_rank();
+  if (n < 2) return;
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+#ifdef MPICH_VERSION
+  // MPICH 4.0 reports a failed request on MPI_COMM_WORLD's handler, not on
+  // that of the request's communicator (ddl's, set to return errors): a
+  // program that wants the error must make the world's handler return too.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+#endif
+  std::vector<std::byte> buf(64);
+  std::string what;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  if (r == 0) {
+    auto s = t.isend(1, {buf.data(), 64}, 5);  // eager: complete whatever the receiver does
+    t.wait(s, until);
+  } else if (r == 1) {
+    auto q = t.irecv(0, {buf.data(), 32}, 5);
+    try {
+      t.wait(q, until);
+    } catch (const ddl::transport_error& e) {
+      what = e.what();
+    }
+    CAPTURE(what);
+    CHECK(what.find("receive from rank 0 failed") != std::string::npos);
+    CHECK(what.find("same count") != std::string::npos);
+  }
+#ifdef MPICH_VERSION
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+#endif
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("mpi: communicator::abort on one rank ends the others' pending calls at once") {
+  const int n = world_size(), r = world_rank();
+  if (n < 2) return;
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  ddl::options o;
+  o.timeout = std::chrono::seconds(60);
+  ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
+  std::string what;
+  double elapsed = 0;
+  if (r == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    comm.abort("the loss went to NaN");
+  } else {
+    std::vector<float> g(64, 1.0f);  // eager: nothing stranded
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+    } catch (const ddl::transport_error& e) {
+      what = e.what();
+    }
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  CAPTURE(what);
+  if (r != 0) {
+    CHECK(what.find("rank 0 failed: the loss went to NaN") != std::string::npos);
+    CHECK(elapsed < 5.0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_CASE("mpi stall: a rank that never joins gives timeout_error on the others") {
   // Run alone (its own CTest entry): after it, cancelled messages may linger.
   const int n = world_size(), r = world_rank();

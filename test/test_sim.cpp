@@ -355,3 +355,33 @@ TEST_CASE("sim: an asynchronous collective that cannot finish is a timeout at wa
                   }),
                   ddl::timeout_error);
 }
+
+TEST_CASE("sim: communicator::abort on one rank ends the others' calls, naming it; a run can follow") {
+  ddl::sim_fabric f(ddl::topology::uniform(4, 1e9, 1e-6), {false});
+  std::vector<std::string> what(4);
+  f.run([&](ddl::sim_transport& t) {
+    ddl::communicator<ddl::ring, ddl::sim_transport> comm(t);
+    std::vector<float> g(1000, 1.0f);
+    if (t.rank() == 2) {
+      t.compute(1e-3);  // the others are waiting in all_reduce by now
+      comm.abort("checkpoint write failed");
+      return;
+    }
+    try {
+      comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+    } catch (const ddl::transport_error& e) {
+      what[static_cast<std::size_t>(t.rank())] = e.what();
+    }
+  });
+  for (int r : {0, 1, 3}) {
+    CAPTURE(what[static_cast<std::size_t>(r)]);
+    CHECK(what[static_cast<std::size_t>(r)].find("rank 2 failed: checkpoint write failed") != std::string::npos);
+  }
+  // The fabric starts clean on the next run.
+  const auto rep = f.run([](ddl::sim_transport& t) {
+    ddl::communicator<ddl::ring, ddl::sim_transport> comm(t);
+    std::vector<float> g(1000, 1.0f);
+    comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  });
+  CHECK(rep.seconds > 0);
+}

@@ -212,6 +212,22 @@ class communicator {
                             size_of(type), opts_.broadcast);
   }
 
+  /// Gives the communicator up on every rank (NCCL's `ncclCommAbort`): a
+  /// notice naming this rank and `why` ends the peers' pending and later
+  /// calls with `transport_error` ("rank k failed: why") within a few polls,
+  /// and this rank's later calls too. It runs in issue order, after this
+  /// rank's own pending asynchronous calls. A call that fails on this rank
+  /// (a transport error, or, without `DDL_CHECK=1`, arguments this rank
+  /// rejects) does the same by itself, so peers never wait out their
+  /// deadline for a rank that has given up; with `DDL_CHECK=1` a rejected
+  /// argument is every rank's `invalid_argument` and the communicator stays
+  /// usable.
+  void abort(const std::string& why = "aborted by the program (communicator::abort)") {
+    static_assert(has_abort_v<Transport>,
+                  "ddl: communicator::abort needs a transport with 'void abort(const std::string&)'");
+    run_now([this, why] { give_up(why); });
+  }
+
   /// Returns once every rank has entered it.
   void barrier() { run_now(barrier_job()); }
   collective_request barrier_async(completion done = {}) { return submit("barrier", barrier_job(), std::move(done)); }
@@ -345,6 +361,16 @@ class communicator {
     try {
       check();
     } catch (const invalid_argument& e) {
+      if (!opts_.check_calls && size() > 1) {
+        // The peers would wait for this rank's messages until their deadline:
+        // tell them (the communicator is given up on every rank).
+        std::string why = e.what();
+        if (why.compare(0, 5, "ddl: ") == 0) why.erase(0, 5);
+        try {
+          run_now([this, why] { give_up(why); });
+        } catch (const error&) {
+        }
+      }
       if (opts_.check_calls && size() > 1) {
         f.rejected = 1;
         const char* why = e.what();
@@ -408,21 +434,48 @@ class communicator {
   // otherwise it queues behind the pending ones, keeping issue order.
   template <class Job>
   void run_now(Job&& job) {
+    auto g = guarded(std::forward<Job>(job));
     if (!engine_) {
-      job();
+      g();
       return;
     }
     if (engine_->idle()) {
-      engine_->run_inline(job);
+      engine_->run_inline(g);
       return;
     }
-    auto op = engine().submit("blocking", std::forward<Job>(job));
+    auto op = engine().submit("blocking", std::move(g));
     collective_request(engine_, std::move(op)).wait();
   }
   template <class Job>
   collective_request submit(const char* what, Job&& job, completion done) {
-    auto op = engine().submit(what, std::forward<Job>(job), std::move(done));
+    auto op = engine().submit(what, guarded(std::forward<Job>(job)), std::move(done));
     return collective_request(engine_, std::move(op));
+  }
+  // A call that fails in the transport (a size mismatch, a lost message)
+  // gives the group up, so the peers learn it from this rank at once. A
+  // timeout does not: every rank has its own deadline and names its own
+  // awaited peer (a stalled rank is not a failed one until the deadline).
+  template <class Job>
+  auto guarded(Job&& job) {
+    return [this, job = std::forward<Job>(job)]() mutable {
+      try {
+        job();
+      } catch (const transport_error& e) {
+        give_up(e.what());
+        throw;
+      }
+    };
+  }
+  // The transport's `abort`, where it has one (on the thread that drives it).
+  void give_up(const std::string& why) noexcept {
+    if constexpr (has_abort_v<Transport>) {
+      try {
+        transport_->abort(why);
+      } catch (...) {
+      }
+    } else {
+      (void)why;
+    }
   }
   detail::progress_engine& engine() {
     if (!engine_) engine_ = std::make_shared<detail::progress_engine>(progress_mode(), cooperative_of(*transport_));

@@ -71,6 +71,8 @@ class cuda_peer_transport {
   };
 
   int rank() const noexcept { return rank_; }
+  /// This rank gives the group up (the concept's `abort`).
+  inline void abort(const std::string& why);
   inline int size() const noexcept;
   int device() const noexcept { return ctx_.device; }
   /// The stream transfers and local operations go on now.
@@ -186,10 +188,15 @@ class cuda_peer_fabric {
           f(t);
           DDL_CUDA_CHECK(cudaStreamSynchronize(t.own_stream_));
         },
-        [&](int r, const std::string& why) {
-          abort_reason_ = "cuda_peer_transport: rank " + std::to_string(r) + " failed: " + why;
-          aborted_.store(true, std::memory_order_release);
-        });
+        [&](int r, const std::string& why) { abort(r, why); });
+  }
+  /// Marks the fabric failed (the first call wins): every rank's waits throw
+  /// `transport_error` naming `rank` and `why`.
+  void abort(int rank, const std::string& why) {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (aborted_.load(std::memory_order_acquire)) return;
+    abort_reason_ = "cuda_peer_transport: rank " + std::to_string(rank) + " failed: " + why;
+    aborted_.store(true, std::memory_order_release);
   }
   template <class F>
   static void run(int ranks, F&& f) {
@@ -208,10 +215,12 @@ class cuda_peer_fabric {
   std::mutex mu_;
   std::vector<queue> sends_;
   std::atomic<bool> aborted_{false};
+  std::mutex abort_mutex_;
   std::string abort_reason_;  // written once, before aborted_ is set
 };
 
 inline int cuda_peer_transport::size() const noexcept { return fab_->n_; }
+inline void cuda_peer_transport::abort(const std::string& why) { fab_->abort(rank_, why); }
 
 inline memory_ops cuda_peer_transport::memory(const location& where) {
   if (where.space != memory_space::cuda)

@@ -94,6 +94,9 @@ class local_transport {
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept;
+  /// This rank gives the group up (the concept's `abort`): every rank's
+  /// pending and later waits throw, naming this rank and `why`.
+  inline void abort(const std::string& why);
 
   /// Posts `data` for `peer`. The bytes must stay valid and unchanged until
   /// the request completes.
@@ -270,6 +273,7 @@ class local_fabric {
 // ---------------------------------------------------------------------------
 
 inline int local_transport::size() const noexcept { return fabric_ ? fabric_->size() : 0; }
+inline void local_transport::abort(const std::string& why) { fabric_->abort(rank_, why); }
 
 inline local_transport::request local_transport::isend(int peer, const_bytes data, tag t) {
   if (peer < 0 || peer >= size())

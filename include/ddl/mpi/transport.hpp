@@ -16,12 +16,14 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ddl/core/error.hpp"
 #include "ddl/detail/event.hpp"
@@ -138,20 +140,67 @@ class mpi_transport {
     friend class mpi_transport;
   };
 
-  /// Duplicates `comm` (collective over `comm`).
+  /// Duplicates `comm` twice (collective over `comm`): one communicator for
+  /// the collectives' messages, one for failure notices (`abort`), on which a
+  /// receive from any rank stays posted.
   explicit mpi_transport(MPI_Comm comm) {
     DDL_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
+    DDL_MPI_CHECK(MPI_Comm_dup(comm, &notices_));
+    // MPI errors on ddl's communicators come back as `transport_error`
+    // (naming the call and the peer), not as the end of the job.
+    DDL_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    DDL_MPI_CHECK(MPI_Comm_set_errhandler(notices_, MPI_ERRORS_RETURN));
     DDL_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     DDL_MPI_CHECK(MPI_Comm_size(comm_, &size_));
     void* attr = nullptr;
     int flag = 0;
     DDL_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &attr, &flag));
     tag_ub_ = flag ? *static_cast<int*>(attr) : 32767;
+    DDL_MPI_CHECK(MPI_Irecv(notice_in_, sizeof notice_in_, MPI_CHAR, MPI_ANY_SOURCE, 0, notices_, &notice_recv_));
   }
   ~mpi_transport() {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    if (fin) return;
+    if (notice_recv_ != MPI_REQUEST_NULL) {  // a receive can always be cancelled
+      MPI_Cancel(&notice_recv_);
+      MPI_Wait(&notice_recv_, MPI_STATUS_IGNORE);
+    }
+    for (auto& r : notice_sends_) {  // small, eager: done, or handed to MPI
+      int done = 0;
+      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+      if (!done) MPI_Request_free(&r);
+    }
+    if (notices_ != MPI_COMM_NULL) MPI_Comm_free(&notices_);
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+  /// This rank gives the group up (the concept's `abort`): a notice naming
+  /// this rank and `why` goes to every peer, whose waits then throw
+  /// `transport_error` within a few polls, as do this rank's later calls.
+  /// No-op once the group is broken (by this rank or a peer's notice).
+  void abort(const std::string& why) {
+    if (broken()) return;
+    broken_ = "rank " + std::to_string(rank_) + " failed: " + why;
+    notice_out_ = broken_.substr(0, sizeof notice_in_);
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      notice_sends_.emplace_back(MPI_REQUEST_NULL);
+      DDL_MPI_CHECK(MPI_Isend(notice_out_.data(), static_cast<int>(notice_out_.size()), MPI_CHAR, p, 0, notices_,
+                              &notice_sends_.back()));
+    }
+  }
+  /// True once this rank or a peer gave the group up (`abort`).
+  bool broken() {
+    if (!broken_.empty()) return true;
+    int flag = 0;
+    MPI_Status st;
+    DDL_MPI_CHECK(MPI_Test(&notice_recv_, &flag, &st));
+    if (!flag) return false;
+    int len = 0;
+    MPI_Get_count(&st, MPI_CHAR, &len);
+    broken_.assign(notice_in_, static_cast<std::size_t>(std::max(len, 0)));
+    return true;
   }
   mpi_transport(const mpi_transport&) = delete;
   mpi_transport& operator=(const mpi_transport&) = delete;
@@ -173,6 +222,7 @@ class mpi_transport {
   }
 
   request isend(int peer, const_bytes data, tag t) {
+    refuse_if_broken();
     request r;
     r.peer_ = peer;
     r.send_ = true;
@@ -180,6 +230,7 @@ class mpi_transport {
     return r;
   }
   request irecv(int peer, mutable_bytes data, tag t) {
+    refuse_if_broken();
     request r;
     r.peer_ = peer;
     DDL_MPI_CHECK(MPI_Irecv(data.data, count_of(data.size), MPI_BYTE, peer, mpi_tag(t), comm_, &r.r_));
@@ -203,13 +254,31 @@ class mpi_transport {
     // A busy-polling rank steals the core its peer needs: MPI_Test 64 times,
     // then yield, then sleep.
     detail::backoff wait_more(64, 448);
-    for (;;) {
+    for (unsigned polls = 0;; ++polls) {
       int flag = 0;
       MPI_Status st;
-      DDL_MPI_CHECK(MPI_Test(&req.r_, &flag, &st));
+      if (const int rc = MPI_Test(&req.r_, &flag, &st); rc != MPI_SUCCESS) {
+        const int peer = req.peer_;
+        const bool send = req.send_;
+        if (req.r_ != MPI_REQUEST_NULL) req.release();
+        char text[MPI_MAX_ERROR_STRING] = {};
+        int len = 0;
+        MPI_Error_string(rc, text, &len);
+        int cls = rc;
+        MPI_Error_class(rc, &cls);
+        throw transport_error("mpi_transport: rank " + std::to_string(rank_) + ": the " + (send ? "send to" : "receive from") +
+                              " rank " + std::to_string(peer) + " failed: " + std::string(text, static_cast<std::size_t>(len)) +
+                              (cls == MPI_ERR_TRUNCATE ? " (a longer message than the receive: did every rank pass the same count?)" : ""));
+      }
       if (flag) {
         req.r_ = MPI_REQUEST_NULL;
         return;
+      }
+      if (polls % 16 == 15 && broken()) {  // a peer gave up: stop waiting for it
+        const int peer = req.peer_;
+        req.release();
+        throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
+                              std::to_string(peer) + ": " + broken_);
       }
       const auto now = std::chrono::steady_clock::now();
       if (now >= until) {
@@ -222,6 +291,9 @@ class mpi_transport {
   }
 
  private:
+  void refuse_if_broken() {
+    if (!broken_.empty()) throw transport_error("mpi_transport: the group is broken (" + broken_ + ")");
+  }
   static int count_of(std::size_t bytes) {
     if (bytes > static_cast<std::size_t>(INT_MAX))
       throw invalid_argument("mpi_transport: one message of " + std::to_string(bytes) +
@@ -235,6 +307,14 @@ class mpi_transport {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, tag_ub_ = 32767;
+  // Failure notices: their own communicator, one receive from any rank
+  // always posted, the sends of this rank's own notice.
+  MPI_Comm notices_ = MPI_COMM_NULL;
+  MPI_Request notice_recv_ = MPI_REQUEST_NULL;
+  char notice_in_[256] = {};
+  std::string notice_out_;
+  std::vector<MPI_Request> notice_sends_;
+  std::string broken_;  // why the group is broken; empty while it is not
 };
 
 }  // namespace ddl

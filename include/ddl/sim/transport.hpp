@@ -116,6 +116,8 @@ class sim_transport {
   inline void compute(double seconds);
   int rank() const noexcept { return rank_; }
   inline int size() const noexcept;
+  /// This rank gives the group up (the concept's `abort`).
+  inline void abort(const std::string& why);
   /// The network being simulated (`auto_strategy` plans on it).
   inline const ddl::topology& topology() const noexcept;
   /// Virtual seconds since the start of the run.
@@ -213,9 +215,16 @@ class sim_fabric {
       body();
     } catch (...) {
       if (!first_error_) first_error_ = std::current_exception();
-      failed_ = true;
-      fibers_.wake_all_blocked();
+      fail("a rank failed");
     }
+  }
+
+  /// The run is failed: every blocked fiber wakes, and every wait throws `why`.
+  void fail(const std::string& why) {
+    if (failed_) return;
+    failed_ = true;
+    failed_why_ = "sim_transport: " + why + "; abandoning the collective";
+    fibers_.wake_all_blocked();
   }
 
   int spawn(std::function<void()> body) {
@@ -305,6 +314,7 @@ class sim_fabric {
     timer_fired_.clear();
     idle_rounds_ = 0;
     failed_ = deadlocked_ = false;
+    failed_why_.clear();
   }
 
   std::uint32_t new_op() {
@@ -322,7 +332,7 @@ class sim_fabric {
     if (proto.peer < 0 || proto.peer >= n_ || proto.peer == proto.rank)
       throw invalid_argument("sim_transport: rank " + std::to_string(proto.rank) + " addressed peer " +
                              std::to_string(proto.peer) + " of " + std::to_string(n_));
-    if (failed_) throw transport_error("sim_transport: another rank failed; abandoning the collective");
+    if (failed_) throw transport_error(failed_why_);
     const std::uint32_t i = new_op();
     const std::uint32_t gen = ops_[i].gen;
     proto.gen = gen;
@@ -432,7 +442,7 @@ class sim_fabric {
         if (!err.empty()) throw transport_error(err);
         return;
       }
-      if (failed_) throw transport_error("sim_transport: another rank failed; abandoning the collective");
+      if (failed_) throw transport_error(failed_why_);
       if (deadlocked_)
         throw timeout_error(o.peer, "simulated network (deadlock: no message can arrive)", "", clock_.now());
       fibers_.block();
@@ -490,6 +500,7 @@ class sim_fabric {
   fiber_scheduler scheduler_{this};
   int idle_rounds_ = 0;
   bool failed_ = false, deadlocked_ = false;
+  std::string failed_why_;
   std::exception_ptr first_error_;
   std::vector<op_rec> ops_;
   std::vector<std::uint32_t> free_ops_;
@@ -532,6 +543,9 @@ inline sim_transport::request sim_transport::irecv_reduce(int peer, mutable_byte
   return fab_->post(std::move(o));
 }
 inline void sim_transport::wait(request& r, deadline) { fab_->wait(r); }
+inline void sim_transport::abort(const std::string& why) {
+  fab_->fail("rank " + std::to_string(rank_) + " failed: " + why);
+}
 inline cooperative_scheduler* sim_transport::cooperative() noexcept { return &fab_->scheduler_; }
 inline void sim_transport::compute(double seconds) { fab_->compute(seconds); }
 inline memory_ops sim_transport::memory(const location& where) { return fab_->memory_ops_for(where); }

@@ -94,6 +94,11 @@ class staged_transport {
 
   int rank() const { return inner_->rank(); }
   int size() const { return inner_->size(); }
+  /// The host transport's `abort`, where it has one.
+  template <class I = Inner, std::enable_if_t<has_abort_v<I>, int> = 0>
+  void abort(const std::string& why) {
+    inner_->abort(why);
+  }
   memory_ops memory(const location& where) { return dev_->memory(where); }
 
   request isend(int peer, const_bytes data, tag t) { return post(kind::send, peer, const_cast<std::byte*>(data.data), nullptr, data.size, {}, t); }

@@ -37,6 +37,13 @@
 ///     into pipelined chunks overlaps nothing and costs host API calls per
 ///     chunk, so the step engine sends each slice as one message (such a
 ///     transport must offer `irecv_reduce`);
+///   - `void abort(const std::string& why)` — this rank gives the group up:
+///     every peer's pending and later waits end with `transport_error`
+///     naming this rank and `why` (soon, not at their deadline), and so do
+///     this rank's later calls. Idempotent; the first abort in the group is
+///     the one reported. Called by the thread that drives the transport.
+///     A communicator calls it when one of its calls fails on this rank
+///     (and from `communicator::abort`), so peers stop waiting for it;
 ///   - `bool allows_progress_thread() const` — may a background thread drive
 ///     it (one thread at a time)? See `progress_thread_allowed`;
 ///   - `default_bandwidth`, `default_latency` (static) — link costs the
@@ -45,6 +52,7 @@
 ///     reductions for buffers at that location (see `core/memory.hpp`).
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -126,6 +134,12 @@ template <class T, class = void>
 struct has_stream_order : std::false_type {};
 template <class T>
 struct has_stream_order<T, std::enable_if_t<T::stream_ordered>> : std::true_type {};
+
+template <class T, class = void>
+struct has_abort : std::false_type {};
+template <class T>
+struct has_abort<T, std::void_t<decltype(std::declval<T&>().abort(std::declval<const std::string&>()))>>
+    : std::true_type {};
 }  // namespace detail
 
 /// True when `T` models the Transport concept.
@@ -154,6 +168,10 @@ inline constexpr bool has_peer_memory_v = detail::has_peer_memory<T>::value;
 /// message per slice; see `stream_ordered` above).
 template <class T>
 inline constexpr bool is_stream_ordered_v = detail::has_stream_order<T>::value;
+
+/// True when `T` can tell its peers that this rank gave up (`abort`).
+template <class T>
+inline constexpr bool has_abort_v = detail::has_abort<T>::value;
 
 /// Compile-time check with one message per missing requirement; use it where
 /// a transport type enters the library: `static_assert(ddl::check_transport<T>());`
