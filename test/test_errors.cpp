@@ -72,7 +72,7 @@ TEST_CASE("bad buffers are rejected with a message naming the problem") {
   }
 }
 
-TEST_CASE("a stalled peer gives timeout_error on the others within the deadline") {
+TEST_CASE("a stalled peer gives timeout_error on the others within the deadline, naming the silent rank") {
   // Rank 2 never joins the collective. Ranks 0 and 1 must each get a
   // timeout_error that names a peer, the phase and the collective, well
   // before anything could be called a hang.
@@ -82,6 +82,7 @@ TEST_CASE("a stalled peer gives timeout_error on the others within the deadline"
   std::vector<std::string> what(n);
   std::vector<int> peer(n, -2);
   std::vector<double> elapsed(n, 0);
+  std::vector<std::vector<int>> silent(n);
   std::atomic<bool> done{false};
   ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
     if (t.rank() == 2) {
@@ -96,6 +97,7 @@ TEST_CASE("a stalled peer gives timeout_error on the others within the deadline"
     } catch (const ddl::timeout_error& e) {
       what[t.rank()] = e.what();
       peer[t.rank()] = e.peer();
+      silent[t.rank()] = e.silent();
       CHECK(e.collective() == "all_reduce");
       CHECK(contains(e.phase(), "ring"));
     }
@@ -109,6 +111,9 @@ TEST_CASE("a stalled peer gives timeout_error on the others within the deadline"
     CHECK(contains(what[r], "timeout after"));
     CHECK(contains(what[r], "all_reduce"));
     CHECK((peer[r] >= 0 && peer[r] < n && peer[r] != r));
+    // The survivors both timed out: the one that reported none is rank 2.
+    CHECK(silent[r] == std::vector<int>{2});
+    CHECK(contains(what[r], "no timeout reported by rank 2"));
     CHECK(elapsed[r] >= 0.25);
     CHECK(elapsed[r] < 5.0);
   }

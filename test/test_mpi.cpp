@@ -400,7 +400,7 @@ TEST_CASE("mpi: communicator::abort on one rank ends the others' pending calls a
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-TEST_CASE("mpi stall: a rank that never joins gives timeout_error on the others") {
+TEST_CASE("mpi stall: a rank that never joins gives timeout_error on the others, naming it") {
   // Run alone (its own CTest entry): after it, cancelled messages may linger.
   const int n = world_size(), r = world_rank();
   if (n < 2) return;
@@ -416,6 +416,9 @@ TEST_CASE("mpi stall: a rank that never joins gives timeout_error on the others"
       comm.all_reduce(ddl::host_view(g), ddl::op::sum);
     } catch (const ddl::timeout_error& e) {
       timed_out = e.collective() == std::string("all_reduce") && e.peer() >= 0 && e.peer() < n;
+      // Every survivor timed out and said so: the silent one is the rank that never joined.
+      CAPTURE(e.what());
+      CHECK(e.silent() == std::vector<int>{n - 1});
     }
     CHECK(std::chrono::steady_clock::now() - start < 10s);
   }

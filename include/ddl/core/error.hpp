@@ -4,6 +4,7 @@
 /// surfaces as one of these; nothing in ddl calls `std::abort` or hangs.
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ddl {
 
@@ -41,12 +42,13 @@ class transport_error : public error {
 /// so a log line says who stalled where.
 class timeout_error : public error {
  public:
-  timeout_error(int peer, std::string phase, std::string collective, double waited_s)
-      : error(format(peer, phase, collective, waited_s)),
+  timeout_error(int peer, std::string phase, std::string collective, double waited_s, std::vector<int> silent = {})
+      : error(format(peer, phase, collective, waited_s, silent)),
         peer_(peer),
         phase_(std::move(phase)),
         collective_(std::move(collective)),
-        waited_s_(waited_s) {}
+        waited_s_(waited_s),
+        silent_(std::move(silent)) {}
 
   /// Rank (in the transport's numbering) that did not answer; -1 if unknown.
   int peer() const noexcept { return peer_; }
@@ -56,19 +58,32 @@ class timeout_error : public error {
   const std::string& collective() const noexcept { return collective_; }
   /// Seconds waited before giving up.
   double waited() const noexcept { return waited_s_; }
+  /// Where the transport can tell (threads, MPI): the ranks that reported no
+  /// timeout of their own around this one's, i.e. the ones that stalled,
+  /// left or never called, rather than survivors waiting in turn. Empty when
+  /// every peer timed out too or the transport cannot tell.
+  const std::vector<int>& silent() const noexcept { return silent_; }
 
  private:
   static std::string format(int peer, const std::string& phase, const std::string& collective,
-                            double waited_s) {
+                            double waited_s, const std::vector<int>& silent) {
     std::string s = "timeout after " + std::to_string(waited_s) + " s waiting for peer " +
                     std::to_string(peer);
     if (!phase.empty()) s += " in " + phase;
     if (!collective.empty()) s += " of " + collective;
-    return s + " (deadline from DDL_TIMEOUT or communicator options)";
+    s += " (deadline from DDL_TIMEOUT or communicator options)";
+    if (!silent.empty()) {
+      s += "; no timeout reported by rank";
+      s += silent.size() > 1 ? "s " : " ";
+      for (std::size_t i = 0; i < silent.size(); ++i) s += (i ? "," : "") + std::to_string(silent[i]);
+      s += " (stalled, gone, or never called)";
+    }
+    return s;
   }
   int peer_;
   std::string phase_, collective_;
   double waited_s_;
+  std::vector<int> silent_;
 };
 
 }  // namespace ddl

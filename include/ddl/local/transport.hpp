@@ -136,6 +136,19 @@ class local_fabric {
     channels_.reset(new std::atomic<channel*>[static_cast<std::size_t>(size) * size]);
     for (std::size_t i = 0; i < static_cast<std::size_t>(size) * size; ++i) channels_[i].store(nullptr);
     ranks_.reset(new rank_state[static_cast<std::size_t>(size)]);
+    timed_out_at_.reset(new std::atomic<double>[static_cast<std::size_t>(size)]);
+    for (int r = 0; r < size; ++r) timed_out_at_[r].store(-1e300);
+  }
+
+  /// Rank `r` timed out: records when, waits `grace` for the others'
+  /// timeouts, and returns the ranks that reported none since `grace` before
+  /// its own (`timeout_error::silent`).
+  std::vector<int> report_timeout(int r, double grace) {
+    const double at = detail::steady_seconds();
+    timed_out_at_[r].store(at, std::memory_order_release);
+    std::this_thread::sleep_for(std::chrono::duration<double>(grace));
+    return detail::silent_ranks([&](int q) { return timed_out_at_[q].load(std::memory_order_acquire); }, size_, r,
+                                at, grace);
   }
   ~local_fabric() {
     for (std::size_t i = 0; i < static_cast<std::size_t>(size_) * size_; ++i) delete channels_[i].load();
@@ -266,6 +279,7 @@ class local_fabric {
   std::unique_ptr<std::atomic<channel*>[]> channels_;
   std::unique_ptr<rank_state[]> ranks_;
   std::atomic<bool> aborted_{false};
+  std::unique_ptr<std::atomic<double>[]> timed_out_at_;  // per rank: its last timeout (steady seconds)
   std::mutex abort_mutex_;
   std::string abort_reason_;
 };
@@ -494,7 +508,9 @@ inline void local_transport::wait(request& req, deadline until) {
     if (DDL_UNLIKELY(now >= until)) {
       const int peer = req.peer_;
       cancel(req);
-      throw timeout_error(peer, "", "", std::chrono::duration<double>(now - start).count());
+      const double waited = std::chrono::duration<double>(now - start).count();
+      std::vector<int> silent = fabric_->report_timeout(rank_, detail::timeout_grace(waited));
+      throw timeout_error(peer, "", "", waited, std::move(silent));
     }
     pause(me.bell, ticket, until);
   }

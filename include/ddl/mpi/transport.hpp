@@ -156,7 +156,8 @@ class mpi_transport {
     int flag = 0;
     DDL_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &attr, &flag));
     tag_ub_ = flag ? *static_cast<int*>(attr) : 32767;
-    DDL_MPI_CHECK(MPI_Irecv(notice_in_, sizeof notice_in_, MPI_CHAR, MPI_ANY_SOURCE, 0, notices_, &notice_recv_));
+    reported_.assign(static_cast<std::size_t>(size_), -1e300);
+    post_notice_receive();
   }
   ~mpi_transport() {
     int fin = 0;
@@ -186,20 +187,27 @@ class mpi_transport {
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       notice_sends_.emplace_back(MPI_REQUEST_NULL);
-      DDL_MPI_CHECK(MPI_Isend(notice_out_.data(), static_cast<int>(notice_out_.size()), MPI_CHAR, p, 0, notices_,
+      DDL_MPI_CHECK(MPI_Isend(notice_out_.data(), static_cast<int>(notice_out_.size()), MPI_CHAR, p, abort_tag, notices_,
                               &notice_sends_.back()));
     }
   }
-  /// True once this rank or a peer gave the group up (`abort`).
+  /// True once this rank or a peer gave the group up (`abort`). Takes in
+  /// the peers' timeout reports on the way.
   bool broken() {
-    if (!broken_.empty()) return true;
-    int flag = 0;
-    MPI_Status st;
-    DDL_MPI_CHECK(MPI_Test(&notice_recv_, &flag, &st));
-    if (!flag) return false;
-    int len = 0;
-    MPI_Get_count(&st, MPI_CHAR, &len);
-    broken_.assign(notice_in_, static_cast<std::size_t>(std::max(len, 0)));
+    while (broken_.empty()) {
+      int flag = 0;
+      MPI_Status st;
+      DDL_MPI_CHECK(MPI_Test(&notice_recv_, &flag, &st));
+      if (!flag) return false;
+      if (st.MPI_TAG == timeout_tag) {
+        reported_[static_cast<std::size_t>(st.MPI_SOURCE)] = detail::steady_seconds();
+        post_notice_receive();
+        continue;
+      }
+      int len = 0;
+      MPI_Get_count(&st, MPI_CHAR, &len);
+      broken_.assign(notice_in_, static_cast<std::size_t>(std::max(len, 0)));
+    }
     return true;
   }
   mpi_transport(const mpi_transport&) = delete;
@@ -284,13 +292,37 @@ class mpi_transport {
       if (now >= until) {
         const int peer = req.peer_;
         req.release();
-        throw timeout_error(peer, "", "", std::chrono::duration<double>(now - start).count());
+        const double waited = std::chrono::duration<double>(now - start).count();
+        std::vector<int> silent = report_timeout(detail::timeout_grace(waited));
+        throw timeout_error(peer, "", "", waited, std::move(silent));
       }
       wait_more.pause();
     }
   }
 
  private:
+  static constexpr int abort_tag = 0, timeout_tag = 1;
+  void post_notice_receive() {
+    DDL_MPI_CHECK(
+        MPI_Irecv(notice_in_, sizeof notice_in_, MPI_CHAR, MPI_ANY_SOURCE, MPI_ANY_TAG, notices_, &notice_recv_));
+  }
+  // This rank timed out: tells every peer, listens `grace` for theirs, and
+  // returns the ranks that reported none since `grace` before its own.
+  std::vector<int> report_timeout(double grace) {
+    const double at = detail::steady_seconds();
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      notice_sends_.emplace_back(MPI_REQUEST_NULL);
+      DDL_MPI_CHECK(MPI_Isend(nullptr, 0, MPI_CHAR, p, timeout_tag, notices_, &notice_sends_.back()));
+    }
+    while (detail::steady_seconds() < at + grace) {
+      broken();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    broken();
+    return detail::silent_ranks([&](int q) { return reported_[static_cast<std::size_t>(q)]; }, size_, rank_, at,
+                                grace);
+  }
   void refuse_if_broken() {
     if (!broken_.empty()) throw transport_error("mpi_transport: the group is broken (" + broken_ + ")");
   }
@@ -315,6 +347,7 @@ class mpi_transport {
   std::string notice_out_;
   std::vector<MPI_Request> notice_sends_;
   std::string broken_;  // why the group is broken; empty while it is not
+  std::vector<double> reported_;  // per rank: when its last timeout report arrived (steady seconds)
 };
 
 }  // namespace ddl

@@ -4,9 +4,11 @@
 /// a transport's own fields, so no transport writes its moves, its
 /// destructor or its "withdraw if unfinished" twice; and the one error a
 /// transport gives when a message meets a receive of another size.
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ddl/transport/concept.hpp"
 
@@ -55,6 +57,26 @@ inline std::string size_mismatch(const char* who, int from, std::size_t sent, in
   return std::string(who) + ": message size mismatch: rank " + std::to_string(from) + " sent " +
          std::to_string(sent) + " bytes, rank " + std::to_string(to) + " expected " + std::to_string(expected) +
          " (tag " + std::to_string(t) + "; did every rank call the same collective with the same count?)";
+}
+
+/// How long a rank that timed out waits to hear of its peers' timeouts
+/// before naming the ones that reported none (`timeout_error::silent`): a
+/// quarter of its wait, at most half a second.
+inline double timeout_grace(double waited_s) { return waited_s * 0.25 < 0.5 ? waited_s * 0.25 : 0.5; }
+
+/// Seconds on the steady clock (for timestamps compared across threads).
+inline double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// The ranks other than `me` whose last reported timeout (`reported[q]`,
+/// steady seconds) is not within `grace` before `at` or any time after.
+template <class Reported>
+std::vector<int> silent_ranks(const Reported& reported, int n, int me, double at, double grace) {
+  std::vector<int> silent;
+  for (int q = 0; q < n; ++q)
+    if (q != me && !(reported(q) >= at - grace)) silent.push_back(q);
+  return silent;
 }
 
 }  // namespace ddl::detail
