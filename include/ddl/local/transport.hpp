@@ -47,6 +47,15 @@
 #include "ddl/transport/request.hpp"
 #include "ddl/transport/threads.hpp"
 
+// A test may define DDL_LOCAL_TEST_HOOK(point, arg) before including ddl to
+// run code of its own at named points of the mailbox (test_interleave.cpp
+// forces the orders that load alone finds rarely); otherwise nothing.
+#ifdef DDL_LOCAL_TEST_HOOK
+#define DDL_LOCAL_TEST_POINT(point, arg) DDL_LOCAL_TEST_HOOK(#point, arg)
+#else
+#define DDL_LOCAL_TEST_POINT(point, arg) ((void)0)
+#endif
+
 namespace ddl {
 
 class local_fabric;
@@ -390,6 +399,7 @@ inline bool local_transport::progress() {
       std::uint64_t best_word = 0, best_seq = 0;
       const std::uint64_t published = ch->published.load(std::memory_order_acquire);
       for (int i = 0; i < local_fabric::slots_per_channel; ++i) {
+        DDL_LOCAL_TEST_POINT(scan_slot, i);
         const std::uint64_t w = ch->slots[i].state.load(std::memory_order_acquire);
         if ((w & local_fabric::s_mask) != local_fabric::s_posted) continue;
         if (ch->slots[i].t.load(std::memory_order_relaxed) != e.t) continue;

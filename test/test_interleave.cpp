@@ -1,0 +1,73 @@
+// Deterministic interleavings of the in-process mailbox: a hook at the
+// receiver's slot scan stops it at a chosen point while the sender posts, so
+// an order that load finds once in a thousand runs is forced every time.
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+namespace interleave {
+inline std::function<void(const char*, int)>& hook() {
+  static std::function<void(const char*, int)> h;
+  return h;
+}
+}  // namespace interleave
+#define DDL_LOCAL_TEST_HOOK(point, arg) \
+  do {                                  \
+    if (::interleave::hook()) ::interleave::hook()(point, arg); \
+  } while (0)
+
+#include <doctest/doctest.h>
+
+#include <ddl.hpp>
+
+using namespace std::chrono_literals;
+
+TEST_CASE("mailbox: a newer message posted while the receiver scans is not taken before the older one") {
+  // The receiver has read the channel's published count and checked slot 0
+  // (free); before it looks at slot 1 the sender posts message 1 into slot 0
+  // and message 2 into slot 1. The receiver must not take message 2 for its
+  // first receive: per (peer, tag), messages match in posting order.
+  ddl::local_fabric fab(2);
+  auto sender = fab.transport(0);
+  auto receiver = fab.transport(1);
+  const auto far = std::chrono::steady_clock::now() + 30s;
+  int warm = 0, got_warm = -1;
+  {  // the channel exists and slot 0 is free again
+    auto s = sender.isend(1, {reinterpret_cast<const std::byte*>(&warm), sizeof warm}, 9);
+    auto r = receiver.irecv(0, {reinterpret_cast<std::byte*>(&got_warm), sizeof got_warm}, 9);
+    receiver.wait(r, far);
+    sender.wait(s, far);
+  }
+  REQUIRE(got_warm == 0);
+
+  std::atomic<int> phase{0};
+  const auto receiver_id = std::this_thread::get_id();
+  interleave::hook() = [&](const char* point, int slot) {
+    if (std::strcmp(point, "scan_slot") != 0 || slot != 1 || std::this_thread::get_id() != receiver_id) return;
+    int expected = 0;
+    if (!phase.compare_exchange_strong(expected, 1)) return;  // once
+    while (phase.load() != 2) std::this_thread::yield();      // the sender posts both meanwhile
+  };
+  const int first = 111, second = 222;
+  std::thread t([&] {
+    while (phase.load() != 1) std::this_thread::yield();
+    auto a = sender.isend(1, {reinterpret_cast<const std::byte*>(&first), sizeof first}, 7);
+    auto b = sender.isend(1, {reinterpret_cast<const std::byte*>(&second), sizeof second}, 7);
+    phase.store(2);
+    sender.wait(a, far);
+    sender.wait(b, far);
+  });
+  int x = 0, y = 0;
+  auto rx = receiver.irecv(0, {reinterpret_cast<std::byte*>(&x), sizeof x}, 7);
+  while (phase.load() == 0) (void)receiver.test(rx);  // scans until the hook has fired
+  receiver.wait(rx, far);
+  auto ry = receiver.irecv(0, {reinterpret_cast<std::byte*>(&y), sizeof y}, 7);
+  receiver.wait(ry, far);
+  t.join();
+  interleave::hook() = nullptr;
+  CHECK(phase.load() == 2);  // the interleaving happened
+  CHECK(x == first);
+  CHECK(y == second);
+}
