@@ -4,7 +4,8 @@
 /// data-parallel deep learning. This is the one header a user includes: the
 /// generic library (core, reductions, topologies, the transport concept,
 /// strategies, communicator) and the in-process back-end (threads).
-/// Other back-ends opt in: `<ddl/mpi.hpp>`, `<ddl/cuda.hpp>`, `<ddl/sim.hpp>`.
+/// Other back-ends opt in: `<ddl/mpi.hpp>`, `<ddl/cuda.hpp>`, `<ddl/sim.hpp>`; so does
+/// `<ddl/testing.hpp>`, the verifiable inputs for checking a collective.
 #include "ddl/version.hpp"
 #include "ddl/core/error.hpp"
 #include "ddl/core/float16.hpp"

@@ -172,8 +172,15 @@ class mpi_transport {
       MPI_Test(&r, &done, MPI_STATUS_IGNORE);
       if (!done) MPI_Request_free(&r);
     }
-    if (notices_ != MPI_COMM_NULL) MPI_Comm_free(&notices_);
-    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    // A group that broke or timed out may still have messages on their way
+    // to these communicators (sends nobody will receive). Freed, their
+    // context ids would be reused by the next communicator, whose matching
+    // (Open MPI orders messages per context and peer) would meet them and
+    // stall: such communicators are left allocated instead.
+    if (!tainted_ && broken_.empty()) {
+      if (notices_ != MPI_COMM_NULL) MPI_Comm_free(&notices_);
+      if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    }
   }
 
   /// This rank gives the group up (the concept's `abort`): a notice naming
@@ -266,6 +273,7 @@ class mpi_transport {
       int flag = 0;
       MPI_Status st;
       if (const int rc = MPI_Test(&req.r_, &flag, &st); rc != MPI_SUCCESS) {
+        tainted_ = true;
         const int peer = req.peer_;
         const bool send = req.send_;
         if (req.r_ != MPI_REQUEST_NULL) req.release();
@@ -283,6 +291,7 @@ class mpi_transport {
         return;
       }
       if (polls % 16 == 15 && broken()) {  // a peer gave up: stop waiting for it
+        tainted_ = true;
         const int peer = req.peer_;
         req.release();
         throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
@@ -290,6 +299,7 @@ class mpi_transport {
       }
       const auto now = std::chrono::steady_clock::now();
       if (now >= until) {
+        tainted_ = true;
         const int peer = req.peer_;
         req.release();
         const double waited = std::chrono::duration<double>(now - start).count();
@@ -348,6 +358,7 @@ class mpi_transport {
   std::vector<MPI_Request> notice_sends_;
   std::string broken_;  // why the group is broken; empty while it is not
   std::vector<double> reported_;  // per rank: when its last timeout report arrived (steady seconds)
+  bool tainted_ = false;          // a wait ended unfinished: messages may still be in flight
 };
 
 }  // namespace ddl
