@@ -361,23 +361,18 @@ class communicator {
     try {
       check();
     } catch (const invalid_argument& e) {
-      if (!opts_.check_calls && size() > 1) {
-        // The peers would wait for this rank's messages until their deadline:
-        // tell them (the communicator is given up on every rank).
-        std::string why = e.what();
-        if (why.compare(0, 5, "ddl: ") == 0) why.erase(0, 5);
-        try {
-          run_now([this, why] { give_up(why); });
-        } catch (const error&) {
-        }
-      }
-      if (opts_.check_calls && size() > 1) {
-        f.rejected = 1;
+      if (size() > 1) {
         const char* why = e.what();
         if (std::strncmp(why, "ddl: ", 5) == 0) why += 5;
-        std::snprintf(f.reason, sizeof f.reason, "%s", why);
+        if (opts_.check_calls) {
+          f.rejected = 1;
+          std::snprintf(f.reason, sizeof f.reason, "%s", why);
+        }
         try {
-          run_now([this, f] { verify(f); });
+          if (opts_.check_calls) run_now([this, f] { verify(f); });
+          // Without the check the peers would wait for this rank's messages
+          // until their deadline: tell them (the group is given up everywhere).
+          else run_now([this, reason = std::string(why)] { give_up(reason); });
         } catch (const error&) {
           // a peer's rejection or a mismatch: this rank's own error is the one to report
         }

@@ -2,8 +2,9 @@
 /// \file
 /// The request handle every transport hands out: one move-only shell around
 /// a transport's own fields, so no transport writes its moves, its
-/// destructor or its "withdraw if unfinished" twice; and the one error a
-/// transport gives when a message meets a receive of another size.
+/// destructor or its "withdraw if unfinished" twice; the one error a
+/// transport gives when a message meets a receive of another size; and what
+/// transports share to name the silent ranks after a timeout.
 #include <chrono>
 #include <cstddef>
 #include <string>
