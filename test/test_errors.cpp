@@ -226,6 +226,113 @@ TEST_CASE("DDL_CHECK: a count, dtype, op or root one rank disagrees on is the sa
   CHECK(usable);
 }
 
+namespace {
+// Without DDL_CHECK: runs `f(comm, rank)` on `n` threads (deadline 30 s) and
+// returns every rank's error ("" for a rank that returned normally); `slowest`
+// is the longest call.
+template <class Strategy, class F>
+std::vector<std::string> unchecked_run(int n, F&& f, double& slowest) {
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  std::vector<double> took(static_cast<std::size_t>(n), 0);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+    ddl::options o;
+    o.timeout = std::chrono::seconds(30);
+    ddl::communicator<Strategy, ddl::local_transport> comm(t, Strategy(), o);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      f(comm, t.rank());
+    } catch (const ddl::mismatch_error& e) {
+      errors[static_cast<std::size_t>(t.rank())] = e.what();
+    } catch (const ddl::error& e) {
+      errors[static_cast<std::size_t>(t.rank())] = std::string("not a mismatch_error: ") + e.what();
+    }
+    took[static_cast<std::size_t>(t.rank())] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  });
+  slowest = *std::max_element(took.begin(), took.end());
+  return errors;
+}
+
+template <class Strategy>
+void stamps_catch_mismatches(int n) {
+  CAPTURE(Strategy::name);
+  CAPTURE(n);
+  const int odd = n - 1;  // the rank that disagrees
+  double slowest = 0;
+  auto expect = [&](const std::vector<std::string>& e, const std::string& text) {
+    for (int r = 0; r < n; ++r) {
+      const std::string& m = e[static_cast<std::size_t>(r)];
+      CAPTURE(r);
+      CAPTURE(m);
+      CHECK(contains(m, "call mismatch: "));
+      CHECK(contains(m, text.c_str()));
+      CHECK(contains(m, ("rank " + std::to_string(odd)).c_str()));  // names the rank that disagrees
+      CHECK(!contains(m, "not a mismatch_error"));
+    }
+    CHECK(slowest < 5.0);  // at once, not at the 30 s deadline
+  };
+  // dtype: the last rank reduces int32 where the others reduce float.
+  auto e = unchecked_run<Strategy>(n, [&](auto& comm, int r) {
+    std::vector<float> f(1000, 1.0f);
+    std::vector<std::int32_t> i(1000, 1);
+    if (r == odd) comm.all_reduce(ddl::host_view(i), ddl::op::sum);
+    else comm.all_reduce(ddl::host_view(f), ddl::op::sum);
+  }, slowest);
+  expect(e, "ranks disagree on the dtype");
+  // op: the last rank takes max.
+  e = unchecked_run<Strategy>(n, [&](auto& comm, int r) {
+    std::vector<double> g(77, 2.0);
+    comm.all_reduce(ddl::host_view(g), r == odd ? ddl::op::max : ddl::op::sum);
+  }, slowest);
+  expect(e, "ranks disagree on the op");
+  for (const auto& m : e) CHECK((contains(m, "passed max") && contains(m, "passed sum")));
+  // collective: the last rank all-gathers where the others all-reduce.
+  e = unchecked_run<Strategy>(n, [&](auto& comm, int r) {
+    std::vector<float> g(static_cast<std::size_t>(n) * 50, 1.0f), mine(50, 1.0f);
+    if (r == odd) comm.all_gather(ddl::host_view(std::as_const(mine)), ddl::host_view(g));
+    else comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  }, slowest);
+  expect(e, "ranks disagree on the collective");
+  // count: the last rank passes one element more (a size mismatch when the
+  // stamps' hash cannot tell; never a normal return).
+  e = unchecked_run<Strategy>(n, [&](auto& comm, int r) {
+    std::vector<float> g(r == odd ? 1001 : 1000, 1.0f);
+    comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  }, slowest);
+  expect(e, "disagree on the count, the root or the strategy");
+}
+}  // namespace
+
+TEST_CASE("without DDL_CHECK: a collective, dtype, op or count one rank disagrees on is a mismatch_error on every rank at once (call stamps)") {
+  for (int n : {2, 3, 4, 5}) {
+    stamps_catch_mismatches<ddl::ring>(n);
+    stamps_catch_mismatches<ddl::auto_strategy>(n);
+    stamps_catch_mismatches<ddl::recursive_doubling>(n);
+  }
+  stamps_catch_mismatches<ddl::two_shot>(4);
+  stamps_catch_mismatches<ddl::one_shot>(3);
+  // Broadcast roots: rank 2 of 3 names root 1, which sends it nothing (root
+  // 0 sends to both): no rank awaits a message of the rank that disagrees,
+  // so no stamp is seen; rank 1 finishes with root 0's data (or times out),
+  // rank 0 finishes or times out on its send to rank 2 (taken only by a
+  // matching receive), and rank 2 ends at its deadline. Never a wrong result.
+  ddl::options o;
+  o.timeout = std::chrono::milliseconds(500);
+  std::vector<int> outcome(3, 0);  // 1: root 0's data, -1: an error
+  ddl::local_fabric::run(3, [&](ddl::local_transport& t) {
+    comm_t comm(t, o);
+    std::vector<float> g(64, float(t.rank()));
+    try {
+      comm.broadcast(ddl::host_view(g), t.rank() == 2 ? 1 : 0);
+      outcome[static_cast<std::size_t>(t.rank())] = g[63] == 0.0f ? 1 : 0;
+    } catch (const ddl::timeout_error&) {
+      outcome[static_cast<std::size_t>(t.rank())] = -1;
+    }
+  });
+  CHECK(outcome[0] != 0);
+  CHECK(outcome[1] != 0);
+  CHECK(outcome[2] == -1);
+}
+
 TEST_CASE("DDL_CHECK: an argument one rank rejects is every rank's error, and the next call works") {
   bool usable = false;
   const auto e = checked_run([](auto& comm, int r) {

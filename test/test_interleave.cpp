@@ -71,3 +71,64 @@ TEST_CASE("mailbox: a newer message posted while the receiver scans is not taken
   CHECK(x == first);
   CHECK(y == second);
 }
+
+TEST_CASE("mailbox: a send withdrawn and its slot reused while the receiver claims it is not taken for the old one") {
+  // The receiver has picked slot 0 (tag 7) and is about to claim it; the
+  // sender withdraws that send and posts a tag-8 message into the same
+  // slot. The receiver's claim must fail (the slot's generation moved on):
+  // taking the new message would hand tag 8's bytes to a tag-7 receive.
+  ddl::local_fabric fab(2);
+  auto sender = fab.transport(0);
+  auto receiver = fab.transport(1);
+  const auto far = std::chrono::steady_clock::now() + 30s;
+  int warm = 0, got_warm = -1;
+  {
+    auto s = sender.isend(1, {reinterpret_cast<const std::byte*>(&warm), sizeof warm}, 9);
+    auto r = receiver.irecv(0, {reinterpret_cast<std::byte*>(&got_warm), sizeof got_warm}, 9);
+    receiver.wait(r, far);
+    sender.wait(s, far);
+  }
+  REQUIRE(got_warm == 0);
+
+  // 64 bytes: past the eager limit, so each send is a request the sender holds.
+  struct msg {
+    int v[16];
+  };
+  const msg a{{111}}, b{{222}}, c{{333}};
+  msg x{}, y{};
+  auto bytes = [](const msg& m) { return ddl::const_bytes{reinterpret_cast<const std::byte*>(&m), sizeof m}; };
+  auto into = [](msg& m) { return ddl::mutable_bytes{reinterpret_cast<std::byte*>(&m), sizeof m}; };
+  auto sa = sender.isend(1, bytes(a), 7);  // slot 0
+  ddl::local_transport::request sb;
+
+  std::atomic<int> phase{0};
+  const auto receiver_id = std::this_thread::get_id();
+  interleave::hook() = [&](const char* point, int slot) {
+    if (std::strcmp(point, "before_claim") != 0 || slot != 0 || std::this_thread::get_id() != receiver_id) return;
+    int expected = 0;
+    if (!phase.compare_exchange_strong(expected, 1)) return;  // once
+    while (phase.load() != 2) std::this_thread::yield();      // the sender withdraws and reposts meanwhile
+  };
+  std::thread t([&] {
+    while (phase.load() != 1) std::this_thread::yield();
+    sa = ddl::local_transport::request{};  // withdrawn: the slot is free again
+    sb = sender.isend(1, bytes(b), 8);      // the same slot, a newer generation
+    phase.store(2);
+  });
+  auto rx = receiver.irecv(0, into(x), 7);
+  bool early = false;
+  while (phase.load() != 2 && !early) early = receiver.test(rx);  // scans until the hook has fired
+  t.join();
+  interleave::hook() = nullptr;
+  REQUIRE(phase.load() == 2);        // the interleaving happened
+  CHECK(!early);
+  CHECK(!receiver.test(rx));         // tag 8's message is not the tag-7 receive's
+  auto sc = sender.isend(1, bytes(c), 7);
+  receiver.wait(rx, far);
+  CHECK(x.v[0] == 333);
+  auto ry = receiver.irecv(0, into(y), 8);
+  receiver.wait(ry, far);
+  CHECK(y.v[0] == 222);
+  sender.wait(sb, far);
+  sender.wait(sc, far);
+}

@@ -368,6 +368,23 @@ TEST_CASE("mpi: a message longer than its receive is a transport_error naming th
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 #endif
   MPI_Barrier(MPI_COMM_WORLD);
+  // Shorter than its receive: MPI takes it silently; ddl names the sizes.
+  ddl::mpi_transport t2(MPI_COMM_WORLD);
+  what.clear();
+  if (r == 0) {
+    auto s = t2.isend(1, {buf.data(), 32}, 6);
+    t2.wait(s, until);
+  } else if (r == 1) {
+    auto q = t2.irecv(0, {buf.data(), 64}, 6);
+    try {
+      t2.wait(q, until);
+    } catch (const ddl::transport_error& e) {
+      what = e.what();
+    }
+    CAPTURE(what);
+    CHECK(what.find("message size mismatch: rank 0 sent 32 bytes, rank 1 expected 64") != std::string::npos);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_CASE("mpi: communicator::abort on one rank ends the others' pending calls at once") {
@@ -459,6 +476,42 @@ TEST_CASE("mpi: DDL_CHECK turns a count mismatch into the same mismatch_error on
   std::vector<std::int32_t> v(10, 1);
   comm.all_reduce(ddl::host_view(v), ddl::op::sum);  // the communicator is still in step
   CHECK(v[9] == t.size());
+}
+
+TEST_CASE("mpi: without DDL_CHECK, a dtype, op or collective one rank disagrees on is a mismatch_error on every rank at once") {
+  const int n = world_size(), me = world_rank();
+  if (n < 2) return;
+  for (int variant : {0, 1, 2}) {
+    CAPTURE(variant);
+    ddl::mpi_transport t(MPI_COMM_WORLD);  // a fresh one: the group is given up after a mismatch
+    ddl::options o = ddl::options::from_env();
+    o.check_calls = false;
+    o.timeout = std::chrono::seconds(30);
+    ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t, ddl::auto_strategy(), o);
+    const bool odd = me == n - 1;
+    std::vector<float> g(static_cast<std::size_t>(n) * 60, 1.0f), mine(60, 1.0f);
+    std::vector<std::int32_t> i(g.size(), 1);
+    std::string msg;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      if (!odd) comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+      else if (variant == 0) comm.all_reduce(ddl::host_view(i), ddl::op::sum);
+      else if (variant == 1) comm.all_reduce(ddl::host_view(g), ddl::op::max);
+      else comm.all_gather(ddl::host_view(std::as_const(mine)), ddl::host_view(g));
+    } catch (const ddl::mismatch_error& e) {
+      msg = e.what();
+    } catch (const ddl::error& e) {
+      msg = std::string("not a mismatch_error: ") + e.what();
+    }
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CAPTURE(msg);
+    const char* field = variant == 0 ? "ranks disagree on the dtype" : variant == 1 ? "ranks disagree on the op"
+                                                                                   : "ranks disagree on the collective";
+    CHECK(msg.find(field) != std::string::npos);
+    CHECK(msg.find("rank " + std::to_string(n - 1)) != std::string::npos);
+    CHECK(took < 5.0);
+    MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with this transport
+  }
 }
 
 TEST_CASE("mpi stranded: a send the peer never takes is withdrawn, or the job ends saying why") {

@@ -174,6 +174,34 @@ TEST_CASE("sim: a deadlock in virtual time throws timeout_error naming the peer"
   }
 }
 
+TEST_CASE("sim: ranks that disagree on the dtype or the collective get mismatch_error, not a deadlock (call stamps)") {
+  for (int n : {2, 3, 5}) {
+    CAPTURE(n);
+    ddl::sim_fabric f(ddl::topology::uniform(n, 1e9, 1e-6), {false});
+    for (int variant : {0, 1}) {
+      std::vector<std::string> what(static_cast<std::size_t>(n));
+      f.run([&](ddl::sim_transport& t) {
+        ddl::communicator<ddl::ring, ddl::sim_transport> comm(t);
+        std::vector<float> g(static_cast<std::size_t>(n) * 100, 1.0f), mine(100, 1.0f);
+        std::vector<std::int32_t> i(g.size(), 1);
+        const bool odd = t.rank() == 0;
+        try {
+          if (!odd) comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+          else if (variant == 0) comm.all_reduce(ddl::host_view(i), ddl::op::sum);
+          else comm.all_gather(ddl::host_view(std::as_const(mine)), ddl::host_view(g));
+        } catch (const ddl::mismatch_error& e) {
+          what[static_cast<std::size_t>(t.rank())] = e.what();
+        }
+      });
+      for (const auto& m : what) {
+        CAPTURE(m);
+        CHECK(m.find(variant == 0 ? "ranks disagree on the dtype" : "ranks disagree on the collective") != std::string::npos);
+        CHECK(m.find("rank 0") != std::string::npos);
+      }
+    }
+  }
+}
+
 TEST_CASE("sim: a failing rank stops the others and its error comes out of run") {
   ddl::sim_fabric f(ddl::topology::uniform(4, 1e9, 1e-6), {false});
   CHECK_THROWS_WITH_AS(f.run([](ddl::sim_transport& t) {

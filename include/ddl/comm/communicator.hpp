@@ -29,6 +29,7 @@
 #include "ddl/strategy/concept.hpp"
 #include "ddl/strategy/step.hpp"
 #include "ddl/transport/concept.hpp"
+#include "ddl/transport/stamp.hpp"
 
 namespace ddl {
 
@@ -275,7 +276,8 @@ class communicator {
     return [this, in, out, o] {
       if (opts_.check_calls) verify(print("all_reduce", in.count, out.count, in.type, o));
       if (in.count == 0) return;
-      auto c = context("all_reduce", out.where, in.type, o, strategy_.all_reduce_workspace(in.count, in.type, size()));
+      auto c = context("all_reduce", out.where, in.type, o, strategy_.all_reduce_workspace(in.count, in.type, size()),
+                       stamp(detail::call_kind::all_reduce, in.count, out.count, in.type, o));
       strategy_.all_reduce(*transport_, in.byte_data(), out.byte_data(), in.count, c);
     };
   }
@@ -287,7 +289,8 @@ class communicator {
       const block mine = block_of(in.count, size(), rank());
       const bool in_place = out.byte_data() == in.byte_data() + mine.offset * es;
       const std::size_t extra = in_place ? 0 : strategy_.reduce_scatter_workspace(in.count, in.type, size());
-      auto c = context("reduce_scatter", out.where, in.type, o, extra);
+      auto c = context("reduce_scatter", out.where, in.type, o, extra,
+                       stamp(detail::call_kind::reduce_scatter, in.count, 0, in.type, o));
       std::byte* work = in_place ? out.byte_data() - mine.offset * es : c.work;
       strategy_.reduce_scatter(*transport_, in.byte_data(), work, out.byte_data(), in.count, c);
     };
@@ -296,7 +299,8 @@ class communicator {
     return [this, in, out] {
       if (opts_.check_calls) verify(print("all_gather", 0, out.count, in.type, op::sum));
       if (out.count == 0) return;
-      auto c = context("all_gather", out.where, in.type, op::sum, 0);
+      auto c = context("all_gather", out.where, in.type, op::sum, 0,
+                       stamp(detail::call_kind::all_gather, 0, out.count, in.type, op::sum));
       strategy_.all_gather(*transport_, in.byte_data(), out.byte_data(), out.count, c);
     };
   }
@@ -304,7 +308,8 @@ class communicator {
     return [this, data, root] {
       if (opts_.check_calls) verify(print("broadcast", data.count, 0, data.type, op::sum, root));
       if (data.count == 0 || size() == 1) return;
-      auto c = context("broadcast", data.where, data.type, op::sum, 0);
+      auto c = context("broadcast", data.where, data.type, op::sum, 0,
+                       stamp(detail::call_kind::broadcast, data.count, 0, data.type, op::sum, root));
       const broadcast_plan p = broadcast_plan_for(data.bytes(), data.type);
       const tag tg = c.base_tag + tag_offset::broadcast;
       switch (p.algo) {
@@ -322,7 +327,8 @@ class communicator {
     return [this] {
       if (size() == 1) return;
       // Two int32 tokens (one sent, one received) in the call's workspace.
-      auto c = context("barrier", location{}, dtype::int32, op::sum, 2 * sizeof(std::int32_t));
+      auto c = context("barrier", location{}, dtype::int32, op::sum, 2 * sizeof(std::int32_t),
+                       stamp(detail::call_kind::barrier, 0, 0, dtype::int32, op::sum));
       detail::dissemination_barrier(*transport_, c.work, sizeof(std::int32_t), c, c.base_tag + tag_offset::barrier);
     };
   }
@@ -362,8 +368,7 @@ class communicator {
       check();
     } catch (const invalid_argument& e) {
       if (size() > 1) {
-        const char* why = e.what();
-        if (std::strncmp(why, "ddl: ", 5) == 0) why += 5;
+        const char* why = without_prefix(e.what());
         if (opts_.check_calls) {
           f.rejected = 1;
           std::snprintf(f.reason, sizeof f.reason, "%s", why);
@@ -391,7 +396,7 @@ class communicator {
     c.strategy = Strategy::name;
     c.opts = &opts_;
     c.mem = &mem_;
-    c.base_tag = (++sequence_) << 8;
+    c.base_tag = detail::call_tag(++sequence_, 0);  // a call of ddl's own: the same stamp everywhere
     if (size() == 1) return;
     fingerprints_.resize(static_cast<std::size_t>(size()));
     fingerprints_[static_cast<std::size_t>(rank())] = mine;
@@ -455,17 +460,25 @@ class communicator {
     return [this, job = std::forward<Job>(job)]() mutable {
       try {
         job();
+      } catch (const mismatch_error& e) {
+        // a peer's message of this call under another stamp: the group is
+        // out of step (DDL_CHECK's own mismatches leave it usable)
+        if (detail::is_mismatch_text(e.what())) give_up(e.what());
+        throw;
       } catch (const transport_error& e) {
         give_up(e.what());
+        // a peer's notice of a stamp mismatch is this rank's mismatch too
+        if (detail::is_mismatch_text(e.what())) throw mismatch_error(without_prefix(e.what()));
         throw;
       }
     };
   }
+  static const char* without_prefix(const char* what) { return std::strncmp(what, "ddl: ", 5) == 0 ? what + 5 : what; }
   // The transport's `abort`, where it has one (on the thread that drives it).
   void give_up(const std::string& why) noexcept {
     if constexpr (has_abort_v<Transport>) {
       try {
-        transport_->abort(why);
+        transport_->abort(without_prefix(why.c_str()));
       } catch (...) {
       }
     } else {
@@ -534,7 +547,12 @@ class communicator {
     }
   }
 
-  call_context context(const char* collective, const location& where, dtype t, op o, std::size_t extra) {
+  // The call's stamp (`transport/stamp.hpp`): its fingerprint, in every tag.
+  static std::uint16_t stamp(detail::call_kind k, std::size_t in, std::size_t out, dtype t, op o, int root = -1) {
+    return detail::make_stamp(k, t, o, in, out, root, Strategy::name);
+  }
+  call_context context(const char* collective, const location& where, dtype t, op o, std::size_t extra,
+                       std::uint16_t stamp) {
     use_memory(memory_for(*transport_, where));
     call_context c;
     c.mem = &mem_;
@@ -542,7 +560,7 @@ class communicator {
     c.strategy = Strategy::name;
     c.red = reduction{t, o};
     c.opts = &opts_;
-    c.base_tag = (++sequence_) << 8;
+    c.base_tag = detail::call_tag(++sequence_, stamp);
     const std::size_t scratch = scratch_bytes(t);
     c.scratch = workspace(scratch + extra);
     c.scratch_bytes = scratch;

@@ -82,6 +82,9 @@ struct options {
   /// values and both ranks, and an argument one rank rejects is every rank's
   /// error, instead of a wrong result or a hang. Costs one round of small
   /// messages to every peer per call (bench/results/shared-memory.md).
+  /// Without it, the call stamps in every message's tag still turn a
+  /// mismatch into a `mismatch_error` (naming collective, dtype or op, or
+  /// "count, root or strategy"), but the group is then given up.
   bool check_calls = false;
   /// The broadcast algorithm (`DDL_BROADCAST`); `automatic` prices them all.
   broadcast_algorithm broadcast = broadcast_algorithm::automatic;

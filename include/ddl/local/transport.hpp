@@ -127,6 +127,7 @@ class local_transport {
   friend class local_fabric;
   local_transport(local_fabric* f, int r) : fabric_(f), rank_(r) {}
   inline bool progress();
+  inline void refuse_if_aborted() const;
   inline bool complete(const request_fields& req) const;
   inline void retire(request_fields& req) noexcept;
   inline void cancel(request_fields& req) noexcept;
@@ -279,7 +280,7 @@ class local_fabric {
     return *c;
   }
 
-  std::string abort_reason() {
+  std::string abort_reason() const {
     std::lock_guard<std::mutex> lock(abort_mutex_);
     return abort_reason_;
   }
@@ -289,7 +290,7 @@ class local_fabric {
   std::unique_ptr<rank_state[]> ranks_;
   std::atomic<bool> aborted_{false};
   std::unique_ptr<std::atomic<double>[]> timed_out_at_;  // per rank: its last timeout (steady seconds)
-  std::mutex abort_mutex_;
+  mutable std::mutex abort_mutex_;
   std::string abort_reason_;
 };
 
@@ -302,6 +303,7 @@ inline local_transport::request local_transport::isend(int peer, const_bytes dat
   if (peer < 0 || peer >= size())
     throw invalid_argument("isend: peer " + std::to_string(peer) + " out of range");
   if (!data.data && data.size) throw invalid_argument("isend: null data with non-zero size");
+  refuse_if_aborted();
   auto& ch = fabric_->make_channel(rank_, peer);
   int free_slot = -1, busy = 0, owned = 0;  // owned: slots held by this rank's requests (not eager)
   for (int i = 0; i < local_fabric::slots_per_channel; ++i) {
@@ -354,6 +356,7 @@ inline local_transport::request local_transport::irecv_reduce(int peer, mutable_
   if (peer < 0 || peer >= size())
     throw invalid_argument("irecv: peer " + std::to_string(peer) + " out of range");
   if (!dst.data && dst.size) throw invalid_argument("irecv: null buffer with non-zero size");
+  refuse_if_aborted();
   auto& me = fabric_->ranks_[rank_];
   for (int i = 0; i < local_fabric::K; ++i) {
     if (me.used[i]) continue;
@@ -397,22 +400,39 @@ inline bool local_transport::progress() {
     for (;;) {
       int best = -1;
       std::uint64_t best_word = 0, best_seq = 0;
+      tag other = 0;  // a message of this call under another stamp, if no match is found
       const std::uint64_t published = ch->published.load(std::memory_order_acquire);
       for (int i = 0; i < local_fabric::slots_per_channel; ++i) {
         DDL_LOCAL_TEST_POINT(scan_slot, i);
         const std::uint64_t w = ch->slots[i].state.load(std::memory_order_acquire);
         if ((w & local_fabric::s_mask) != local_fabric::s_posted) continue;
-        if (ch->slots[i].t.load(std::memory_order_relaxed) != e.t) continue;
+        const tag st = ch->slots[i].t.load(std::memory_order_relaxed);
         const std::uint64_t seq = ch->slots[i].seq.load(std::memory_order_relaxed);
         if (seq >= published) continue;  // newer than the snapshot: an older one may not be visible yet
+        if (st != e.t) {
+          if (DDL_UNLIKELY(detail::stamps_disagree(e.t, st)) &&
+              ch->slots[i].state.load(std::memory_order_acquire) == w)  // still that message
+            other = st;
+          continue;
+        }
         if (best < 0 || seq < best_seq) {
           best = i;
           best_word = w;
           best_seq = seq;
         }
       }
+      // The awaited peer's message of this very call under another stamp,
+      // and none that matches: the ranks called different collectives
+      // (transport/stamp.hpp). Not a false alarm when communicators share
+      // this transport: a peer already in the same-numbered call of another
+      // communicator has finished this one, so everything this call awaits
+      // from it is here (and matched first). Only the awaited peer's
+      // messages are looked at: any other rank's could be such a newer call
+      // while the awaited one is late.
+      if (DDL_UNLIKELY(best < 0 && other != 0)) throw mismatch_error(detail::stamp_mismatch(rank_, e.t, e.peer, other));
       if (best < 0) break;
       auto& s = ch->slots[best];
+      DDL_LOCAL_TEST_POINT(before_claim, best);
       std::uint64_t expect = best_word;
       const std::uint64_t claimed = (best_word & ~local_fabric::s_mask) | local_fabric::s_claimed;
       if (!s.state.compare_exchange_strong(expect, claimed, std::memory_order_acq_rel)) continue;
@@ -437,6 +457,13 @@ inline bool local_transport::progress() {
     }
   }
   return any;
+}
+
+// A broken group takes no new messages (a later call fails at once, even
+// one whose messages could all go eagerly).
+inline void local_transport::refuse_if_aborted() const {
+  if (DDL_UNLIKELY(fabric_->aborted()))
+    throw transport_error("local_transport: the group is broken (" + fabric_->abort_reason() + ")");
 }
 
 inline bool local_transport::complete(const request_fields& req) const {

@@ -106,6 +106,9 @@ class mpi_transport {
     MPI_Request r_ = MPI_REQUEST_NULL;
     int peer_ = -1;
     bool send_ = false;
+    int mpi_tag_ = 0;
+    tag tag_ = 0;            // ddl's tag (for the error texts)
+    std::size_t bytes_ = 0;  // a receive's size (checked against the message's)
     bool active() const noexcept { return r_ != MPI_REQUEST_NULL; }
     // Withdraws an incomplete request: a receive is cancelled for sure; a
     // send is cancelled if the MPI can, else `detail::stranded_send` decides
@@ -156,6 +159,10 @@ class mpi_transport {
     int flag = 0;
     DDL_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &attr, &flag));
     tag_ub_ = flag ? *static_cast<int*>(attr) : 32767;
+    int bits = 0;  // MPI tags have `bits` bits: [0, 2^bits) <= MPI_TAG_UB
+    while (bits < 31 && (std::int64_t{1} << (bits + 1)) - 1 <= tag_ub_) ++bits;
+    tag_bits_ = bits;
+    call_bits_ = bits - 1 - detail::stamp_bits - 8;  // < 1: stamps do not fit (MPI_TAG_UB below 2^25)
     reported_.assign(static_cast<std::size_t>(size_), -1e300);
     post_notice_receive();
   }
@@ -241,14 +248,19 @@ class mpi_transport {
     request r;
     r.peer_ = peer;
     r.send_ = true;
-    DDL_MPI_CHECK(MPI_Isend(data.data, count_of(data.size), MPI_BYTE, peer, mpi_tag(t), comm_, &r.r_));
+    r.tag_ = t;
+    r.mpi_tag_ = mpi_tag(t);
+    DDL_MPI_CHECK(MPI_Isend(data.data, count_of(data.size), MPI_BYTE, peer, r.mpi_tag_, comm_, &r.r_));
     return r;
   }
   request irecv(int peer, mutable_bytes data, tag t) {
     refuse_if_broken();
     request r;
     r.peer_ = peer;
-    DDL_MPI_CHECK(MPI_Irecv(data.data, count_of(data.size), MPI_BYTE, peer, mpi_tag(t), comm_, &r.r_));
+    r.tag_ = t;
+    r.mpi_tag_ = mpi_tag(t);
+    r.bytes_ = data.size;
+    DDL_MPI_CHECK(MPI_Irecv(data.data, count_of(data.size), MPI_BYTE, peer, r.mpi_tag_, comm_, &r.r_));
     return r;
   }
 
@@ -256,8 +268,9 @@ class mpi_transport {
   bool test(request& req) {
     if (!req.active()) return true;
     int flag = 0;
-    DDL_MPI_CHECK(MPI_Test(&req.r_, &flag, MPI_STATUS_IGNORE));
-    if (flag) req.r_ = MPI_REQUEST_NULL;
+    MPI_Status st;
+    DDL_MPI_CHECK(MPI_Test(&req.r_, &flag, &st));
+    if (flag) finished(req, st);
     return flag != 0;
   }
 
@@ -287,15 +300,18 @@ class mpi_transport {
                               (cls == MPI_ERR_TRUNCATE ? " (a longer message than the receive: did every rank pass the same count?)" : ""));
       }
       if (flag) {
-        req.r_ = MPI_REQUEST_NULL;
+        finished(req, st);
         return;
       }
-      if (polls % 16 == 15 && broken()) {  // a peer gave up: stop waiting for it
-        tainted_ = true;
-        const int peer = req.peer_;
-        req.release();
-        throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
-                              std::to_string(peer) + ": " + broken_);
+      if (polls % 16 == 15) {
+        if (broken()) {  // a peer gave up: stop waiting for it
+          tainted_ = true;
+          const int peer = req.peer_;
+          req.release();
+          throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
+                                std::to_string(peer) + ": " + broken_);
+        }
+        if (!req.send_) check_stamp(req);
       }
       const auto now = std::chrono::steady_clock::now();
       if (now >= until) {
@@ -333,6 +349,40 @@ class mpi_transport {
     return detail::silent_ranks([&](int q) { return reported_[static_cast<std::size_t>(q)]; }, size_, rank_, at,
                                 grace);
   }
+  // A completed request: a receive must have got as many bytes as it posted
+  // (MPI accepts a shorter message silently).
+  void finished(request& req, const MPI_Status& st) {
+    req.r_ = MPI_REQUEST_NULL;
+    if (req.send_) return;
+    int got = 0;
+    MPI_Get_count(&st, MPI_BYTE, &got);
+    if (static_cast<std::size_t>(got) != req.bytes_) {
+      tainted_ = true;
+      throw transport_error(
+          detail::size_mismatch("mpi_transport", req.peer_, static_cast<std::size_t>(got), rank_, req.bytes_, req.tag_));
+    }
+  }
+  // While a receive waits: is the awaited peer's oldest unmatched message
+  // one of this call under another stamp (`transport/stamp.hpp`)? Then the
+  // ranks called different collectives; waiting cannot help. (A peer in the
+  // same-numbered call of another communicator sharing this transport has
+  // finished this one, and MPI matches a source's messages in order, so
+  // that is no false alarm. Any other rank's message could be: it may be in
+  // such a newer call while the awaited peer is late.)
+  void check_stamp(request& req) {
+    if (call_bits_ < 1 || !detail::is_stamped(req.tag_)) return;
+    int flag = 0;
+    MPI_Status st;
+    DDL_MPI_CHECK(MPI_Iprobe(req.peer_, MPI_ANY_TAG, comm_, &flag, &st));
+    if (!flag) return;
+    const tag found = unpack(st.MPI_TAG);
+    if (!detail::stamps_disagree(unpack(req.mpi_tag_), found)) return;
+    tainted_ = true;
+    const int peer = req.peer_;
+    const tag mine = req.tag_;
+    req.release();
+    throw mismatch_error("mpi_transport: " + detail::stamp_mismatch(rank_, mine, peer, found));
+  }
   void refuse_if_broken() {
     if (!broken_.empty()) throw transport_error("mpi_transport: the group is broken (" + broken_ + ")");
   }
@@ -342,13 +392,33 @@ class mpi_transport {
                              " bytes exceeds INT_MAX; lower options.chunk_bytes");
     return static_cast<int>(bytes);
   }
-  // ddl tags are 64-bit (call sequence << 8 | phase); MPI's stop at
-  // MPI_TAG_UB (>= 32767). Calls on one communicator run one at a time, so
-  // wrapping the sequence part is safe.
-  int mpi_tag(tag t) const { return static_cast<int>(t % (static_cast<std::uint64_t>(tag_ub_) + 1)); }
+  // ddl tags are 64-bit (`transport/stamp.hpp`); MPI's stop at MPI_TAG_UB
+  // (>= 32767; 2^31 - 1 in Open MPI). A stamped tag keeps its flag (the top
+  // bit), its 16-bit stamp, the phase and the low `call_bits_` bits of the
+  // call number. Calls on one communicator run one at a time, so wrapping
+  // the call number is safe. Below 2^25 the stamp does not fit and is left
+  // out (mismatched calls are then not told apart by their tags).
+  int mpi_tag(tag t) const {
+    const std::uint64_t phase = t & 0xffu;
+    if (detail::is_stamped(t) && call_bits_ >= 1)
+      return static_cast<int>(std::uint64_t{1} << (tag_bits_ - 1) |
+                              std::uint64_t{detail::stamp_of(t)} << (8 + call_bits_) |
+                              (detail::call_of(t) & ((std::uint64_t{1} << call_bits_) - 1)) << 8 | phase);
+    if (detail::is_stamped(t))
+      return static_cast<int>(((detail::call_of(t) << 8) | phase) % (std::uint64_t{1} << (tag_bits_ - 1)));
+    return static_cast<int>(t % (std::uint64_t{1} << (tag_bits_ - 1)));  // a program's own tag: top bit clear
+  }
+  // The inverse, as far as it goes: a stamped tag with the call number's low bits.
+  tag unpack(int m) const {
+    const auto v = static_cast<std::uint64_t>(m);
+    if (call_bits_ < 1 || !((v >> (tag_bits_ - 1)) & 1u)) return v;
+    const auto stamp = static_cast<std::uint16_t>(v >> (8 + call_bits_));
+    return detail::call_tag((v >> 8) & ((std::uint64_t{1} << call_bits_) - 1), stamp) | (v & 0xffu);
+  }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, tag_ub_ = 32767;
+  int tag_bits_ = 15, call_bits_ = 0;  // see mpi_tag
   // Failure notices: their own communicator, one receive from any rank
   // always posted, the sends of this rank's own notice.
   MPI_Comm notices_ = MPI_COMM_NULL;

@@ -259,6 +259,7 @@ class sim_fabric {
           if (!fibers_.done(r)) any = true;
         if (!any) break;
         deadlocked_ = true;  // every live rank waits on something that cannot come
+        mismatch_why_ = find_stamp_disagreement();
         fibers_.wake_all_blocked();
         fibers_.wake_yielders();
         continue;
@@ -315,6 +316,25 @@ class sim_fabric {
     idle_rounds_ = 0;
     failed_ = deadlocked_ = false;
     failed_why_.clear();
+    mismatch_why_.clear();
+  }
+
+  // At a deadlock: a receive left unmatched while its peer's send of the
+  // same call waits under another stamp (`transport/stamp.hpp`) means the
+  // two ranks called different collectives; its text, or "".
+  std::string find_stamp_disagreement() const {
+    std::unordered_map<std::uint64_t, std::vector<tag>> sent;  // pair -> tags of unmatched sends
+    for (const auto& [k, q] : match_)
+      if (!q.sends.empty() && detail::is_stamped(k.tg)) sent[k.pair].push_back(k.tg);
+    for (const auto& [k, q] : match_) {
+      if (q.recvs.empty()) continue;
+      const auto it = sent.find(k.pair);
+      if (it == sent.end()) continue;
+      for (tag t : it->second)
+        if (detail::stamps_disagree(k.tg, t))
+          return detail::stamp_mismatch(static_cast<int>(k.pair & 0xffffffffu), k.tg, static_cast<int>(k.pair >> 32), t);
+    }
+    return {};
   }
 
   std::uint32_t new_op() {
@@ -443,6 +463,7 @@ class sim_fabric {
         return;
       }
       if (failed_) throw transport_error(failed_why_);
+      if (deadlocked_ && !mismatch_why_.empty()) throw mismatch_error("sim_transport: " + mismatch_why_);
       if (deadlocked_)
         throw timeout_error(o.peer, "simulated network (deadlock: no message can arrive)", "", clock_.now());
       fibers_.block();
@@ -500,6 +521,7 @@ class sim_fabric {
   fiber_scheduler scheduler_{this};
   int idle_rounds_ = 0;
   bool failed_ = false, deadlocked_ = false;
+  std::string mismatch_why_;  // the stamp disagreement behind a deadlock, if one
   std::string failed_why_;
   std::exception_ptr first_error_;
   std::vector<op_rec> ops_;

@@ -16,7 +16,10 @@
 /// Matching: messages between two ranks with the same tag match in posting
 /// order (FIFO per (sender, receiver, tag)); a send matched by a receive of
 /// another size fails both with `transport_error` and the one text of
-/// `detail::size_mismatch`. No strategy of ddl sends to its own rank (it
+/// `detail::size_mismatch`. A communicator's tags carry its call's stamp
+/// (`transport/stamp.hpp`): a transport that can see a peer's unmatched
+/// messages should throw `mismatch_error` when one of the awaited call bears
+/// another stamp (local, MPI and the simulator do). No strategy of ddl sends to its own rank (it
 /// copies locally); a transport may reject `peer == rank()` (the simulator and
 /// cuda_peer do) or carry it (local, MPI).
 /// Optional capabilities (detected, used when present):

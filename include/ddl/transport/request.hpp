@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ddl/transport/concept.hpp"
+#include "ddl/transport/stamp.hpp"
 
 namespace ddl::detail {
 
@@ -57,7 +58,7 @@ class request_handle : protected Fields {
 inline std::string size_mismatch(const char* who, int from, std::size_t sent, int to, std::size_t expected, tag t) {
   return std::string(who) + ": message size mismatch: rank " + std::to_string(from) + " sent " +
          std::to_string(sent) + " bytes, rank " + std::to_string(to) + " expected " + std::to_string(expected) +
-         " (tag " + std::to_string(t) + "; did every rank call the same collective with the same count?)";
+         " (" + describe_tag(t) + "; did every rank call the same collective with the same count?)";
 }
 
 /// How long a rank that timed out waits to hear of its peers' timeouts

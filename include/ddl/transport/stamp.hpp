@@ -1,0 +1,123 @@
+#pragma once
+/// \file
+/// Call stamps: a collective's fingerprint folded into the tags of its
+/// messages, so ranks that disagree about a call never combine each other's
+/// bytes (a message only matches a receive of the same stamp) and a
+/// transport that sees a peer's message of the same call with another stamp
+/// can say so at once instead of waiting out its deadline.
+///
+/// A communicator's call tags (`call_tag`), 64 bits:
+///
+///     bit 63: 1 (a stamped call tag) | bits 40-55: stamp | bits 8-39: call
+///     number | bits 0-7: the phase (`tag_offset`)
+///
+/// The 16-bit stamp: collective (3 bits), dtype (3), op (3), and 7 bits of a
+/// hash of the counts, the root and the strategy's name. Collective, dtype
+/// and op are named exactly when they differ; the hash catches other
+/// disagreements 127 times in 128 (`DDL_CHECK=1` compares every field before
+/// each call, at the price of an extra round). Tags without bit 63 (a
+/// program driving a transport itself) are never compared.
+///
+/// A transport that can look at a peer's unmatched messages (the in-process
+/// mailbox, MPI's `MPI_Iprobe`) calls `stamps_disagree(awaited, found)` while
+/// a receive waits and throws `mismatch_error(stamp_mismatch(...))`; the
+/// communicator then gives the group up, so every rank of the call ends with
+/// a `mismatch_error` naming the two ranks and the field.
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "ddl/core/dtype.hpp"
+#include "ddl/core/op.hpp"
+#include "ddl/transport/concept.hpp"
+
+namespace ddl::detail {
+
+/// What a stamp records of the collective (0: a call of ddl's own, e.g. the
+/// `DDL_CHECK` trade, which every rank makes alike).
+enum class call_kind : std::uint8_t { internal = 0, all_reduce, reduce_scatter, all_gather, broadcast, barrier };
+
+inline const char* name_of(call_kind k) noexcept {
+  switch (k) {
+    case call_kind::all_reduce: return "all_reduce";
+    case call_kind::reduce_scatter: return "reduce_scatter";
+    case call_kind::all_gather: return "all_gather";
+    case call_kind::broadcast: return "broadcast";
+    case call_kind::barrier: return "barrier";
+    default: return "internal call";
+  }
+}
+
+inline constexpr tag stamped_bit = tag(1) << 63;
+inline constexpr int stamp_shift = 40, call_shift = 8;
+inline constexpr int stamp_bits = 16;
+
+/// The 16-bit stamp of one call.
+inline std::uint16_t make_stamp(call_kind k, dtype t, op o, std::uint64_t count_in, std::uint64_t count_out, int root,
+                                const char* strategy) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the rest
+  auto mix = [&h](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  mix(count_in);
+  mix(count_out);
+  mix(static_cast<std::uint64_t>(static_cast<std::int64_t>(root)));
+  for (const char* s = strategy ? strategy : ""; *s; ++s) mix(static_cast<unsigned char>(*s));
+  h ^= h >> 29;
+  return static_cast<std::uint16_t>((static_cast<unsigned>(k) & 7u) | (static_cast<unsigned>(t) & 7u) << 3 |
+                                    (static_cast<unsigned>(o) & 7u) << 6 | (h & 0x7fu) << 9);
+}
+
+/// The base tag of call number `call` with `stamp` (phases add `tag_offset`s).
+constexpr tag call_tag(std::uint64_t call, std::uint16_t stamp) {
+  return stamped_bit | tag(stamp) << stamp_shift | (call & 0xffffffffu) << call_shift;
+}
+constexpr bool is_stamped(tag t) { return (t & stamped_bit) != 0; }
+constexpr std::uint16_t stamp_of(tag t) { return static_cast<std::uint16_t>(t >> stamp_shift); }
+constexpr std::uint64_t call_of(tag t) { return (t >> call_shift) & 0xffffffffu; }
+
+/// True when `found`, a message from the peer a receive tagged `awaited` is
+/// waiting for, belongs to the same call under another stamp: the two ranks
+/// called different collectives (or the same with other arguments).
+constexpr bool stamps_disagree(tag awaited, tag found) {
+  return is_stamped(awaited) && is_stamped(found) && call_of(awaited) == call_of(found) &&
+         stamp_of(awaited) != stamp_of(found);
+}
+
+/// How a tag reads in an error message ("all_reduce call 12, phase 4", or
+/// the number for a program's own tags).
+inline std::string describe_tag(tag t) {
+  if (!is_stamped(t)) return "tag " + std::to_string(t);
+  return std::string(name_of(static_cast<call_kind>(stamp_of(t) & 7u))) + " call " + std::to_string(call_of(t)) +
+         ", phase " + std::to_string(t & 0xffu);
+}
+
+/// Start of every stamp mismatch's text (the communicator recognises a
+/// peer's notice by it and reports a `mismatch_error` too).
+inline constexpr const char* mismatch_words = "call mismatch: ";
+
+/// The text of a mismatch seen on rank `me` (awaiting `mine`) in a message of
+/// rank `peer` (tagged `theirs`), naming the first field that differs.
+inline std::string stamp_mismatch(int me, tag mine, int peer, tag theirs) {
+  const unsigned a = stamp_of(mine), b = stamp_of(theirs);
+  const std::string who_a = "rank " + std::to_string(me), who_b = "rank " + std::to_string(peer);
+  std::string s = std::string(mismatch_words) + describe_tag(mine) + ": ";
+  if ((a & 7u) != (b & 7u)) {
+    s += "ranks disagree on the collective: " + who_a + " called " + name_of(static_cast<call_kind>(a & 7u)) + ", " +
+         who_b + " called " + name_of(static_cast<call_kind>(b & 7u));
+  } else if (((a >> 3) & 7u) != ((b >> 3) & 7u)) {
+    s += std::string("ranks disagree on the dtype: ") + who_a + " passed " + name_of(static_cast<dtype>((a >> 3) & 7u)) +
+         ", " + who_b + " passed " + name_of(static_cast<dtype>((b >> 3) & 7u));
+  } else if (((a >> 6) & 7u) != ((b >> 6) & 7u)) {
+    s += std::string("ranks disagree on the op: ") + who_a + " passed " + name_of(static_cast<op>((a >> 6) & 7u)) +
+         ", " + who_b + " passed " + name_of(static_cast<op>((b >> 6) & 7u));
+  } else {
+    s += who_a + " and " + who_b + " disagree on the count, the root or the strategy (DDL_CHECK=1 names which)";
+  }
+  return s;
+}
+
+/// True when an error text carries a stamp mismatch (this rank's or a peer's notice of one).
+inline bool is_mismatch_text(const char* what) { return std::strstr(what, mismatch_words) != nullptr; }
+
+}  // namespace ddl::detail
