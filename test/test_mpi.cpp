@@ -10,7 +10,10 @@
 #include <ddl/mpi.hpp>
 
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "matrix.hpp"
@@ -511,6 +514,37 @@ TEST_CASE("mpi: without DDL_CHECK, a dtype, op or collective one rank disagrees 
     CHECK(msg.find("rank " + std::to_string(n - 1)) != std::string::npos);
     CHECK(took < 5.0);
     MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with this transport
+  }
+}
+
+TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job") {
+  // Run by test/job_ends.py only (DDL_TEST_DIE=kill|exit), which checks the
+  // job ends within seconds and the output names the rank. Rank 2 dies at
+  // iteration 20 of a loop of 1 MiB all-reduces; survivors that see an
+  // error before the launcher ends the job print it and return.
+  const char* how = std::getenv("DDL_TEST_DIE");
+  const int n = world_size(), r = world_rank();
+  if (!how || n < 3) return;
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  ddl::options o;
+  o.timeout = std::chrono::seconds(60);
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t, ddl::auto_strategy(), o);
+  std::vector<float> g(std::size_t{1} << 18, 1.0f);
+  for (int it = 0; it < 100000; ++it) {
+    if (r == 2 && it == 20) {
+      std::printf("ddl test: rank 2 dies (%s) at %.3f\n", how,
+                  std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+      std::fflush(stdout);
+      if (std::string(how) == "kill") std::raise(SIGKILL);
+      std::_Exit(3);
+    }
+    try {
+      comm.all_reduce(ddl::host_view(g), ddl::op::max);
+    } catch (const ddl::error& e) {
+      std::printf("ddl test: rank %d got: %s\n", r, e.what());
+      std::fflush(stdout);
+      return;
+    }
   }
 }
 

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Runs an MPI job in which one rank dies on purpose and checks that the job
+ends soon after, never hangs (issue 20: "a rank exits / is killed: ... the
+job ends").
+
+usage: job_ends.py LIMIT_S COMMAND...
+
+The dying rank prints "ddl test: rank R dies (HOW) at T" (T: seconds since
+the epoch) just before it goes. Passes when that line is there, the job
+ended within LIMIT_S of T. Prints how long the job took to end, what the
+survivors said and whether the output names rank R (Open MPI's launcher
+does; MPICH's hydra ends the job at once with the dead rank's exit code and
+says nothing).
+"""
+import re
+import subprocess
+import sys
+import time
+
+
+def main():
+    limit = float(sys.argv[1])
+    cmd = sys.argv[2:]
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    except subprocess.TimeoutExpired as e:
+        print((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""))
+        print("job_ends: FAILED: the job did not end within 120 s")
+        return 1
+    ended = time.time()
+    out = p.stdout
+    print(out)
+    m = re.search(r"ddl test: rank (\d+) dies \((\w+)\) at ([0-9.]+)", out)
+    if not m:
+        print("job_ends: FAILED: no rank said it was dying (was the test case run?)")
+        return 1
+    rank, how, at = int(m.group(1)), m.group(2), float(m.group(3))
+    took = ended - at
+    survivors = re.findall(r"ddl test: rank (\d+) got: (.*)", out)
+    for r, what in survivors:
+        print(f"job_ends: survivor rank {r} got: {what}")
+    others = "\n".join(l for l in out.splitlines() if "ddl test: rank" not in l or " got: " in l)
+    # Open MPI: "process rank 2 ... exited on signal 9" or "Process name: [[...],2]";
+    # MPICH: "RANK 2 PID ... KILLED BY SIGNAL: 9" / "rank 2 in job ... exit status"
+    named = re.search(rf"rank {rank}\b|,{rank}\]|failed: .*\b{rank}\b", others, re.I)
+    print(f"job_ends: rank {rank} died ({how}); the job ended {took:.2f} s later "
+          f"(exit code {p.returncode}); its death is {'named' if named else 'NOT named'} in the output")
+    if took > limit:
+        print(f"job_ends: FAILED: more than {limit} s")
+        return 1
+    print("job_ends: OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
