@@ -24,6 +24,32 @@ inline std::function<void(const char*, int)>& hook() {
 
 using namespace std::chrono_literals;
 
+namespace {
+// One message from rank 0 to rank 1 and back to idle: the channel exists
+// and its slot 0 is free again.
+void warm_up(ddl::local_transport& sender, ddl::local_transport& receiver, ddl::deadline far) {
+  int warm = 0, got_warm = -1;
+  auto s = sender.isend(1, {reinterpret_cast<const std::byte*>(&warm), sizeof warm}, 9);
+  auto r = receiver.irecv(0, {reinterpret_cast<std::byte*>(&got_warm), sizeof got_warm}, 9);
+  receiver.wait(r, far);
+  sender.wait(s, far);
+  REQUIRE(got_warm == 0);
+}
+
+// The calling thread (the receiver) stops once at test point `point` with
+// argument `arg`: it sets `phase` to 1 and waits there until another thread
+// sets it to 2.
+void pause_once_at(const char* point, int arg, std::atomic<int>& phase) {
+  const auto me = std::this_thread::get_id();
+  interleave::hook() = [&phase, point, arg, me](const char* p, int a) {
+    if (std::strcmp(p, point) != 0 || a != arg || std::this_thread::get_id() != me) return;
+    int expected = 0;
+    if (!phase.compare_exchange_strong(expected, 1)) return;  // once
+    while (phase.load() != 2) std::this_thread::yield();
+  };
+}
+}  // namespace
+
 TEST_CASE("mailbox: a newer message posted while the receiver scans is not taken before the older one") {
   // The receiver has read the channel's published count and checked slot 0
   // (free); before it looks at slot 1 the sender posts message 1 into slot 0
@@ -33,23 +59,10 @@ TEST_CASE("mailbox: a newer message posted while the receiver scans is not taken
   auto sender = fab.transport(0);
   auto receiver = fab.transport(1);
   const auto far = std::chrono::steady_clock::now() + 30s;
-  int warm = 0, got_warm = -1;
-  {  // the channel exists and slot 0 is free again
-    auto s = sender.isend(1, {reinterpret_cast<const std::byte*>(&warm), sizeof warm}, 9);
-    auto r = receiver.irecv(0, {reinterpret_cast<std::byte*>(&got_warm), sizeof got_warm}, 9);
-    receiver.wait(r, far);
-    sender.wait(s, far);
-  }
-  REQUIRE(got_warm == 0);
+  warm_up(sender, receiver, far);
 
   std::atomic<int> phase{0};
-  const auto receiver_id = std::this_thread::get_id();
-  interleave::hook() = [&](const char* point, int slot) {
-    if (std::strcmp(point, "scan_slot") != 0 || slot != 1 || std::this_thread::get_id() != receiver_id) return;
-    int expected = 0;
-    if (!phase.compare_exchange_strong(expected, 1)) return;  // once
-    while (phase.load() != 2) std::this_thread::yield();      // the sender posts both meanwhile
-  };
+  pause_once_at("scan_slot", 1, phase);  // the sender posts both meanwhile
   const int first = 111, second = 222;
   std::thread t([&] {
     while (phase.load() != 1) std::this_thread::yield();
@@ -81,14 +94,7 @@ TEST_CASE("mailbox: a send withdrawn and its slot reused while the receiver clai
   auto sender = fab.transport(0);
   auto receiver = fab.transport(1);
   const auto far = std::chrono::steady_clock::now() + 30s;
-  int warm = 0, got_warm = -1;
-  {
-    auto s = sender.isend(1, {reinterpret_cast<const std::byte*>(&warm), sizeof warm}, 9);
-    auto r = receiver.irecv(0, {reinterpret_cast<std::byte*>(&got_warm), sizeof got_warm}, 9);
-    receiver.wait(r, far);
-    sender.wait(s, far);
-  }
-  REQUIRE(got_warm == 0);
+  warm_up(sender, receiver, far);
 
   // 64 bytes: past the eager limit, so each send is a request the sender holds.
   struct msg {
@@ -102,13 +108,7 @@ TEST_CASE("mailbox: a send withdrawn and its slot reused while the receiver clai
   ddl::local_transport::request sb;
 
   std::atomic<int> phase{0};
-  const auto receiver_id = std::this_thread::get_id();
-  interleave::hook() = [&](const char* point, int slot) {
-    if (std::strcmp(point, "before_claim") != 0 || slot != 0 || std::this_thread::get_id() != receiver_id) return;
-    int expected = 0;
-    if (!phase.compare_exchange_strong(expected, 1)) return;  // once
-    while (phase.load() != 2) std::this_thread::yield();      // the sender withdraws and reposts meanwhile
-  };
+  pause_once_at("before_claim", 0, phase);  // the sender withdraws and reposts meanwhile
   std::thread t([&] {
     while (phase.load() != 1) std::this_thread::yield();
     sa = ddl::local_transport::request{};  // withdrawn: the slot is free again
