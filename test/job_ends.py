@@ -30,7 +30,7 @@ def main():
     ended = time.time()
     out = p.stdout
     print(out)
-    m = re.search(r"ddl test: rank (\d+) dies \((\w+)\) at ([0-9.]+)", out)
+    m = re.search(r"ddl test: rank (\d+) dies \(([^)]+)\) at ([0-9.]+)", out)
     if not m:
         print("job_ends: FAILED: no rank said it was dying (was the test case run?)")
         return 1

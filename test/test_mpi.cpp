@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -521,7 +522,7 @@ TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job") 
   // error before the launcher ends the job print it and return.
   const char* how = std::getenv("DDL_TEST_DIE");
   const int n = world_size(), r = world_rank();
-  if (!how || n < 3) return;
+  if (!how || n < 3 || (std::string(how) != "kill" && std::string(how) != "exit")) return;
   ddl::mpi_transport t(MPI_COMM_WORLD);
   ddl::options o;
   o.timeout = std::chrono::seconds(60);
@@ -543,6 +544,36 @@ TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job") 
       return;
     }
   }
+}
+
+TEST_CASE("mpi kill: a rank that hangs cannot keep the job alive once the others failed (on_failure::abort)") {
+  // Run by test/job_ends.py only (DDL_TEST_DIE=hang). The last rank hangs
+  // (alive, never calling); the others time out, and their session's end
+  // is MPI_Abort instead of an MPI_Finalize that would wait for it.
+  const char* how = std::getenv("DDL_TEST_DIE");
+  const int n = world_size(), r = world_rank();
+  if (!how || std::string(how) != "hang" || n < 3) return;
+  ddl::mpi_transport t(MPI_COMM_WORLD);  // collective: before the last rank hangs
+  if (r == n - 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return;
+  }
+  ddl::options o;
+  o.timeout = std::chrono::milliseconds(500);
+  ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
+  std::vector<float> g(1000, 1.0f);
+  try {
+    comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  } catch (const ddl::timeout_error& e) {
+    std::printf("ddl test: rank %d got: %s\n", r, e.what());
+  }
+  if (r == 0)
+    std::printf("ddl test: rank 0 dies (session abort) at %.3f\n",
+                std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  std::fflush(stdout);
+  ddl::mpi_session session(ddl::on_failure::abort);
+  session.end();  // MPI_Abort: the job ends here
+  FAIL("the session's end did not end the job");
 }
 
 TEST_CASE("mpi stranded: a send the peer never takes is withdrawn, or the job ends saying why") {

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,20 +65,84 @@ inline void stranded_send(int rank, int peer) noexcept {
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 70);
 }
+
+/// The first failure of any ddl communicator over MPI in this process (a
+/// timeout, a peer's notice, a mismatch, an MPI error), for `mpi_session`'s
+/// end: "" while none happened.
+struct mpi_failure_record {
+  std::mutex m;
+  std::string first;
+};
+inline mpi_failure_record& mpi_failures() {
+  static mpi_failure_record r;
+  return r;
+}
+inline void note_mpi_failure(const std::string& why) {
+  auto& r = mpi_failures();
+  std::lock_guard<std::mutex> lock(r.m);
+  if (r.first.empty()) r.first = why.empty() ? "a ddl call over MPI failed" : why;
+}
+inline std::string first_mpi_failure() {
+  auto& r = mpi_failures();
+  std::lock_guard<std::mutex> lock(r.m);
+  return r.first;
+}
+}  // namespace detail
+
+/// How `mpi_session` ends MPI once a ddl call over MPI has failed in this
+/// process: `MPI_Finalize` (the default) waits for every rank, so a rank
+/// that stalled or hangs can keep the job alive; `abort` ends the job with
+/// `MPI_Abort` instead, saying why. `DDL_MPI_ON_FAILURE=abort|finalize`
+/// sets it for sessions that do not pass one.
+enum class on_failure { finalize, abort };
+
+namespace detail {
+inline on_failure on_failure_from_env() {
+  const char* v = std::getenv("DDL_MPI_ON_FAILURE");
+  if (!v || !*v || std::string(v) == "finalize") return on_failure::finalize;
+  if (std::string(v) == "abort") return on_failure::abort;
+  throw invalid_argument("DDL_MPI_ON_FAILURE='" + std::string(v) + "' must be abort or finalize");
+}
 }  // namespace detail
 
 /// Initialises MPI (thread level `MPI_THREAD_SERIALIZED` or better, so a
 /// communicator's progress thread may run asynchronous collectives) unless
 /// it already is, and finalises it on destruction if it initialised it.
+/// With `on_failure::abort` (or `DDL_MPI_ON_FAILURE=abort`), once a ddl call
+/// over MPI failed in this process, the end is `MPI_Abort` instead, so a rank
+/// that hangs cannot keep the job alive.
 /// Example: `int main(int argc, char** argv) { ddl::mpi_session mpi(argc, argv); ... }`
 class mpi_session {
  public:
-  mpi_session(int& argc, char**& argv, int required = MPI_THREAD_SERIALIZED) { init(&argc, &argv, required); }
-  mpi_session() { init(nullptr, nullptr, MPI_THREAD_SERIALIZED); }
-  ~mpi_session() {
+  mpi_session(int& argc, char**& argv, int required = MPI_THREAD_SERIALIZED,
+              on_failure policy = detail::on_failure_from_env())
+      : policy_(policy) {
+    init(&argc, &argv, required);
+  }
+  explicit mpi_session(on_failure policy = detail::on_failure_from_env()) : policy_(policy) {
+    init(nullptr, nullptr, MPI_THREAD_SERIALIZED);
+  }
+  ~mpi_session() { end(); }
+  /// Ends MPI now, as the destructor would: after a ddl failure with the
+  /// `abort` policy, `MPI_Abort` naming the failure (whether or not this
+  /// session initialised MPI); else `MPI_Finalize` if this session
+  /// initialised MPI.
+  void end() {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (owner_ && !fin) MPI_Finalize();
+    if (fin) return;
+    if (policy_ == on_failure::abort) {
+      const std::string why = detail::first_mpi_failure();
+      if (!why.empty()) {
+        int rank = -1;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        std::fprintf(stderr, "ddl: rank %d: ending the job with MPI_Abort after a failed call (%s); MPI_Finalize could wait for a rank that hangs (DDL_MPI_ON_FAILURE=abort)\n",
+                     rank, why.c_str());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 71);
+      }
+    }
+    if (owner_) MPI_Finalize();
   }
   mpi_session(const mpi_session&) = delete;
   mpi_session& operator=(const mpi_session&) = delete;
@@ -92,6 +157,7 @@ class mpi_session {
     owner_ = true;
   }
   bool owner_ = false;
+  on_failure policy_ = on_failure::finalize;
 };
 
 /// One rank's handle on an MPI communicator.
@@ -197,6 +263,7 @@ class mpi_transport {
   void abort(const std::string& why) {
     if (broken()) return;
     broken_ = "rank " + std::to_string(rank_) + " failed: " + why;
+    detail::note_mpi_failure(broken_);
     notice_out_ = broken_.substr(0, sizeof notice_in_);
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
@@ -286,7 +353,6 @@ class mpi_transport {
       int flag = 0;
       MPI_Status st;
       if (const int rc = MPI_Test(&req.r_, &flag, &st); rc != MPI_SUCCESS) {
-        tainted_ = true;
         const int peer = req.peer_;
         const bool send = req.send_;
         if (req.r_ != MPI_REQUEST_NULL) req.release();
@@ -295,6 +361,7 @@ class mpi_transport {
         MPI_Error_string(rc, text, &len);
         int cls = rc;
         MPI_Error_class(rc, &cls);
+        taint("MPI error from rank " + std::to_string(peer));
         throw transport_error("mpi_transport: rank " + std::to_string(rank_) + ": the " + (send ? "send to" : "receive from") +
                               " rank " + std::to_string(peer) + " failed: " + std::string(text, static_cast<std::size_t>(len)) +
                               (cls == MPI_ERR_TRUNCATE ? " (a longer message than the receive: did every rank pass the same count?)" : ""));
@@ -305,7 +372,7 @@ class mpi_transport {
       }
       if (polls % 16 == 15) {
         if (broken()) {  // a peer gave up: stop waiting for it
-          tainted_ = true;
+          taint(broken_);
           const int peer = req.peer_;
           req.release();
           throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
@@ -315,8 +382,8 @@ class mpi_transport {
       }
       const auto now = std::chrono::steady_clock::now();
       if (now >= until) {
-        tainted_ = true;
         const int peer = req.peer_;
+        taint("timeout waiting for rank " + std::to_string(peer));
         req.release();
         const double waited = std::chrono::duration<double>(now - start).count();
         std::vector<int> silent = report_timeout(detail::timeout_grace(waited));
@@ -357,7 +424,7 @@ class mpi_transport {
     int got = 0;
     MPI_Get_count(&st, MPI_BYTE, &got);
     if (static_cast<std::size_t>(got) != req.bytes_) {
-      tainted_ = true;
+      taint("message size mismatch from rank " + std::to_string(req.peer_));
       throw transport_error(
           detail::size_mismatch("mpi_transport", req.peer_, static_cast<std::size_t>(got), rank_, req.bytes_, req.tag_));
     }
@@ -377,11 +444,17 @@ class mpi_transport {
     if (!flag) return;
     const tag found = unpack(st.MPI_TAG);
     if (!detail::stamps_disagree(unpack(req.mpi_tag_), found)) return;
-    tainted_ = true;
+    taint("call mismatch with rank " + std::to_string(req.peer_));
     const int peer = req.peer_;
     const tag mine = req.tag_;
     req.release();
     throw mismatch_error("mpi_transport: " + detail::stamp_mismatch(rank_, mine, peer, found));
+  }
+  // A wait ended unfinished (messages may still be in flight): the
+  // communicators are not freed, and `mpi_session` learns of it.
+  void taint(const std::string& why) {
+    tainted_ = true;
+    detail::note_mpi_failure("rank " + std::to_string(rank_) + ": " + why);
   }
   void refuse_if_broken() {
     if (!broken_.empty()) throw transport_error("mpi_transport: the group is broken (" + broken_ + ")");
