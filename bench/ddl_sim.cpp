@@ -163,7 +163,8 @@ int run_strategies(const ddl::topology& topo, const std::string& which, double b
   std::FILE* out = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
   if (!csv.empty() && !out) usage("cannot write " + csv);
   if (out) std::fprintf(out, "strategy,bytes,ranks,model_ms,sim_ms,bound_level,messages,wall_s\n");
-  const ddl::plan best = ddl::best_plan(topo, bytes);
+  const ddl::plan_for allowed = ddl::plan_for::transport<ddl::sim_transport>();  // what auto weighs here
+  const ddl::plan best = ddl::best_plan(topo, bytes, allowed);
   auto line = [&](const std::string& name, double model, const outcome& o, bool chosen) {
     const auto& b = o.rep.busiest;
     char busy[64];
@@ -177,7 +178,7 @@ int run_strategies(const ddl::topology& topo, const std::string& which, double b
     std::fflush(stdout);
   };
   bool any = false;
-  for (const ddl::plan& p : ddl::all_plans(topo, bytes)) {
+  for (const ddl::plan& p : ddl::all_plans(topo, bytes, allowed)) {
     const std::string name = ddl::describe(topo, p);
     const bool is_ring = p.algo == ddl::algorithm::multi_ring && p.dims == 1;
     bool take = which == "all";
@@ -186,7 +187,8 @@ int run_strategies(const ddl::topology& topo, const std::string& which, double b
     if (which == "recursive_doubling" || which == "halving_doubling") take = which == ddl::name_of(p.algo);
     if (!take) continue;
     any = true;
-    const bool chosen = p.algo == best.algo && p.dims == best.dims && p.bounds == best.bounds && p.order == best.order;
+    const bool chosen = p.algo == best.algo && p.dims == best.dims && p.bounds == best.bounds && p.order == best.order &&
+                        p.segments == best.segments;
     line(name, p.seconds, simulate(fab, ddl::planned(topo, p), bytes, chunk), chosen);
   }
   if (which == "auto" || which == "all") {
@@ -290,7 +292,7 @@ int run_scaling(const preset& pr, const model_preset& m, const std::string& tens
     if (n > 1) {
       const ddl::topology topo = scaled(pr, n);
       ddl::sim_fabric fab(topo, ddl::sim_options{true});
-      const ddl::plan best = ddl::best_plan(topo, bytes);
+      const ddl::plan best = ddl::best_plan(topo, bytes, ddl::plan_for::transport<ddl::sim_transport>());
       comm = simulate(fab, ddl::auto_strategy(topo), bytes, chunk).seconds;
       std::tie(t_ovl, nbuckets) = simulate_step(fab, step, chunk, bo);
       topo_s = topo.str();

@@ -122,3 +122,27 @@ TEST_CASE("matrix: logarithmic reduce-scatter and all-gather after doubling plan
   for (const ddl::plan& p : ddl::all_plans(two, 1e6))
     if (p.algo == ddl::algorithm::halving_doubling) CHECK_FALSE(ddl::detail::logarithmic(two, p, 8));
 }
+
+TEST_CASE("matrix: multi-rings pipelined across levels (segments 2, 3, 8; boxes 2x2x2, 3x2, 2x3, 2x2x3)") {
+  // Every dtype, op, count and placement through `planned` with the
+  // segment count forced; with tiny chunks, every stage runs many chunks
+  // through its window while other segments' stages are in flight.
+  for (const char* spec : {"2:10GB/s:1us,2:1GB/s:10us,2:100MB/s:50us", "3:10GB/s:1us,2:1GB/s:10us",
+                           "2:10GB/s:1us,3:1GB/s:10us", "2:10GB/s:1us,2:1GB/s:10us,3:100MB/s:50us"}) {
+    const auto topo = ddl::topology::parse(spec);
+    const int n = topo.size();
+    ddl::plan p = ddl::best_plan(topo, 64e6, {ddl::candidates::multi_ring_only});
+    REQUIRE(p.dims > 1);
+    for (int segments : {2, 3, 8}) {
+      p.segments = segments;
+      CAPTURE(ddl::describe(topo, p));
+      failure_log log;
+      run_matrix<ddl::planned>(n, matrix_counts(n, 65539), log, ddl::options{}, ddl::planned(topo, p));
+      ddl::options tiny;
+      tiny.chunk_bytes = 64;
+      tiny.pipeline_depth = 2;
+      run_matrix<ddl::planned>(n, matrix_counts(n, 0), log, tiny, ddl::planned(topo, p));
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+  }
+}

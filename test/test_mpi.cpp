@@ -69,6 +69,10 @@ TEST_CASE("mpi: every strategy passes the matrix") {
   mpi_matrix(t, ddl::recursive_doubling{}, 4099, tiny);
   mpi_matrix(t, ddl::halving_doubling{});
   mpi_matrix(t, box_for(t.size()));
+  // Pipelined across the box's dimensions: stages of several segments in
+  // flight, completed by `test`, chunks landing in the workspace.
+  mpi_matrix(t, box_for(t.size()).pipelined(3));
+  mpi_matrix(t, box_for(t.size()).pipelined(4), 4099, tiny);
   mpi_matrix(t, ddl::auto_strategy{}, 300007);
 }
 
@@ -388,13 +392,15 @@ TEST_CASE("mpi: a message longer than its receive is a transport_error naming th
   if (r == 1) CHECK(what.find("message size mismatch: rank 0 sent 32 bytes, rank 1 expected 64") != std::string::npos);
 }
 
-TEST_CASE("mpi: communicator::abort on one rank ends the others' pending calls at once") {
+namespace {
+template <class Strategy>
+void abort_ends_pending_calls(const Strategy& s) {
   const int n = world_size(), r = world_rank();
   if (n < 2) return;
   ddl::mpi_transport t(MPI_COMM_WORLD);
   ddl::options o;
   o.timeout = std::chrono::seconds(60);
-  ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
+  ddl::communicator<Strategy, ddl::mpi_transport> comm(t, s, o);
   std::string what;
   double elapsed = 0;
   if (r == 0) {
@@ -410,12 +416,20 @@ TEST_CASE("mpi: communicator::abort on one rank ends the others' pending calls a
     }
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+  CAPTURE(s.describe());
   CAPTURE(what);
   if (r != 0) {
     CHECK(what.find("rank 0 failed: the loss went to NaN") != std::string::npos);
     CHECK(elapsed < 5.0);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+}  // namespace
+
+TEST_CASE("mpi: communicator::abort on one rank ends the others' pending calls at once") {
+  abort_ends_pending_calls(ddl::ring{});
+  // The pipelined multi-ring polls with `test`, which looks for notices too.
+  abort_ends_pending_calls(box_for(world_size()).pipelined(2));
 }
 
 TEST_CASE("mpi stall: a rank that never joins gives timeout_error on the others, naming it") {

@@ -1,6 +1,7 @@
 // Boxes, topologies, the cost model and the planner.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -426,4 +427,52 @@ TEST_CASE("group_by_bandwidth_gap: racks from a bandwidth matrix, without MPI") 
   // One node, and a matrix of the wrong size.
   CHECK(ddl::group_by_bandwidth_gap({0.0}, 1, 1.5).groups == 1);
   CHECK_THROWS_AS(ddl::group_by_bandwidth_gap({1, 2, 3}, 2, 1.5), ddl::invalid_argument);
+}
+
+TEST_CASE("planner: multi-rings pipelined across levels, priced as fill plus K-1 passes of the busiest level") {
+  // 2 x 2 ranks: dimension 0 an exchange at 10 GB/s, dimension 1 one at 1 GB/s.
+  const double b0 = 10e9, a0 = 1e-6, b1 = 1e9, a1 = 10e-6, S = 64e6;
+  const auto t = ddl::topology::parse("2:10GB/s:1us,2:1GB/s:10us");
+  const ddl::plan_for pipelined{ddl::candidates::all, false, false, true};
+  int seen = 0;
+  for (const auto& p : ddl::all_plans(t, S, pipelined)) {
+    if (p.segments == 1) continue;
+    ++seen;
+    CAPTURE(ddl::describe(t, p));
+    REQUIRE(p.dims == 2);
+    CHECK((p.segments == 2 || p.segments == 4 || p.segments == 8 || p.segments == 16));
+    const double K = p.segments, s = S / K;
+    if (p.order[0] == 0) {  // inner ring first: tau_0 on S/K, tau_1 on S/2K; the outer ring's bytes also cross level 0
+      const double tau0 = 2 * (s / (2 * b0) + a0), tau1 = 2 * (s / 2 / (2 * b1) + a1);
+      const double busy0 = tau0 + s / 2 / b0, busy1 = tau1;
+      CHECK(p.seconds == doctest::Approx(tau0 + tau1 + (K - 1) * std::max(busy0, busy1)));
+      CHECK(ddl::describe(t, p) == "multi_ring 2x2 pipelined x" + std::to_string(p.segments));
+    }
+    ddl::plan plain = p;
+    plain.segments = 1;
+    ddl::cost::price(t.data(), t.count(), plain, S);
+    CHECK(p.seconds < plain.seconds);
+  }
+  CHECK(seen == 2);  // both orders
+  // Not without the transport's consent, never on one level, and the plain
+  // candidates stay as they were.
+  for (const auto& p : ddl::all_plans(t, S)) CHECK(p.segments == 1);
+  for (const auto& p : ddl::all_plans(ddl::topology::uniform(8, 1e9, 1e-6), S, pipelined)) CHECK(p.segments == 1);
+  CHECK(ddl::plan_for::transport<ddl::local_transport>().pipeline);
+  CHECK(ddl::explain(t, S, pipelined).find("* multi_ring 2x2 pipelined x") != std::string::npos);
+  // Small messages: the segments' extra steps cost more than they hide.
+  CHECK(ddl::best_plan(t, 4096, pipelined).segments == 1);
+}
+
+TEST_CASE("multi_ring::pipelined: the segment count, checked, in describe and results") {
+  using dyn_ring = ddl::multi_ring<ddl::dynamic_extents>;
+  CHECK_THROWS_AS(dyn_ring({2, 3}).pipelined(0), ddl::invalid_argument);
+  CHECK_THROWS_AS(dyn_ring({2, 3}).pipelined(25), ddl::invalid_argument);
+  dyn_ring s({2, 3});
+  s.pipelined(5);
+  CHECK(s.segments() == 5);
+  CHECK(s.describe() == "multi_ring 2x3 pipelined x5");
+  failure_log log;
+  run_matrix<dyn_ring>(6, matrix_counts(6, 100003), log, ddl::options{}, s);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
 }

@@ -388,6 +388,42 @@ TEST_CASE("generic pipeline: recursive doubling reduces into the buffer it sends
   }
 }
 
+// copy_only that also completes requests without blocking: the multi-ring
+// pipelined across levels runs on it (chunks land in the workspace, then
+// are reduced), as over MPI.
+struct copy_only_polled : copy_only {
+  bool test(request& r) { return inner->test(r); }
+};
+static_assert(ddl::detail::can_pipeline_v<copy_only_polled>);
+static_assert(!ddl::detail::can_pipeline_v<copy_only>);
+
+TEST_CASE("generic pipeline: the multi-ring pipelined across levels lands chunks in its workspace") {
+  // The full matrix on 2x3 and 2x2x2 boxes, 3 and 4 segments, tiny chunks:
+  // several segments' stages in flight at once over a transport without
+  // irecv_reduce, each combining from its own part of the workspace.
+  ddl::options o;
+  o.chunk_bytes = 64;
+  o.pipeline_depth = 2;
+  for (const char* spec : {"2:10GB/s:1us,3:1GB/s:10us", "2:10GB/s:1us,2:1GB/s:10us,2:100MB/s:50us"}) {
+    const auto topo = ddl::topology::parse(spec);
+    const int n = topo.size();
+    for (int segments : {3, 4}) {
+      ddl::plan p = ddl::best_plan(topo, 64e6, {ddl::candidates::multi_ring_only});
+      p.segments = segments;
+      CAPTURE(ddl::describe(topo, p));
+      failure_log log;
+      const auto counts = matrix_counts(n, 4099);
+      std::vector<std::byte> expected(4099 * 8);
+      thread_barrier bar(n);
+      ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+        copy_only_polled t{{&lt}};
+        matrix_rank(t, counts, log, o, ddl::planned(topo, p), expected.data(), true, [&] { bar.arrive_and_wait(); });
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+  }
+}
+
 TEST_CASE("stream-ordered transport: each slice is one message, whatever the chunk size") {
   // chunk_bytes = 64 would cut a ring step of 4099 floats into dozens of
   // chunks; a stream-ordered transport gets one message per step: a ring

@@ -518,9 +518,17 @@ inline void local_transport::cancel(request_fields& req) noexcept {
 inline bool local_transport::test(request& req) {
   if (!req.active()) return true;
   progress();
-  if (!complete(req)) return false;
-  retire(req);
-  return true;
+  if (complete(req)) {
+    retire(req);
+    return true;
+  }
+  if (DDL_UNLIKELY(fabric_->aborted())) {  // as `wait`: a broken group ends every pending request
+    const int peer = req.peer_;
+    cancel(req);
+    throw transport_error("rank " + std::to_string(rank_) + " gave up waiting for rank " + std::to_string(peer) + ": " +
+                          fabric_->abort_reason());
+  }
+  return false;
 }
 
 inline void local_transport::wait(request& req, deadline until) {

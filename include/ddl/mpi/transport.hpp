@@ -331,14 +331,29 @@ class mpi_transport {
     return r;
   }
 
-  /// True (and `req` retired) when it has completed; never blocks.
+  /// True (and `req` retired) when it has completed; never blocks. Every
+  /// 16th unfinished test looks, as `wait` does, for a peer's notice that it
+  /// gave up (then throws) and for a receive's peer in another call.
   bool test(request& req) {
     if (!req.active()) return true;
     int flag = 0;
     MPI_Status st;
     DDL_MPI_CHECK(MPI_Test(&req.r_, &flag, &st));
-    if (flag) finished(req, st);
-    return flag != 0;
+    if (flag) {
+      finished(req, st);
+      return true;
+    }
+    if (++tests_ % 16 == 0) {
+      if (broken()) {
+        taint(broken_);
+        const int peer = req.peer_;
+        req.release();
+        throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
+                              std::to_string(peer) + ": " + broken_);
+      }
+      if (!req.send_) check_stamp(req);
+    }
+    return false;
   }
 
   /// Polls until `req` completes; throws `timeout_error` naming the peer
@@ -500,6 +515,7 @@ class mpi_transport {
   std::string notice_out_;
   std::vector<MPI_Request> notice_sends_;
   std::string broken_;  // why the group is broken; empty while it is not
+  unsigned tests_ = 0;   // unfinished `test`s: every 16th looks for notices
   std::vector<double> reported_;  // per rank: when its last timeout report arrived (steady seconds)
   bool tainted_ = false;          // a wait ended unfinished: messages may still be in flight
 };

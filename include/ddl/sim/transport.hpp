@@ -129,6 +129,11 @@ class sim_transport {
   /// Blocks this rank's fiber until `r` completes in virtual time. The
   /// deadline is not used: virtual time cannot stall, a deadlock is detected.
   inline void wait(request& r, deadline);
+  /// True (and `r` retired) when `r` has completed in virtual time.
+  inline bool test(request& r);
+  /// Blocks this rank's fiber until one of its requests completes (or the
+  /// run deadlocks or fails: the next `test` or `wait` says so).
+  inline void await_progress();
   /// Host operations on real buffers; no-ops (and phantom workspace) when phantom.
   inline memory_ops memory(const location& where);
   /// `bytes` of phantom memory (phantom runs only): an address range no
@@ -450,6 +455,30 @@ class sim_fabric {
     o.cancelled = true;  // the message runs its course in virtual time; no data touches this side
   }
 
+  // The errors a pending request ends with once the run failed or deadlocked.
+  void throw_if_stuck(const op_rec& o) const {
+    if (failed_) throw transport_error(failed_why_);
+    if (deadlocked_ && !mismatch_why_.empty()) throw mismatch_error("sim_transport: " + mismatch_why_);
+    if (deadlocked_)
+      throw timeout_error(o.peer, "simulated network (deadlock: no message can arrive)", "", clock_.now());
+  }
+  bool test(sim_transport::request& req) {
+    if (!req.fab_) return true;
+    op_rec& o = ops_[req.op_];
+    if (o.done) {
+      std::string err = std::move(o.error);
+      free_op(req.op_);
+      req.fab_ = nullptr;
+      if (!err.empty()) throw transport_error(err);
+      return true;
+    }
+    throw_if_stuck(o);
+    return false;
+  }
+  void await_progress() {
+    if (!failed_ && !deadlocked_) fibers_.block();
+  }
+
   void wait(sim_transport::request& req) {
     if (!req.fab_) return;
     const std::uint32_t i = req.op_;
@@ -462,10 +491,7 @@ class sim_fabric {
         if (!err.empty()) throw transport_error(err);
         return;
       }
-      if (failed_) throw transport_error(failed_why_);
-      if (deadlocked_ && !mismatch_why_.empty()) throw mismatch_error("sim_transport: " + mismatch_why_);
-      if (deadlocked_)
-        throw timeout_error(o.peer, "simulated network (deadlock: no message can arrive)", "", clock_.now());
+      throw_if_stuck(o);
       fibers_.block();
     }
   }
@@ -565,6 +591,8 @@ inline sim_transport::request sim_transport::irecv_reduce(int peer, mutable_byte
   return fab_->post(std::move(o));
 }
 inline void sim_transport::wait(request& r, deadline) { fab_->wait(r); }
+inline bool sim_transport::test(request& r) { return fab_->test(r); }
+inline void sim_transport::await_progress() { fab_->await_progress(); }
 inline void sim_transport::abort(const std::string& why) {
   fab_->fail("rank " + std::to_string(rank_) + " failed: " + why);
 }

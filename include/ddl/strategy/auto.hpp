@@ -40,7 +40,7 @@ void run_plan_all_reduce(Transport& t, const topology& topo, const plan& p, dire
   switch (p.algo) {
     case algorithm::recursive_doubling: recursive_doubling::all_reduce(t, in, out, count, c); return;
     case algorithm::halving_doubling: halving_doubling::all_reduce(t, in, out, count, c); return;
-    case algorithm::multi_ring: multi_ring_all_reduce(t, box_of(topo, p), in, out, count, c); return;
+    case algorithm::multi_ring: pipelined_multi_ring_all_reduce(t, box_of(topo, p), p.segments, in, out, count, c); return;
     case algorithm::one_shot:
     case algorithm::two_shot:
       if constexpr (has_peer_memory_v<Transport>) {
@@ -117,7 +117,7 @@ class auto_strategy {
       if (!given_) topology_ = topology::from_env(t.size(), topology::uniform(t.size(), L::bandwidth, L::latency));
     }
     topology_.check(t.size());
-    peer_memory_ = has_peer_memory_v<Transport>;
+    allows_ = plan_for::transport<Transport>();
     last_bytes_ = ~std::size_t{0};
   }
   const ddl::topology& topo() const noexcept { return topology_; }
@@ -126,7 +126,7 @@ class auto_strategy {
   /// The plan for `bytes` per rank (cached for the last size asked); `in_place`
   /// prices the copies an in-place call adds.
   plan choose(std::size_t bytes, candidates which = candidates::all, bool in_place = false) const {
-    const plan_for q{which, peer_memory_, in_place};
+    const plan_for q{which, allows_.peer_memory, in_place, allows_.pipeline};
     if (bytes != last_bytes_ || q != last_for_) {
       last_ = best_plan(topology_, static_cast<double>(bytes), q);
       last_bytes_ = bytes;
@@ -136,7 +136,7 @@ class auto_strategy {
   }
   /// Every candidate for `bytes`, best first, with predicted times per phase.
   std::string explain(std::size_t bytes) const {
-    return ddl::explain(topology_, static_cast<double>(bytes), {candidates::all, peer_memory_});
+    return ddl::explain(topology_, static_cast<double>(bytes), allows_);
   }
 
   static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
@@ -176,7 +176,7 @@ class auto_strategy {
   }
   ddl::topology topology_;
   bool given_ = false;
-  bool peer_memory_ = false;
+  plan_for allows_{};  // what the transport allows (set by `validate`)
   mutable detail::direct_pair direct_;
   mutable plan last_{};
   mutable std::size_t last_bytes_ = ~std::size_t{0};
@@ -203,7 +203,9 @@ class planned {
 
   static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
   std::size_t all_reduce_workspace(std::size_t count, dtype t, int) const {
-    return plan_.algo == algorithm::recursive_doubling || plan_.algo == algorithm::one_shot ? count * size_of(t) : 0;
+    const bool needs = plan_.algo == algorithm::recursive_doubling || plan_.algo == algorithm::one_shot ||
+                       (plan_.algo == algorithm::multi_ring && plan_.segments > 1);
+    return needs ? count * size_of(t) : 0;
   }
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,

@@ -73,6 +73,9 @@ struct plan {
   std::array<int, max_dims + 1> bounds{};
   /// multi_ring: order[j] = dimension reduced j-th.
   std::array<int, max_dims> order{};
+  /// multi_ring: segments pipelined across its levels (`strategy/pipeline.hpp`);
+  /// 1: the paper's multi-ring, one dimension after another.
+  int segments = 1;
   /// Predicted seconds in all.
   double seconds = 0;
   /// Predicted seconds per phase: per dimension in reduction order
@@ -145,18 +148,37 @@ constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes) {
   return 2.0 * (m - 1) * (bytes / (m * b) + alpha);
 }
 
-/// Fills `p.seconds` and `p.phase` for a multi-ring plan.
+/// Fills `p.seconds` and `p.phase` for a multi-ring plan; its phases are
+/// each dimension's time (for all segments).
+///
+/// Pipelined over K = `p.segments` segments, the dimensions run at once and
+/// share links: a message crosses every level up to the one its ring spans
+/// (a ring across nodes also uses each rank's in-node link). With tau_j
+/// dimension j's time for S/K bytes and, per level l, busy_l the time one
+/// segment keeps l's links busy (tau_j for the dimension spanning l, plus
+/// every outer dimension's bytes at l's bandwidth),
+///     t = sum_j tau_j + (K - 1) max_l busy_l.
 constexpr void price_multi_ring(const level* lv, plan& p, double bytes) {
-  double data = bytes, total = 0;
+  const int K = p.segments > 1 ? p.segments : 1;
+  double data = bytes / K, total = 0;
+  std::array<double, max_dims> busy{};
   for (std::size_t j = 0; j < p.dims; ++j) {
     const int d = p.order[j];
-    const double t = ring_dimension(lv, p.bounds[d], p.bounds[d + 1], data);
-    p.phase[j] = t;
+    const int lo = p.bounds[d], hi = p.bounds[d + 1], m = p.extent(lv, static_cast<std::size_t>(d));
+    const double t = ring_dimension(lv, lo, hi, data);
+    p.phase[j] = K * t;
     total += t;
-    data /= p.extent(lv, static_cast<std::size_t>(d));
+    for (int l = lo; l < hi; ++l) busy[static_cast<std::size_t>(l)] += t;
+    if (m > 1)
+      for (int l = 0; l < lo; ++l)
+        if (lv[l].extent > 1)
+          busy[static_cast<std::size_t>(l)] += 2.0 * (m - 1) / m * data / flow_bandwidth(lv, l, ranks_below(lv, l));
+    data /= m;
   }
+  double slowest = 0;
+  for (double b : busy) slowest = b > slowest ? b : slowest;
   p.phases = p.dims;
-  p.seconds = total;
+  p.seconds = K > 1 ? total + (K - 1) * slowest : total;
 }
 
 /// Lowest common level of ranks a and b (the highest differing coordinate).

@@ -22,11 +22,13 @@
 /// uneven counts are handled once, by the flat split.
 #include <array>
 #include <string>
+#include <vector>
 
 #include "ddl/core/buffer.hpp"
 #include "ddl/topology/extents.hpp"
 #include "ddl/transport/group.hpp"
 #include "ddl/strategy/partition.hpp"
+#include "ddl/strategy/pipeline.hpp"
 #include "ddl/strategy/step.hpp"
 
 namespace ddl {
@@ -50,6 +52,17 @@ struct ring_slices {
   }
 };
 
+/// Runs each step of a ring as it is generated (`emit_ring_*` below) and
+/// each local copy at once: the blocking form every ring call takes.
+struct run_steps_now {
+  const call_context& c;
+  template <class Group>
+  void step(Group& g, const step_desc& d, tag tg, const phase_name& ph) const {
+    run_step(g, d, c, tg, ph);
+  }
+  void copy(std::byte* dst, const std::byte* src, std::size_t bytes) const { local_copy(c, dst, src, bytes); }
+};
+
 /// Ring reduce-scatter on group `g` over the slices `part(0..g.size()-1)`
 /// (element offsets into `in`, `work`). Slice j ends fully reduced on member
 /// j, at `own` on this member; partials pass through `work` (may equal `in`).
@@ -57,14 +70,15 @@ struct ring_slices {
 /// partial received the step before) to the right and receives slice r-s-2
 /// from the left, combined with its own contribution. Each slice is reduced
 /// along the ring in one fixed order: the same bits on every rank, every run.
-template <class Group, class Part>
-void ring_reduce_scatter(Group& g, const Part& part, const std::byte* in, std::byte* work, std::byte* own,
-                         const call_context& c, tag tg) {
+/// The steps go to `sink.step(g, desc, tag, phase)` in order, a local copy to
+/// `sink.copy` (a ring of one).
+template <class Group, class Part, class Sink>
+void emit_ring_reduce_scatter(Group& g, const Part& part, const std::byte* in, std::byte* work, std::byte* own,
+                              std::size_t es, tag tg, const Sink& sink) {
   const int n = g.size(), r = g.rank();
-  const std::size_t es = size_of(c.red.type);
   if (n == 1) {
     const block b = part(0);
-    local_copy(c, own, in + b.offset * es, b.size * es);
+    sink.copy(own, in + b.offset * es, b.size * es);
     return;
   }
   const int right = (r + 1) % n, left = (r + n - 1) % n;
@@ -81,19 +95,19 @@ void ring_reduce_scatter(Group& g, const Part& part, const std::byte* in, std::b
     d.recv = rj == r ? own : work + rb.offset * es;
     d.local = in + rb.offset * es;
     d.recv_bytes = rb.size * es;
-    run_step(g, d, c, tg, phase_name{"reduce-scatter", s, n - 1});
+    sink.step(g, d, tg, phase_name{"reduce-scatter", s, n - 1});
   }
 }
 
 /// Ring all-gather on group `g`: this member's slice (at `own`) lands in
 /// place in `out`, every other slice arrives from the left: at step s member
 /// r forwards slice r-s and receives slice r-s-1. Copies only.
-template <class Group, class Part>
-void ring_all_gather(Group& g, const Part& part, const std::byte* own, std::byte* out, const call_context& c, tag tg) {
+template <class Group, class Part, class Sink>
+void emit_ring_all_gather(Group& g, const Part& part, const std::byte* own, std::byte* out, std::size_t es, tag tg,
+                          const Sink& sink) {
   const int n = g.size(), r = g.rank();
-  const std::size_t es = size_of(c.red.type);
   const block mine = part(r);
-  local_copy(c, out + mine.offset * es, own, mine.size * es);
+  sink.copy(out + mine.offset * es, own, mine.size * es);
   if (n == 1) return;
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   auto mod = [n](int x) { return ((x % n) + n) % n; };
@@ -107,8 +121,18 @@ void ring_all_gather(Group& g, const Part& part, const std::byte* own, std::byte
     d.recv_peer = left;
     d.recv = out + rb.offset * es;
     d.recv_bytes = rb.size * es;
-    run_step(g, d, c, tg, phase_name{"all-gather", s, n - 1});
+    sink.step(g, d, tg, phase_name{"all-gather", s, n - 1});
   }
+}
+
+template <class Group, class Part>
+void ring_reduce_scatter(Group& g, const Part& part, const std::byte* in, std::byte* work, std::byte* own,
+                         const call_context& c, tag tg) {
+  emit_ring_reduce_scatter(g, part, in, work, own, size_of(c.red.type), tg, run_steps_now{c});
+}
+template <class Group, class Part>
+void ring_all_gather(Group& g, const Part& part, const std::byte* own, std::byte* out, const call_context& c, tag tg) {
+  emit_ring_all_gather(g, part, own, out, size_of(c.red.type), tg, run_steps_now{c});
 }
 
 /// A box with a reduction order: the runtime form every multi-ring runs on.
@@ -193,10 +217,12 @@ inline bool nested_is_rank_order(const ring_box& rb, int n) {
   return true;
 }
 
-template <class Transport>
-void multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in, std::byte* out, std::size_t count,
-                           const call_context& c) {
-  const std::size_t es = size_of(c.red.type);
+/// The multi-ring all-reduce as a sequence of steps, local copies and one
+/// finalize (`sink.finalize(data, count)`, the op's final touch on the block
+/// this rank owns), in the order they must run on this rank.
+template <class Transport, class Sink>
+void emit_multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in, std::byte* out,
+                                std::size_t count, std::size_t es, tag base, const Sink& sink) {
   auto L = make_levels(t, rb, count);
   // Reduce-scatter, dimension by dimension; level j works on the slice the
   // levels before it left on this rank (in place in `out` after the first).
@@ -204,17 +230,56 @@ void multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in
   for (std::size_t j = 0; j < L.count; ++j) {
     auto& lv = L.at[j];
     const block b = lv.part(lv.group.rank());
-    ring_reduce_scatter(lv.group, lv.part, src, out, out + b.offset * es, c, c.base_tag + tag_offset::ring_reduce_scatter(static_cast<int>(j)));
+    emit_ring_reduce_scatter(lv.group, lv.part, src, out, out + b.offset * es, es,
+                             base + tag_offset::ring_reduce_scatter(static_cast<int>(j)), sink);
     src = out;
   }
   const block own = block_of(count, t.size(), L.mine);
-  local_finalize(c, out + own.offset * es, own.size, t.size());
+  sink.finalize(out + own.offset * es, own.size);
   // All-gather retraces the dimensions in reverse.
   for (std::size_t j = L.count; j-- > 0;) {
     auto& lv = L.at[j];
     const block b = lv.part(lv.group.rank());
-    ring_all_gather(lv.group, lv.part, out + b.offset * es, out, c, c.base_tag + tag_offset::ring_all_gather(static_cast<int>(j)));
+    emit_ring_all_gather(lv.group, lv.part, out + b.offset * es, out, es,
+                         base + tag_offset::ring_all_gather(static_cast<int>(j)), sink);
   }
+}
+
+template <class Transport>
+void multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in, std::byte* out, std::size_t count,
+                           const call_context& c) {
+  struct sink : run_steps_now {
+    int ranks;
+    void finalize(std::byte* data, std::size_t n) const { local_finalize(c, data, n, ranks); }
+  };
+  emit_multi_ring_all_reduce(t, rb, in, out, count, size_of(c.red.type), c.base_tag, sink{{c}, t.size()});
+}
+
+/// The multi-ring all-reduce cut into `segments` segments pipelined across
+/// its levels (`pipeline.hpp`): while one segment crosses the slow outer
+/// rings, the next reduces inside the fast inner ones. Cost model
+/// (`cost::price_multi_ring`), with tau_j dimension j's time for S/K bytes:
+///     t = sum_j tau_j + (K - 1) max_j tau_j
+/// One segment, or a transport that cannot run pipelined programs
+/// (`can_pipeline_v`), runs the plain multi-ring: the same result. Without
+/// a fused receive-and-reduce, `c.work` holds `count` elements.
+template <class Transport>
+void pipelined_multi_ring_all_reduce(Transport& t, const ring_box& rb, int segments, const std::byte* in,
+                                     std::byte* out, std::size_t count, const call_context& c) {
+  const int K = pipeline_segments(segments, count, t.size());
+  if constexpr (can_pipeline_v<Transport>) {
+    if (K > 1) {
+      const std::size_t es = size_of(c.red.type);
+      std::vector<std::vector<pipeline_stage>> prog(static_cast<std::size_t>(K));
+      for (int k = 0; k < K; ++k) {
+        const block seg = block_of(count, K, k);
+        emit_multi_ring_all_reduce(t, rb, in + seg.offset * es, out + seg.offset * es, seg.size, es, 0,
+                                   collect_stages{&prog[static_cast<std::size_t>(k)]});
+      }
+      if (prog[0].size() <= max_pipeline_stages) return run_pipelined(t, prog, out, c);
+    }
+  }
+  multi_ring_all_reduce(t, rb, in, out, count, c);
 }
 
 /// With `to_rank_order`, moves the flat block this rank holds after a nested
@@ -339,15 +404,32 @@ class multi_ring {
     rb_.validate(ranks);
   }
   const detail::ring_box& box() const noexcept { return rb_; }
-  std::string describe() const { return std::string(name) + " " + rb_.str(); }
+  /// All-reduce in `segments` segments pipelined across the dimensions
+  /// (`detail::pipelined_multi_ring_all_reduce`; 1, the default: the
+  /// paper's algorithm, one dimension after another). `auto_strategy`
+  /// chooses the count from the cost model. Throws `invalid_argument`
+  /// outside 1-24.
+  multi_ring& pipelined(int segments) {
+    if (segments < 1 || segments > detail::max_pipeline_chunks)
+      throw invalid_argument("multi_ring: " + std::to_string(segments) + " pipeline segments (1-" +
+                             std::to_string(detail::max_pipeline_chunks) + ")");
+    segments_ = segments;
+    return *this;
+  }
+  int segments() const noexcept { return segments_; }
+  std::string describe() const {
+    return std::string(name) + " " + rb_.str() + (segments_ > 1 ? " pipelined x" + std::to_string(segments_) : "");
+  }
 
   static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
-  static std::size_t all_reduce_workspace(std::size_t, dtype, int) { return 0; }
+  std::size_t all_reduce_workspace(std::size_t count, dtype t, int) const {
+    return segments_ > 1 ? count * size_of(t) : 0;
+  }
 
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
                   const call_context& c) const {
-    detail::multi_ring_all_reduce(t, rb_, in, out, count, c);
+    detail::pipelined_multi_ring_all_reduce(t, rb_, segments_, in, out, count, c);
   }
   template <class Transport>
   void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
@@ -370,6 +452,7 @@ class multi_ring {
     rb_.validate(rb_.box.size());
   }
   detail::ring_box rb_;
+  int segments_ = 1;
 };
 
 /// The ring: every rank in one ring, 2(n-1) steps. The one-dimensional

@@ -34,10 +34,19 @@ struct plan_for {
   /// `in == out`: the copies an in-place call adds are priced
   /// (`cost::in_place_extra`).
   bool in_place = false;
-  constexpr plan_for(candidates w = candidates::all, bool peer = false, bool inplace = false) noexcept
-      : which(w), peer_memory(peer), in_place(inplace) {}
+  /// The transport completes requests without blocking (`ddl::detail::can_pipeline_v`):
+  /// multi-rings pipelined across their levels are candidates.
+  bool pipeline = false;
+  constexpr plan_for(candidates w = candidates::all, bool peer = false, bool inplace = false,
+                     bool pipelined = false) noexcept
+      : which(w), peer_memory(peer), in_place(inplace), pipeline(pipelined) {}
+  /// What transport `T` allows: the candidates `auto_strategy` weighs over it.
+  template <class T>
+  static constexpr plan_for transport(candidates w = candidates::all, bool inplace = false) noexcept {
+    return plan_for(w, has_peer_memory_v<T>, inplace, detail::can_pipeline_v<T>);
+  }
   constexpr bool operator==(const plan_for& o) const noexcept {
-    return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place;
+    return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline;
   }
   constexpr bool operator!=(const plan_for& o) const noexcept { return !(*this == o); }
 };
@@ -82,9 +91,25 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
     p.dims = dims;
     for (std::size_t d = 0; d < dims; ++d) p.order[d] = static_cast<int>(d);
     do {
+      p.segments = 1;
       cost::price(lv, k, p, bytes);
       if (q.in_place) p.seconds += cost::in_place_extra(lv, k, p, bytes);
       f(p);
+      // The same multi-ring pipelined across its levels, at the segment
+      // count the model prices lowest (a candidate when it beats the plain one).
+      int stages = static_cast<int>(dims) + 1;  // a copy per all-gather dimension, the finalize
+      for (std::size_t d = 0; d < dims; ++d) stages += 2 * (p.extent(lv, d) - 1);
+      if (q.pipeline && q.which == candidates::all && dims > 1 &&
+          stages <= static_cast<int>(detail::max_pipeline_stages)) {
+        plan best = p;
+        for (int K : {2, 4, 8, 16}) {
+          plan c = p;
+          c.segments = K;
+          cost::price(lv, k, c, bytes);
+          if (c.seconds < best.seconds) best = c;
+        }
+        if (best.segments > 1) f(best);
+      }
     } while (detail::next_permutation(p.order, dims));
   }
   if (which == candidates::all) {
@@ -134,7 +159,9 @@ inline detail::ring_box box_of(const topology& t, const plan& p) {
 inline std::string describe(const topology& t, const plan& p) {
   if (p.algo != algorithm::multi_ring) return name_of(p.algo);
   if (p.dims == 1) return "ring (flat, " + std::to_string(t.size()) + ")";
-  return std::string("multi_ring ") + box_of(t, p).str();
+  std::string s = std::string("multi_ring ") + box_of(t, p).str();
+  if (p.segments > 1) s += " pipelined x" + std::to_string(p.segments);
+  return s;
 }
 
 /// A table of every candidate, best first, with its predicted time per phase.

@@ -50,6 +50,9 @@ struct tag_offset {
   /// Multi-ring block permutation (boxes in a non-natural order): past the
   /// rings of the largest box (`ddl::max_dims` = 8 dimensions).
   static constexpr tag permute = 32;
+  /// Stage i of a multi-ring pipelined across levels (`strategy/pipeline.hpp`;
+  /// at most 190 stages): 64 + i.
+  static constexpr tag pipelined(int stage) { return tag(64) + tag(stage); }
   /// Doubling algorithms: folding extra ranks in and out, the exchanges.
   static constexpr tag fold = 1, exchange = 2, halving = 2, unfold = 3, doubling = 4;
   /// Broadcast and barrier (calls of their own).

@@ -28,7 +28,12 @@
 ///     `dst = local (op) received`; a shared-memory transport reads the
 ///     peer's buffer directly instead of copying it first;
 ///   - `bool test(request&)` — completes `request` if it can without
-///     blocking (true when done); needed by transports layered on others;
+///     blocking (true when done), and throws as `wait` would when the group
+///     is broken; needed by transports layered on others and by the
+///     multi-ring pipelined across levels (`strategy/pipeline.hpp`);
+///   - `void await_progress()` — blocks until one of this rank's requests
+///     may have completed (the simulator: its ranks are fibers in virtual
+///     time); transports without it are polled with `test` and a back-off;
 ///   - `static constexpr bool device_memory` — may be handed CUDA memory;
 ///   - `static constexpr bool peer_memory` — ranks share an address space:
 ///     a buffer address a rank sends in a message is valid for reading on the
