@@ -145,8 +145,11 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
     } else if (name == "auto") impls.push_back(make_impl("ddl:auto", t, ddl::auto_strategy(topo), opts, s));
     else {
       const auto box = bench_box(topo);
-      impls.push_back(make_impl("ddl:multi_ring", t, ddl::multi_ring<ddl::dynamic_extents>(box), opts, s));
-      impls.back().note = [box](std::size_t) { return box.str(); };
+      ddl::multi_ring<ddl::dynamic_extents> mr(box);
+      const bool pipelined = name == "pipelined";
+      if (pipelined) mr.pipelined(s.segments);
+      impls.push_back(make_impl(pipelined ? "ddl:pipelined" : "ddl:multi_ring", t, mr, opts, s));
+      impls.back().note = [d = mr.describe()](std::size_t) { return d.substr(d.find(' ') + 1); };
     }
   }
   return impls;

@@ -16,7 +16,7 @@ namespace ddl_bench {
 const char* const collective_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
 enum class collective { all_reduce, reduce_scatter, all_gather, broadcast };
 
-const char* const strategy_names[] = {"ring",     "multi_ring", "recursive_doubling", "halving_doubling",
+const char* const strategy_names[] = {"ring",     "multi_ring", "pipelined", "recursive_doubling", "halving_doubling",
                                       "one_shot", "two_shot",   "auto"};
 
 struct settings {
@@ -27,6 +27,7 @@ struct settings {
   int ranks = 4;
   std::string transport = "local";
   std::vector<int> dims;  // --dims AxBx...: positive extents
+  int segments = 8;       // --segments K: the pipelined multi-ring's segments
   std::vector<std::string> strategies{"ring"};
   bool all_strategies = false;  // --strategy all: those the transport cannot run are left out
   ddl::dtype type = ddl::dtype::float32;
@@ -54,13 +55,14 @@ inline double bus_factor(collective c, int n) {
                "ddl-bench: %s\n"
                "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo]\n"
                "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast]\n"
-               "                 [--strategy ring|multi_ring|recursive_doubling|halving_doubling|one_shot|two_shot|auto|all[,...]]\n"
-               "                 [--dims AxBx...] [--explain]\n"
+               "                 [--strategy ring|multi_ring|pipelined|recursive_doubling|halving_doubling|one_shot|two_shot|auto|all[,...]]\n"
+               "                 [--dims AxBx...] [--segments K] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1]\n"
                "                 [-d int32|int64|float|double|half|bfloat16] [-o sum|prod|min|max|avg]\n"
                "                 [--chunk BYTES] [--csv]\n"
                "sizes take K, M, G suffixes (powers of 1024); --dims is the multi_ring box and the\n"
-               "extents of auto's topology (link costs: DDL_TOPOLOGY, else the transport's defaults)\n",
+               "extents of auto's topology (link costs: DDL_TOPOLOGY, else the transport's defaults);\n"
+               "pipelined is that multi_ring cut into --segments K segments (default 8) pipelined across its levels\n",
                error.c_str());
   std::exit(2);
 }
@@ -118,6 +120,10 @@ inline settings parse(int argc, char** argv) {
           s.dims.push_back(x);
         }
       }
+      else if (a == "--segments") {
+        s.segments = std::stoi(value());
+        if (s.segments < 1 || s.segments > 24) usage("--segments must be 1-24");
+      }
       else if (a == "--explain") s.explain = true;
       else if (a == "--chunk") s.chunk_bytes = ddl::detail::parse_bytes("--chunk", value());
       else if (a == "--csv") s.csv = true;
@@ -137,7 +143,7 @@ inline settings parse(int argc, char** argv) {
   if (s.all_strategies) s.strategies.assign(std::begin(strategy_names), std::end(strategy_names));
   for (const auto& name : s.strategies)
     if (std::find(std::begin(strategy_names), std::end(strategy_names), name) == std::end(strategy_names))
-      usage("unknown strategy '" + name + "' (available: ring, multi_ring, recursive_doubling, halving_doubling, one_shot, two_shot, auto, all)");
+      usage("unknown strategy '" + name + "' (available: ring, multi_ring, pipelined, recursive_doubling, halving_doubling, one_shot, two_shot, auto, all)");
   if (s.ranks < 1) usage("--ranks must be at least 1");
   if (s.factor <= 1 && s.min_bytes != s.max_bytes) usage("-f must be > 1");
   if (s.iters < 1 || s.warmup < 0) usage("-n must be >= 1 and -w >= 0");
