@@ -25,16 +25,23 @@ inline std::function<void(const char*, int)>& hook() {
 using namespace std::chrono_literals;
 
 namespace {
-// One message from rank 0 to rank 1 and back to idle: the channel exists
-// and its slot 0 is free again.
-void warm_up(ddl::local_transport& sender, ddl::local_transport& receiver, ddl::deadline far) {
-  int warm = 0, got_warm = -1;
-  auto s = sender.isend(1, {reinterpret_cast<const std::byte*>(&warm), sizeof warm}, 9);
-  auto r = receiver.irecv(0, {reinterpret_cast<std::byte*>(&got_warm), sizeof got_warm}, 9);
-  receiver.wait(r, far);
-  sender.wait(s, far);
-  REQUIRE(got_warm == 0);
-}
+// Rank 0 (sender) and rank 1 (receiver) of one fabric, with a far
+// deadline, after one message from 0 to 1: the channel exists and its
+// slot 0 is free again.
+struct two_ranks {
+  ddl::local_fabric fab{2};
+  ddl::local_transport sender = fab.transport(0);
+  ddl::local_transport receiver = fab.transport(1);
+  ddl::deadline far = std::chrono::steady_clock::now() + 30s;
+  two_ranks() {
+    int warm = 0, got_warm = -1;
+    auto s = sender.isend(1, {reinterpret_cast<const std::byte*>(&warm), sizeof warm}, 9);
+    auto r = receiver.irecv(0, {reinterpret_cast<std::byte*>(&got_warm), sizeof got_warm}, 9);
+    receiver.wait(r, far);
+    sender.wait(s, far);
+    REQUIRE(got_warm == 0);
+  }
+};
 
 // The calling thread (the receiver) stops once at test point `point` with
 // argument `arg`: it sets `phase` to 1 and waits there until another thread
@@ -55,11 +62,9 @@ TEST_CASE("mailbox: a newer message posted while the receiver scans is not taken
   // (free); before it looks at slot 1 the sender posts message 1 into slot 0
   // and message 2 into slot 1. The receiver must not take message 2 for its
   // first receive: per (peer, tag), messages match in posting order.
-  ddl::local_fabric fab(2);
-  auto sender = fab.transport(0);
-  auto receiver = fab.transport(1);
-  const auto far = std::chrono::steady_clock::now() + 30s;
-  warm_up(sender, receiver, far);
+  two_ranks ranks;
+  auto &sender = ranks.sender, &receiver = ranks.receiver;
+  const auto far = ranks.far;
 
   std::atomic<int> phase{0};
   pause_once_at("scan_slot", 1, phase);  // the sender posts both meanwhile
@@ -90,11 +95,9 @@ TEST_CASE("mailbox: a send withdrawn and its slot reused while the receiver clai
   // sender withdraws that send and posts a tag-8 message into the same
   // slot. The receiver's claim must fail (the slot's generation moved on):
   // taking the new message would hand tag 8's bytes to a tag-7 receive.
-  ddl::local_fabric fab(2);
-  auto sender = fab.transport(0);
-  auto receiver = fab.transport(1);
-  const auto far = std::chrono::steady_clock::now() + 30s;
-  warm_up(sender, receiver, far);
+  two_ranks ranks;
+  auto &sender = ranks.sender, &receiver = ranks.receiver;
+  const auto far = ranks.far;
 
   // 64 bytes: past the eager limit, so each send is a request the sender holds.
   struct msg {

@@ -398,16 +398,19 @@ static_assert(ddl::detail::can_pipeline_v<copy_only_polled>);
 static_assert(!ddl::detail::can_pipeline_v<copy_only>);
 
 TEST_CASE("generic pipeline: the multi-ring pipelined across levels lands chunks in its workspace") {
-  // The full matrix on 2x3 and 2x2x2 boxes, 3 and 4 segments, tiny chunks:
-  // several segments' stages in flight at once over a transport without
-  // irecv_reduce, each combining from its own part of the workspace.
-  ddl::options o;
-  o.chunk_bytes = 64;
-  o.pipeline_depth = 2;
+  // The full matrix on 2x3 and 2x2x2 boxes, 3 and 4 segments, tiny and
+  // 1 MiB chunks: several segments' stages in flight at once over a
+  // transport without irecv_reduce, each combining from its own part of the
+  // workspace.
+  ddl::options tiny, whole;
+  tiny.chunk_bytes = 64;
+  tiny.pipeline_depth = 2;
   for (const char* spec : {"2:10GB/s:1us,3:1GB/s:10us", "2:10GB/s:1us,2:1GB/s:10us,2:100MB/s:50us"}) {
     const auto topo = ddl::topology::parse(spec);
     const int n = topo.size();
-    for (int segments : {3, 4}) {
+    for (const auto& run : {std::pair<int, ddl::options>{3, tiny}, {4, tiny}, {3, whole}}) {
+      const int segments = run.first;
+      const ddl::options& o = run.second;
       ddl::plan p = ddl::best_plan(topo, 64e6, {ddl::candidates::multi_ring_only});
       p.segments = segments;
       CAPTURE(ddl::describe(topo, p));

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "ddl/core/config.hpp"
+#include "ddl/core/hash.hpp"
 #include "ddl/mpi/probe.hpp"
 #include "ddl/mpi/transport.hpp"
 #include "ddl/topology/cluster.hpp"
@@ -78,12 +79,6 @@ struct detect_options {
 };
 
 namespace detail {
-inline std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
-
 inline node_layout detect_nodes(MPI_Comm comm, int colour) {
   int rank = 0, size = 1;
   DDL_MPI_CHECK(MPI_Comm_rank(comm, &rank));

@@ -172,8 +172,7 @@ class mpi_transport {
     MPI_Request r_ = MPI_REQUEST_NULL;
     int peer_ = -1;
     bool send_ = false;
-    int mpi_tag_ = 0;
-    tag tag_ = 0;            // ddl's tag (for the error texts)
+    tag tag_ = 0;            // ddl's tag (error texts, the stamp check)
     std::size_t bytes_ = 0;  // a receive's size (checked against the message's)
     bool active() const noexcept { return r_ != MPI_REQUEST_NULL; }
     // Withdraws an incomplete request: a receive is cancelled for sure; a
@@ -316,8 +315,7 @@ class mpi_transport {
     r.peer_ = peer;
     r.send_ = true;
     r.tag_ = t;
-    r.mpi_tag_ = mpi_tag(t);
-    DDL_MPI_CHECK(MPI_Isend(data.data, count_of(data.size), MPI_BYTE, peer, r.mpi_tag_, comm_, &r.r_));
+    DDL_MPI_CHECK(MPI_Isend(data.data, count_of(data.size), MPI_BYTE, peer, mpi_tag(t), comm_, &r.r_));
     return r;
   }
   request irecv(int peer, mutable_bytes data, tag t) {
@@ -325,9 +323,8 @@ class mpi_transport {
     request r;
     r.peer_ = peer;
     r.tag_ = t;
-    r.mpi_tag_ = mpi_tag(t);
     r.bytes_ = data.size;
-    DDL_MPI_CHECK(MPI_Irecv(data.data, count_of(data.size), MPI_BYTE, peer, r.mpi_tag_, comm_, &r.r_));
+    DDL_MPI_CHECK(MPI_Irecv(data.data, count_of(data.size), MPI_BYTE, peer, mpi_tag(t), comm_, &r.r_));
     return r;
   }
 
@@ -458,7 +455,7 @@ class mpi_transport {
     DDL_MPI_CHECK(MPI_Iprobe(req.peer_, MPI_ANY_TAG, comm_, &flag, &st));
     if (!flag) return;
     const tag found = unpack(st.MPI_TAG);
-    if (!detail::stamps_disagree(unpack(req.mpi_tag_), found)) return;
+    if (!detail::stamps_disagree(unpack(mpi_tag(req.tag_)), found)) return;
     taint("call mismatch with rank " + std::to_string(req.peer_));
     const int peer = req.peer_;
     const tag mine = req.tag_;

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "ddl/core/dtype.hpp"
+#include "ddl/core/hash.hpp"
 #include "ddl/core/op.hpp"
 #include "ddl/transport/concept.hpp"
 
@@ -55,14 +56,10 @@ inline constexpr int stamp_bits = 16;
 /// The 16-bit stamp of one call.
 inline std::uint16_t make_stamp(call_kind k, dtype t, op o, std::uint64_t count_in, std::uint64_t count_out, int root,
                                 const char* strategy) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the rest
-  auto mix = [&h](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
-  };
-  mix(count_in);
-  mix(count_out);
-  mix(static_cast<std::uint64_t>(static_cast<std::int64_t>(root)));
-  for (const char* s = strategy ? strategy : ""; *s; ++s) mix(static_cast<unsigned char>(*s));
+  std::uint64_t h = fnv1a_u64(count_in, fnv1a_basis);  // the rest, hashed
+  h = fnv1a_u64(count_out, h);
+  h = fnv1a_u64(static_cast<std::uint64_t>(static_cast<std::int64_t>(root)), h);
+  for (const char* s = strategy ? strategy : ""; *s; ++s) h = fnv1a_u64(static_cast<unsigned char>(*s), h);
   h ^= h >> 29;
   return static_cast<std::uint16_t>((static_cast<unsigned>(k) & 7u) | (static_cast<unsigned>(t) & 7u) << 3 |
                                     (static_cast<unsigned>(o) & 7u) << 6 | (h & 0x7fu) << 9);
