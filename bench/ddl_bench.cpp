@@ -86,9 +86,12 @@ int main(int argc, char** argv) {
   }
   if (rank != 0) return 0;
   if (s.explain) {
-    const bool peer_memory = s.transport == "local";  // threads read each other's buffers (one_shot, two_shot)
+    // What auto weighs over the transport: threads read each other's
+    // buffers (one_shot, two_shot); both transports run pipelined multi-rings.
+    const ddl::plan_for allowed = s.transport == "local" ? ddl::plan_for::transport<ddl::local_transport>()
+                                                          : ddl::plan_for(ddl::candidates::all, false, false, true);
     for (const auto& rw : rows)
-      std::printf("%s\n", ddl::explain(topo, static_cast<double>(rw.bytes), {ddl::candidates::all, peer_memory}).c_str());
+      std::printf("%s\n", ddl::explain(topo, static_cast<double>(rw.bytes), allowed).c_str());
   }
   const int n = s.ranks;
   const double bus = bus_factor(s.coll, n);

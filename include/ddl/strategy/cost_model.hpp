@@ -158,22 +158,34 @@ constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes) {
 /// segment keeps l's links busy (tau_j for the dimension spanning l, plus
 /// every outer dimension's bytes at l's bandwidth),
 ///     t = sum_j tau_j + (K - 1) max_l busy_l.
+/// Where a level's links are fewer than its unit's ranks (a node's one NIC),
+/// the outer rings' flows hold shares of them while they last: the
+/// dimension spanning that level is charged (1 + c) tau_j, c the outer
+/// dimensions crossing it (links shared per flow, as the simulator does).
 constexpr void price_multi_ring(const level* lv, plan& p, double bytes) {
   const int K = p.segments > 1 ? p.segments : 1;
   double data = bytes / K, total = 0;
-  std::array<double, max_dims> busy{};
+  std::array<double, max_dims> busy{}, own{};
+  std::array<int, max_dims> outer{};
   for (std::size_t j = 0; j < p.dims; ++j) {
     const int d = p.order[j];
     const int lo = p.bounds[d], hi = p.bounds[d + 1], m = p.extent(lv, static_cast<std::size_t>(d));
     const double t = ring_dimension(lv, lo, hi, data);
     p.phase[j] = K * t;
     total += t;
-    for (int l = lo; l < hi; ++l) busy[static_cast<std::size_t>(l)] += t;
+    for (int l = lo; l < hi; ++l) own[static_cast<std::size_t>(l)] += t;
     if (m > 1)
       for (int l = 0; l < lo; ++l)
-        if (lv[l].extent > 1)
+        if (lv[l].extent > 1) {
           busy[static_cast<std::size_t>(l)] += 2.0 * (m - 1) / m * data / flow_bandwidth(lv, l, ranks_below(lv, l));
+          ++outer[static_cast<std::size_t>(l)];
+        }
     data /= m;
+  }
+  for (std::size_t l = 0; l < max_dims; ++l) {
+    const int li = static_cast<int>(l);
+    const bool shared = own[l] > 0 && unit_links(lv, li) < ranks_below(lv, li);
+    busy[l] += own[l] * (shared ? 1 + outer[l] : 1);
   }
   double slowest = 0;
   for (double b : busy) slowest = b > slowest ? b : slowest;
