@@ -340,16 +340,7 @@ class mpi_transport {
       finished(req, st);
       return true;
     }
-    if (++tests_ % 16 == 0) {
-      if (broken()) {
-        taint(broken_);
-        const int peer = req.peer_;
-        req.release();
-        throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
-                              std::to_string(peer) + ": " + broken_);
-      }
-      if (!req.send_) check_stamp(req);
-    }
+    if (++tests_ % 16 == 0) look_around(req);
     return false;
   }
 
@@ -382,16 +373,7 @@ class mpi_transport {
         finished(req, st);
         return;
       }
-      if (polls % 16 == 15) {
-        if (broken()) {  // a peer gave up: stop waiting for it
-          taint(broken_);
-          const int peer = req.peer_;
-          req.release();
-          throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
-                                std::to_string(peer) + ": " + broken_);
-        }
-        if (!req.send_) check_stamp(req);
-      }
+      if (polls % 16 == 15) look_around(req);
       const auto now = std::chrono::steady_clock::now();
       if (now >= until) {
         const int peer = req.peer_;
@@ -440,6 +422,18 @@ class mpi_transport {
       throw transport_error(
           detail::size_mismatch("mpi_transport", req.peer_, static_cast<std::size_t>(got), rank_, req.bytes_, req.tag_));
     }
+  }
+  // While `req` waits (every 16th poll): a peer that gave up ends the wait
+  // (throws); a receive's peer in another call is a mismatch (`check_stamp`).
+  void look_around(request& req) {
+    if (broken()) {
+      taint(broken_);
+      const int peer = req.peer_;
+      req.release();
+      throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
+                            std::to_string(peer) + ": " + broken_);
+    }
+    if (!req.send_) check_stamp(req);
   }
   // While a receive waits: is the awaited peer's oldest unmatched message
   // one of this call under another stamp (`transport/stamp.hpp`)? Then the
