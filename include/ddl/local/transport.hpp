@@ -122,6 +122,9 @@ class local_transport {
   inline void wait(request& req, deadline until);
   /// Progresses; returns true (and retires `req`) if it has completed.
   inline bool test(request& req);
+  /// Sleeps until a peer posts to or takes from this rank (at most 2 ms):
+  /// how a caller polling several requests with `test` waits.
+  inline void await_progress();
 
  private:
   friend class local_fabric;
@@ -529,6 +532,13 @@ inline bool local_transport::test(request& req) {
                           fabric_->abort_reason());
   }
   return false;
+}
+
+inline void local_transport::await_progress() {
+  auto& me = fabric_->ranks_[rank_];
+  const std::uint64_t ticket = me.bell.prepare();
+  if (progress() || fabric_->aborted()) return;
+  me.bell.wait(ticket, std::chrono::steady_clock::now() + std::chrono::milliseconds(2));
 }
 
 inline void local_transport::wait(request& req, deadline until) {

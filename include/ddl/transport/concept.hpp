@@ -32,8 +32,9 @@
 ///     is broken; needed by transports layered on others and by the
 ///     multi-ring pipelined across levels (`strategy/pipeline.hpp`);
 ///   - `void await_progress()` — blocks until one of this rank's requests
-///     may have completed (the simulator: its ranks are fibers in virtual
-///     time); transports without it are polled with `test` and a back-off;
+///     may have completed (threads: a peer's doorbell, at most 2 ms; the
+///     simulator: its ranks are fibers in virtual time); transports without
+///     it are polled with `test` and a back-off;
 ///   - `static constexpr bool device_memory` — may be handed CUDA memory;
 ///   - `static constexpr bool peer_memory` — ranks share an address space:
 ///     a buffer address a rank sends in a message is valid for reading on the
