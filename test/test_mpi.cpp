@@ -576,14 +576,17 @@ TEST_CASE("mpi kill: a rank that hangs cannot keep the job alive once the others
   o.timeout = std::chrono::milliseconds(500);
   ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
   std::vector<float> g(1000, 1.0f);
+  // Said before the call (T is 0.5 s early): whichever survivor ends its
+  // session first ends the job, and MPICH's launcher drops what the others
+  // print after that.
+  std::printf("ddl test: rank %d dies (session abort after a 0.5 s timeout) at %.3f\n", r,
+              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  std::fflush(stdout);
   try {
     comm.all_reduce(ddl::host_view(g), ddl::op::sum);
   } catch (const ddl::timeout_error& e) {
     std::printf("ddl test: rank %d got: %s\n", r, e.what());
   }
-  if (r == 0)
-    std::printf("ddl test: rank 0 dies (session abort) at %.3f\n",
-                std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   std::fflush(stdout);
   ddl::mpi_session session(ddl::on_failure::abort);
   session.end();  // MPI_Abort: the job ends here
