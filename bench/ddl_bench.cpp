@@ -86,10 +86,11 @@ int main(int argc, char** argv) {
   }
   if (rank != 0) return 0;
   if (s.explain) {
-    // What auto weighs over the transport: threads read each other's
-    // buffers (one_shot, two_shot); both transports run pipelined multi-rings.
-    const ddl::plan_for allowed = s.transport == "local" ? ddl::plan_for::transport<ddl::local_transport>()
-                                                          : ddl::plan_for(ddl::candidates::all, false, false, true);
+    // What auto weighs over the transport.
+    ddl::plan_for allowed = ddl::plan_for::transport<ddl::local_transport>();
+#ifdef DDL_BENCH_MPI
+    if (s.transport == "mpi") allowed = ddl::plan_for::transport<ddl::mpi_transport>();
+#endif
     for (const auto& rw : rows)
       std::printf("%s\n", ddl::explain(topo, static_cast<double>(rw.bytes), allowed).c_str());
   }

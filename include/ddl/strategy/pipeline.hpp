@@ -78,101 +78,6 @@ struct collect_stages {
   }
 };
 
-/// One step run without blocking: `run_step`'s chunks, posted and completed
-/// by `advance` as far as the transport lets them. Without a fused
-/// receive-and-reduce, chunks land at `landing` (a buffer as long as the
-/// step's receive, in the call's workspace) and are combined from there.
-template <class Transport>
-class step_machine {
- public:
-  using request = typename Transport::request;
-  static constexpr std::size_t max_depth = 16;
-
-  void start(const step_desc& s, tag tg, std::byte* landing, std::size_t depth, const call_context& c) {
-    s_ = s;
-    tg_ = tg;
-    landing_ = landing;
-    c_ = &c;
-    red_ = c.red;
-    red_.received_first = s.received_first;
-    esize_ = size_of(c.red.type);
-    chunk_ = std::max<std::size_t>(esize_, c.opts->chunk_bytes / esize_ * esize_);
-    depth_ = std::min(depth, max_depth);
-    sends_ = s.send_peer >= 0 ? (s.send_bytes + chunk_ - 1) / chunk_ : 0;
-    recvs_ = s.recv_peer >= 0 ? (s.recv_bytes + chunk_ - 1) / chunk_ : 0;
-    combine_ = s.local != nullptr;
-    over_send_ = combine_ && s.recv == s.send && sends_ > 0 && recvs_ > 0;
-    s_posted_ = s_done_ = r_posted_ = r_done_ = 0;
-  }
-  bool done() const noexcept { return s_done_ == sends_ && r_done_ == recvs_; }
-  /// The peer this step waits for (a timeout's culprit).
-  int waiting_for() const noexcept { return r_done_ < recvs_ ? s_.recv_peer : s_.send_peer; }
-
-  /// Posts what the depth allows, completes what has arrived, in order.
-  /// True when anything moved.
-  bool advance(Transport& t) {
-    constexpr bool fused = has_fused_reduce_v<Transport>;
-    bool moved = false;
-    while (r_posted_ < recvs_ && r_posted_ - r_done_ < depth_) {
-      const std::size_t off = r_posted_ * chunk_, len = std::min(chunk_, s_.recv_bytes - off);
-      request& slot = rreq_[r_posted_ % max_depth];
-      if (combine_) {
-        if constexpr (fused)
-          slot = t.irecv_reduce(s_.recv_peer, mutable_bytes{s_.recv + off, len}, const_bytes{s_.local + off, len}, red_,
-                                tg_);
-        else
-          slot = t.irecv(s_.recv_peer, mutable_bytes{landing_ + off, len}, tg_);
-      } else {
-        slot = t.irecv(s_.recv_peer, mutable_bytes{s_.recv + off, len}, tg_);
-      }
-      ++r_posted_;
-      moved = true;
-    }
-    while (s_posted_ < sends_ && s_posted_ - s_done_ < depth_) {
-      const std::size_t off = s_posted_ * chunk_, len = std::min(chunk_, s_.send_bytes - off);
-      sreq_[s_posted_ % max_depth] = t.isend(s_.send_peer, const_bytes{s_.send + off, len}, tg_);
-      ++s_posted_;
-      moved = true;
-    }
-    while (s_done_ < s_posted_ && t.test(sreq_[s_done_ % max_depth])) {
-      ++s_done_;
-      moved = true;
-    }
-    while (r_done_ < r_posted_) {
-      if (over_send_ && s_done_ <= r_done_ && s_done_ < sends_) break;  // its slice is still being sent
-      if (!t.test(rreq_[r_done_ % max_depth])) break;
-      if constexpr (!fused) {
-        if (combine_) {
-          const std::size_t off = r_done_ * chunk_, len = std::min(chunk_, s_.recv_bytes - off);
-          if (red_.received_first)
-            c_->mem->reduce(c_->mem->ctx, s_.recv + off, landing_ + off, s_.local + off, len / esize_, red_);
-          else
-            c_->mem->reduce(c_->mem->ctx, s_.recv + off, s_.local + off, landing_ + off, len / esize_, red_);
-        }
-      }
-      ++r_done_;
-      moved = true;
-    }
-    return moved;
-  }
-
- private:
-  step_desc s_;
-  tag tg_ = 0;
-  std::byte* landing_ = nullptr;
-  const call_context* c_ = nullptr;
-  reduction red_{};
-  std::size_t esize_ = 1, chunk_ = 1, depth_ = 1, sends_ = 0, recvs_ = 0;
-  std::size_t s_posted_ = 0, s_done_ = 0, r_posted_ = 0, r_done_ = 0;
-  bool combine_ = false, over_send_ = false;
-  std::array<request, max_depth> sreq_, rreq_;
-};
-
-template <class T, class = void>
-struct has_await_progress : std::false_type {};
-template <class T>
-struct has_await_progress<T, std::void_t<decltype(std::declval<T&>().await_progress())>> : std::true_type {};
-
 /// Whether transport `T` runs pipelined programs: it completes requests
 /// without blocking, is not ordered by a device stream, and takes host
 /// memory only (device buffers have not run this path on a GPU yet).
@@ -235,7 +140,7 @@ void run_pipelined(Transport& t, const std::vector<std::vector<pipeline_stage>>&
           local_finalize(c, s.dst, s.bytes, n);
         } else {
           std::byte* landing = c.work && s.d.recv ? c.work + (s.d.recv - base) : nullptr;
-          m[ku].start(s.d, c.base_tag + tag_offset::pipelined(static_cast<int>(at[ku])), landing, depth, c);
+          m[ku].start(s.d, c.base_tag + tag_offset::pipelined(static_cast<int>(at[ku])), landing, true, depth, c);
           running[ku] = 1;
           break;
         }
@@ -267,7 +172,7 @@ void run_pipelined(Transport& t, const std::vector<std::vector<pipeline_stage>>&
                             c.collective, std::chrono::duration<double>(now - last_move).count());
       }
     }
-    if constexpr (has_await_progress<Transport>::value) t.await_progress();
+    if constexpr (has_await_progress_v<Transport>) t.await_progress();
     else pause.pause();
   }
 }

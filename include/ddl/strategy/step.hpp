@@ -113,87 +113,158 @@ void wait_in_phase(Transport& t, typename Transport::request& r, const call_cont
   }
 }
 
-/// Runs one step to completion. Requests still in flight when an exception
-/// leaves are cancelled by their destructors, so no transfer outlives the call.
+/// One step as a state machine: the slices cut into chunks, up to `depth`
+/// chunks in flight each way. `post` starts what the window allows; `advance`
+/// (transports with `test`) completes what has arrived without blocking;
+/// `wait_next` blocks on the oldest unfinished chunk. `run_step` drives one
+/// to completion; the pipelined engine (`pipeline.hpp`) drives several at
+/// once. Without a fused receive-and-reduce, chunk k of a combining receive
+/// lands at `landing` (+ k's offset in the slice when `landing_mirrors`, else
+/// in a ring of `depth` chunk-sized slots) and is combined from there. The
+/// result may overwrite what is being sent (`recv == send`): chunk k is
+/// combined only after send k completed (sends and receives are sliced alike).
 template <class Transport>
-void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, const phase_name& ph) {
+class step_machine {
+ public:
   using request = typename Transport::request;
-  constexpr std::size_t max_depth = 16;
-  constexpr bool fused = has_fused_reduce_v<Transport>;
+  static constexpr std::size_t max_depth = 16;
+  static constexpr bool fused = has_fused_reduce_v<Transport>;
   static_assert(!is_stream_ordered_v<Transport> || fused, "ddl: a stream-ordered transport must offer irecv_reduce");
-  const std::size_t esize = size_of(c.red.type);
-  // A stream-ordered transport gets each slice whole (one chunk).
-  const std::size_t chunk = is_stream_ordered_v<Transport>
-                                ? std::max({esize, s.send_bytes, s.recv_bytes})
-                                : std::max<std::size_t>(esize, c.opts->chunk_bytes / esize * esize);
-  const std::size_t depth = std::min<std::size_t>(c.opts->pipeline_depth, max_depth);
-  const std::size_t sends = s.send_peer >= 0 ? (s.send_bytes + chunk - 1) / chunk : 0;
-  const std::size_t recvs = s.recv_peer >= 0 ? (s.recv_bytes + chunk - 1) / chunk : 0;
-  const bool combine = s.local != nullptr;
-  // The result overwrites what is being sent: slice k is reduced only after
-  // send k completed (sends and receives are sliced alike).
-  const bool over_send = combine && s.recv == s.send && s.send_peer >= 0 && s.send_bytes > 0 && s.recv_bytes > 0;
-  if (fused && over_send)
-    throw invalid_argument("internal: a fused receive-and-reduce cannot overwrite the buffer it sends");
-  call_context cc = c;  // the step's own operand order
-  cc.red.received_first = s.received_first;
-  if (!fused && combine && c.scratch_bytes < depth * chunk)
-    throw invalid_argument("internal: scratch too small for the pipeline");
 
-  std::array<request, max_depth> sreq, rreq;
-  std::size_t s_posted = 0, s_done = 0, r_posted = 0, r_done = 0;
+  void start(const step_desc& s, tag tg, std::byte* landing, bool landing_mirrors, std::size_t depth,
+             const call_context& c) {
+    s_ = s;
+    tg_ = tg;
+    landing_ = landing;
+    mirrors_ = landing_mirrors;
+    c_ = &c;
+    red_ = c.red;
+    red_.received_first = s.received_first;
+    esize_ = size_of(c.red.type);
+    // A stream-ordered transport gets each slice whole (one chunk).
+    chunk_ = is_stream_ordered_v<Transport> ? std::max({esize_, s.send_bytes, s.recv_bytes})
+                                            : std::max<std::size_t>(esize_, c.opts->chunk_bytes / esize_ * esize_);
+    depth_ = std::max<std::size_t>(1, std::min(depth, max_depth));
+    sends_ = s.send_peer >= 0 ? (s.send_bytes + chunk_ - 1) / chunk_ : 0;
+    recvs_ = s.recv_peer >= 0 ? (s.recv_bytes + chunk_ - 1) / chunk_ : 0;
+    combine_ = s.local != nullptr;
+    over_send_ = combine_ && s.recv == s.send && sends_ > 0 && recvs_ > 0;
+    if (fused && over_send_)
+      throw invalid_argument("internal: a fused receive-and-reduce cannot overwrite the buffer it sends");
+    if (!fused && combine_ && recvs_ > 0 && !landing_)
+      throw invalid_argument("internal: a combining step without a landing buffer");
+    s_posted_ = s_done_ = r_posted_ = r_done_ = 0;
+  }
+  bool done() const noexcept { return s_done_ == sends_ && r_done_ == recvs_; }
+  /// The peer this step waits for (a timeout's culprit).
+  int waiting_for() const noexcept { return r_done_ < recvs_ ? s_.recv_peer : s_.send_peer; }
 
-  auto slice = [&](std::size_t k, std::size_t total) {
-    const std::size_t off = k * chunk;
-    return std::pair<std::size_t, std::size_t>(off, std::min(chunk, total - off));
-  };
-  auto finish_send = [&] {
-    wait_in_phase(t, sreq[s_done % max_depth], c, ph);
-    ++s_done;
-  };
-  auto finish_recv = [&] {
-    const std::size_t k = r_done % max_depth;
-    wait_in_phase(t, rreq[k], c, ph);
-    if (over_send)
-      while (s_done <= r_done && s_done < s_posted) finish_send();
-    if constexpr (!fused) {
-      if (combine) {
-        auto [off, len] = slice(r_done, s.recv_bytes);
-        const std::byte* got = c.scratch + (r_done % depth) * chunk;
-        if (cc.red.received_first)
-          c.mem->reduce(c.mem->ctx, s.recv + off, got, s.local + off, len / esize, cc.red);
-        else
-          c.mem->reduce(c.mem->ctx, s.recv + off, s.local + off, got, len / esize, cc.red);
-      }
-    }
-    ++r_done;
-  };
-
-  while (s_posted < sends || r_posted < recvs) {
-    if (r_posted < recvs) {
-      if (r_posted - r_done == depth) finish_recv();
-      auto [off, len] = slice(r_posted, s.recv_bytes);
-      mutable_bytes dst{s.recv + off, len};
-      request& slot = rreq[r_posted % max_depth];
-      if (combine) {
+  /// Posts what the window allows, receives first. True when anything was posted.
+  bool post(Transport& t) {
+    bool moved = false;
+    while (r_posted_ < recvs_ && r_posted_ - r_done_ < depth_) {
+      const std::size_t off = r_posted_ * chunk_, len = std::min(chunk_, s_.recv_bytes - off);
+      request& slot = rreq_[r_posted_ % max_depth];
+      if (combine_) {
         if constexpr (fused)
-          slot = t.irecv_reduce(s.recv_peer, dst, const_bytes{s.local + off, len}, cc.red, tg);
+          slot = t.irecv_reduce(s_.recv_peer, mutable_bytes{s_.recv + off, len}, const_bytes{s_.local + off, len}, red_,
+                                tg_);
         else
-          slot = t.irecv(s.recv_peer, mutable_bytes{c.scratch + (r_posted % depth) * chunk, len}, tg);
+          slot = t.irecv(s_.recv_peer, mutable_bytes{landed(r_posted_), len}, tg_);
       } else {
-        slot = t.irecv(s.recv_peer, dst, tg);
+        slot = t.irecv(s_.recv_peer, mutable_bytes{s_.recv + off, len}, tg_);
       }
-      ++r_posted;
+      ++r_posted_;
+      moved = true;
     }
-    if (s_posted < sends) {
-      if (s_posted - s_done == depth) finish_send();
-      auto [off, len] = slice(s_posted, s.send_bytes);
-      sreq[s_posted % max_depth] = t.isend(s.send_peer, const_bytes{s.send + off, len}, tg);
-      ++s_posted;
+    while (s_posted_ < sends_ && s_posted_ - s_done_ < depth_) {
+      const std::size_t off = s_posted_ * chunk_, len = std::min(chunk_, s_.send_bytes - off);
+      sreq_[s_posted_ % max_depth] = t.isend(s_.send_peer, const_bytes{s_.send + off, len}, tg_);
+      ++s_posted_;
+      moved = true;
+    }
+    return moved;
+  }
+
+  /// Posts, then completes (with `test`) what has arrived, in order. True
+  /// when anything moved.
+  bool advance(Transport& t) {
+    bool moved = post(t);
+    while (s_done_ < s_posted_ && t.test(sreq_[s_done_ % max_depth])) {
+      ++s_done_;
+      moved = true;
+    }
+    while (r_done_ < r_posted_) {
+      if (over_send_ && s_done_ <= r_done_ && s_done_ < sends_) break;  // its slice is still being sent
+      if (!t.test(rreq_[r_done_ % max_depth])) break;
+      combine_received();
+      moved = true;
+    }
+    return moved;
+  }
+
+  /// Blocks (within the call's deadline) until the oldest unfinished chunk
+  /// completes: receive k before send k before receive k+1, so both windows
+  /// keep moving (the peers' windows wait on ours).
+  void wait_next(Transport& t, const phase_name& ph) {
+    if (r_done_ < r_posted_ && (s_done_ == s_posted_ || r_done_ <= s_done_)) {
+      wait_in_phase(t, rreq_[r_done_ % max_depth], *c_, ph);
+      if (over_send_)
+        while (s_done_ <= r_done_ && s_done_ < s_posted_) wait_in_phase(t, sreq_[s_done_++ % max_depth], *c_, ph);
+      combine_received();
+    } else if (s_done_ < s_posted_) {
+      wait_in_phase(t, sreq_[s_done_++ % max_depth], *c_, ph);
     }
   }
-  while (r_done < r_posted) finish_recv();
-  while (s_done < s_posted) finish_send();
+
+ private:
+  std::byte* landed(std::size_t k) const noexcept {
+    return landing_ + (mirrors_ ? k * chunk_ : (k % depth_) * chunk_);
+  }
+  // Receive r_done_ has arrived: combine it (without a fused reduce) and count it.
+  void combine_received() {
+    if constexpr (!fused) {
+      if (combine_) {
+        const std::size_t off = r_done_ * chunk_, len = std::min(chunk_, s_.recv_bytes - off);
+        const std::byte* got = landed(r_done_);
+        if (red_.received_first)
+          c_->mem->reduce(c_->mem->ctx, s_.recv + off, got, s_.local + off, len / esize_, red_);
+        else
+          c_->mem->reduce(c_->mem->ctx, s_.recv + off, s_.local + off, got, len / esize_, red_);
+      }
+    }
+    ++r_done_;
+  }
+
+  step_desc s_;
+  tag tg_ = 0;
+  std::byte* landing_ = nullptr;
+  bool mirrors_ = false;
+  const call_context* c_ = nullptr;
+  reduction red_{};
+  std::size_t esize_ = 1, chunk_ = 1, depth_ = 1, sends_ = 0, recvs_ = 0;
+  std::size_t s_posted_ = 0, s_done_ = 0, r_posted_ = 0, r_done_ = 0;
+  bool combine_ = false, over_send_ = false;
+  std::array<request, max_depth> sreq_, rreq_;
+};
+
+/// Runs one step to completion (chunks land in the call's scratch ring).
+/// Requests still in flight when an exception leaves are cancelled by their
+/// destructors, so no transfer outlives the call.
+template <class Transport>
+void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, const phase_name& ph) {
+  step_machine<Transport> m;
+  const std::size_t depth = std::min<std::size_t>(c.opts->pipeline_depth, step_machine<Transport>::max_depth);
+  if (!step_machine<Transport>::fused && s.local) {
+    const std::size_t esize = size_of(c.red.type);
+    if (c.scratch_bytes < depth * std::max<std::size_t>(esize, c.opts->chunk_bytes / esize * esize))
+      throw invalid_argument("internal: scratch too small for the pipeline");
+  }
+  m.start(s, tg, c.scratch, false, depth, c);
+  while (!m.done()) {
+    m.post(t);
+    m.wait_next(t, ph);
+  }
 }
 
 namespace detail {

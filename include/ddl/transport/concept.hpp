@@ -145,6 +145,11 @@ template <class T>
 struct has_stream_order<T, std::enable_if_t<T::stream_ordered>> : std::true_type {};
 
 template <class T, class = void>
+struct has_await_progress : std::false_type {};
+template <class T>
+struct has_await_progress<T, std::void_t<decltype(std::declval<T&>().await_progress())>> : std::true_type {};
+
+template <class T, class = void>
 struct has_abort : std::false_type {};
 template <class T>
 struct has_abort<T, std::void_t<decltype(std::declval<T&>().abort(std::declval<const std::string&>()))>>
@@ -177,6 +182,12 @@ inline constexpr bool has_peer_memory_v = detail::has_peer_memory<T>::value;
 /// message per slice; see `stream_ordered` above).
 template <class T>
 inline constexpr bool is_stream_ordered_v = detail::has_stream_order<T>::value;
+
+/// True when `T` can block until one of its requests may have moved
+/// (`await_progress`), so a caller driving many requests with `test` sleeps
+/// instead of polling.
+template <class T>
+inline constexpr bool has_await_progress_v = detail::has_await_progress<T>::value;
 
 /// True when `T` can tell its peers that this rank gave up (`abort`).
 template <class T>
