@@ -76,6 +76,35 @@ TEST_CASE("mpi: every strategy passes the matrix") {
   mpi_matrix(t, ddl::auto_strategy{}, 300007);
 }
 
+TEST_CASE("mpi: slices of a few eager messages are cut alike on both sides of every step") {
+  if (world_size() > 1) {  // what this MPI says by itself: the tests run on one node (one rank has no
+                           // shared-memory transport)
+    ddl::mpi_transport t(MPI_COMM_WORLD);
+    const int other = (t.rank() + 1) % t.size();
+#ifdef OPEN_MPI
+    CHECK(t.eager_bytes(other) > 0);  // btl_vader_eager_limit less its header
+    CHECK(t.eager_bytes(other) < 4096);
+#else
+    CHECK(t.eager_bytes(other) == 0);
+#endif
+  }
+  // An eager size of 200 B: slices of 201-800 B go as 2-4 pieces, with
+  // ragged blocks (odd counts) cutting sends and receives differently.
+  setenv("DDL_MPI_EAGER_BYTES", "200", 1);
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  unsetenv("DDL_MPI_EAGER_BYTES");
+  for (int p = 0; p < t.size(); ++p) CHECK(t.eager_bytes(p) == 200);
+  mpi_matrix(t, ddl::ring{}, 1031);
+  mpi_matrix(t, ddl::recursive_doubling{}, 1031);
+  mpi_matrix(t, ddl::halving_doubling{}, 1031);
+  mpi_matrix(t, box_for(t.size()), 1031);
+  mpi_matrix(t, box_for(t.size()).pipelined(2), 1031);
+  ddl::options depth1;  // one piece in flight at a time: receives are combined into what is sent only once sent
+  depth1.pipeline_depth = 1;
+  mpi_matrix(t, ddl::recursive_doubling{}, 1031, depth1);
+  mpi_matrix(t, ddl::auto_strategy{}, 1031, depth1);
+}
+
 TEST_CASE("mpi: a faked two-node layout is detected and renumbered node by node") {
   const int n = world_size(), r = world_rank();
   if (n < 2 || n % 2) return;  // needs two equal "nodes"

@@ -140,7 +140,7 @@ void run_pipelined(Transport& t, const std::vector<std::vector<pipeline_stage>>&
           local_finalize(c, s.dst, s.bytes, n);
         } else {
           std::byte* landing = c.work && s.d.recv ? c.work + (s.d.recv - base) : nullptr;
-          m[ku].start(s.d, c.base_tag + tag_offset::pipelined(static_cast<int>(at[ku])), landing, true, depth, c);
+          m[ku].start(t, s.d, c.base_tag + tag_offset::pipelined(static_cast<int>(at[ku])), landing, true, depth, c);
           running[ku] = 1;
           break;
         }

@@ -121,8 +121,14 @@ void wait_in_phase(Transport& t, typename Transport::request& r, const call_cont
 /// once. Without a fused receive-and-reduce, chunk k of a combining receive
 /// lands at `landing` (+ k's offset in the slice when `landing_mirrors`, else
 /// in a ring of `depth` chunk-sized slots) and is combined from there. The
-/// result may overwrite what is being sent (`recv == send`): chunk k is
-/// combined only after send k completed (sends and receives are sliced alike).
+/// result may overwrite what is being sent (`recv == send`): a chunk is
+/// combined only after the sends of its bytes completed.
+///
+/// Chunks are `options::chunk_bytes`; a slice of at most `eager_pieces`
+/// eager messages of the transport's `eager_bytes(peer)` (where it says) is
+/// cut into those instead, so they go without a handshake, all in flight at
+/// once. Each direction is cut by its own slice and peer, as its
+/// counterpart on the peer cuts it.
 template <class Transport>
 class step_machine {
  public:
@@ -131,8 +137,11 @@ class step_machine {
   static constexpr bool fused = has_fused_reduce_v<Transport>;
   static_assert(!is_stream_ordered_v<Transport> || fused, "ddl: a stream-ordered transport must offer irecv_reduce");
 
-  void start(const step_desc& s, tag tg, std::byte* landing, bool landing_mirrors, std::size_t depth,
-             const call_context& c) {
+  /// Slices of at most this many eager messages go as eager messages.
+  static constexpr std::size_t eager_pieces = 4;
+
+  void start(const Transport& t, const step_desc& s, tag tg, std::byte* landing, bool landing_mirrors,
+             std::size_t depth, const call_context& c) {
     s_ = s;
     tg_ = tg;
     landing_ = landing;
@@ -141,12 +150,11 @@ class step_machine {
     red_ = c.red;
     red_.received_first = s.received_first;
     esize_ = size_of(c.red.type);
-    // A stream-ordered transport gets each slice whole (one chunk).
-    chunk_ = is_stream_ordered_v<Transport> ? std::max({esize_, s.send_bytes, s.recv_bytes})
-                                            : std::max<std::size_t>(esize_, c.opts->chunk_bytes / esize_ * esize_);
+    schunk_ = chunk_of(t, s.send_peer, s.send_bytes, esize_, *c.opts);
+    rchunk_ = chunk_of(t, s.recv_peer, s.recv_bytes, esize_, *c.opts);
     depth_ = std::max<std::size_t>(1, std::min(depth, max_depth));
-    sends_ = s.send_peer >= 0 ? (s.send_bytes + chunk_ - 1) / chunk_ : 0;
-    recvs_ = s.recv_peer >= 0 ? (s.recv_bytes + chunk_ - 1) / chunk_ : 0;
+    sends_ = s.send_peer >= 0 ? (s.send_bytes + schunk_ - 1) / schunk_ : 0;
+    recvs_ = s.recv_peer >= 0 ? (s.recv_bytes + rchunk_ - 1) / rchunk_ : 0;
     combine_ = s.local != nullptr;
     over_send_ = combine_ && s.recv == s.send && sends_ > 0 && recvs_ > 0;
     if (fused && over_send_)
@@ -163,7 +171,7 @@ class step_machine {
   bool post(Transport& t) {
     bool moved = false;
     while (r_posted_ < recvs_ && r_posted_ - r_done_ < depth_) {
-      const std::size_t off = r_posted_ * chunk_, len = std::min(chunk_, s_.recv_bytes - off);
+      const std::size_t off = r_posted_ * rchunk_, len = std::min(rchunk_, s_.recv_bytes - off);
       request& slot = rreq_[r_posted_ % max_depth];
       if (combine_) {
         if constexpr (fused)
@@ -178,7 +186,7 @@ class step_machine {
       moved = true;
     }
     while (s_posted_ < sends_ && s_posted_ - s_done_ < depth_) {
-      const std::size_t off = s_posted_ * chunk_, len = std::min(chunk_, s_.send_bytes - off);
+      const std::size_t off = s_posted_ * schunk_, len = std::min(schunk_, s_.send_bytes - off);
       sreq_[s_posted_ % max_depth] = t.isend(s_.send_peer, const_bytes{s_.send + off, len}, tg_);
       ++s_posted_;
       moved = true;
@@ -195,7 +203,7 @@ class step_machine {
       moved = true;
     }
     while (r_done_ < r_posted_) {
-      if (over_send_ && s_done_ <= r_done_ && s_done_ < sends_) break;  // its slice is still being sent
+      if (over_send_ && !sent_through(r_done_)) break;  // its bytes are still being sent
       if (!t.test(rreq_[r_done_ % max_depth])) break;
       combine_received();
       moved = true;
@@ -210,7 +218,7 @@ class step_machine {
     if (r_done_ < r_posted_ && (s_done_ == s_posted_ || r_done_ <= s_done_)) {
       wait_in_phase(t, rreq_[r_done_ % max_depth], *c_, ph);
       if (over_send_)
-        while (s_done_ <= r_done_ && s_done_ < s_posted_) wait_in_phase(t, sreq_[s_done_++ % max_depth], *c_, ph);
+        while (!sent_through(r_done_) && s_done_ < s_posted_) wait_in_phase(t, sreq_[s_done_++ % max_depth], *c_, ph);
       combine_received();
     } else if (s_done_ < s_posted_) {
       wait_in_phase(t, sreq_[s_done_++ % max_depth], *c_, ph);
@@ -218,14 +226,37 @@ class step_machine {
   }
 
  private:
+  // The chunk size of one direction: a whole slice on a stream-ordered
+  // transport; eager pieces for a slice of a few; else `chunk_bytes`.
+  static std::size_t chunk_of(const Transport& t, int peer, std::size_t bytes, std::size_t esize, const options& o) {
+    if constexpr (is_stream_ordered_v<Transport>) {
+      (void)t, (void)peer, (void)o;
+      return std::max(esize, bytes);
+    } else {
+      std::size_t chunk = std::max(esize, o.chunk_bytes / esize * esize);
+      if constexpr (has_eager_bytes_v<Transport>) {
+        if (peer >= 0) {
+          const std::size_t e = t.eager_bytes(peer) / esize * esize;
+          if (e > 0 && e < chunk && bytes > e && bytes <= eager_pieces * e) chunk = e;
+        }
+      }
+      return chunk;
+    }
+  }
+  // Receive chunk k's bytes are no longer being sent (over_send_).
+  bool sent_through(std::size_t k) const noexcept {
+    if (s_done_ == sends_) return true;
+    const std::size_t end = std::min(std::min((k + 1) * rchunk_, s_.recv_bytes), s_.send_bytes);
+    return s_done_ * schunk_ >= end;
+  }
   std::byte* landed(std::size_t k) const noexcept {
-    return landing_ + (mirrors_ ? k * chunk_ : (k % depth_) * chunk_);
+    return landing_ + (mirrors_ ? k * rchunk_ : (k % depth_) * rchunk_);
   }
   // Receive r_done_ has arrived: combine it (without a fused reduce) and count it.
   void combine_received() {
     if constexpr (!fused) {
       if (combine_) {
-        const std::size_t off = r_done_ * chunk_, len = std::min(chunk_, s_.recv_bytes - off);
+        const std::size_t off = r_done_ * rchunk_, len = std::min(rchunk_, s_.recv_bytes - off);
         const std::byte* got = landed(r_done_);
         if (red_.received_first)
           c_->mem->reduce(c_->mem->ctx, s_.recv + off, got, s_.local + off, len / esize_, red_);
@@ -242,7 +273,7 @@ class step_machine {
   bool mirrors_ = false;
   const call_context* c_ = nullptr;
   reduction red_{};
-  std::size_t esize_ = 1, chunk_ = 1, depth_ = 1, sends_ = 0, recvs_ = 0;
+  std::size_t esize_ = 1, schunk_ = 1, rchunk_ = 1, depth_ = 1, sends_ = 0, recvs_ = 0;
   std::size_t s_posted_ = 0, s_done_ = 0, r_posted_ = 0, r_done_ = 0;
   bool combine_ = false, over_send_ = false;
   std::array<request, max_depth> sreq_, rreq_;
@@ -260,7 +291,7 @@ void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, c
     if (c.scratch_bytes < depth * std::max<std::size_t>(esize, c.opts->chunk_bytes / esize * esize))
       throw invalid_argument("internal: scratch too small for the pipeline");
   }
-  m.start(s, tg, c.scratch, false, depth, c);
+  m.start(t, s, tg, c.scratch, false, depth, c);
   while (!m.done()) {
     m.post(t);
     m.wait_next(t, ph);

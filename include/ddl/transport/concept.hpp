@@ -35,6 +35,11 @@
 ///     may have completed (threads: a peer's doorbell, at most 2 ms; the
 ///     simulator: its ranks are fibers in virtual time); transports without
 ///     it are polled with `test` and a back-off;
+///   - `std::size_t eager_bytes(int peer) const` — the largest payload a
+///     message to or from `peer` carries without a handshake (0: unknown);
+///     the step engine sends a slice of a few such sizes as several eager
+///     messages in flight at once (`step_machine`). Must be the same on
+///     both ranks of a pair: it decides how both cut their messages;
 ///   - `static constexpr bool device_memory` — may be handed CUDA memory;
 ///   - `static constexpr bool peer_memory` — ranks share an address space:
 ///     a buffer address a rank sends in a message is valid for reading on the
@@ -145,6 +150,13 @@ template <class T>
 struct has_stream_order<T, std::enable_if_t<T::stream_ordered>> : std::true_type {};
 
 template <class T, class = void>
+struct has_eager_bytes : std::false_type {};
+template <class T>
+struct has_eager_bytes<
+    T, std::enable_if_t<std::is_convertible_v<decltype(std::declval<const T&>().eager_bytes(0)), std::size_t>>>
+    : std::true_type {};
+
+template <class T, class = void>
 struct has_await_progress : std::false_type {};
 template <class T>
 struct has_await_progress<T, std::void_t<decltype(std::declval<T&>().await_progress())>> : std::true_type {};
@@ -182,6 +194,10 @@ inline constexpr bool has_peer_memory_v = detail::has_peer_memory<T>::value;
 /// message per slice; see `stream_ordered` above).
 template <class T>
 inline constexpr bool is_stream_ordered_v = detail::has_stream_order<T>::value;
+
+/// True when `T` says how large a message goes without a handshake (`eager_bytes`).
+template <class T>
+inline constexpr bool has_eager_bytes_v = detail::has_eager_bytes<T>::value;
 
 /// True when `T` can block until one of its requests may have moved
 /// (`await_progress`), so a caller driving many requests with `test` sleeps
