@@ -189,6 +189,7 @@ TEST_CASE("mpi: probing fills link costs") {
   ddl::mpi_cluster cluster(MPI_COMM_WORLD, o);
   if (world_size() > 1) {
     CHECK(cluster.report().find("probed") != std::string::npos);
+    CHECK(cluster.report().find("one step of all its ranks at once") != std::string::npos);
     for (std::size_t l = 0; l < cluster.topo().count(); ++l) {
       CHECK(cluster.topo()[l].bandwidth > 1e6);
       CHECK(cluster.topo()[l].latency > 0);

@@ -180,8 +180,11 @@ class mpi_cluster {
                              " has a different value than rank 0); set the same value on every rank");
   }
 
-  // Ping-pong between rank 0 and a partner at each level, with its figures
-  // checked (`mpi_prober::pingpong`, `sane`). Every wait has a deadline.
+  // The node level: one step of a collective as every rank of a node runs
+  // it at once (`mpi_prober::loaded_step`: 1 byte for the latency, 1 MiB
+  // for the bandwidth); between nodes, ping-pong between rank 0 and rank
+  // `ppn`. Rank 0's figures are checked (`sane`) and used everywhere. Every
+  // wait has a deadline.
   void probe() {
     auto& t = *transport_;
     const int ppn = layout_.node_sizes[0];
@@ -192,7 +195,14 @@ class mpi_cluster {
     std::string log;
     for (std::size_t k = 0; k < partners.size(); ++k) {
       const level& fallback = topology_[k];
-      detail::link_cost c = prober_.pingpong(0, partners[k], std::size_t{4} << 20, 4);
+      detail::link_cost c;
+      if (k == 0 && ppn > 1) {
+        const std::size_t big = std::size_t{1} << 20;
+        const double small = prober_.loaded_step(ppn, 1, 64), large = prober_.loaded_step(ppn, big, 4);
+        c = {small, large > small ? static_cast<double>(big) / (large - small) : 0.0};
+      } else {
+        c = prober_.pingpong(0, partners[k], std::size_t{4} << 20, 4);
+      }
       if (t.rank() == 0) {
         c = prober_.sane(c, {fallback.latency, fallback.bandwidth}, k == 0 && ppn > 1 ? "inside a node" : "between nodes", log);
         costs[2 * k] = c.latency;
@@ -204,7 +214,7 @@ class mpi_cluster {
       topology_[k].latency = costs[2 * k];
       topology_[k].bandwidth = costs[2 * k + 1];
     }
-    found_ += ", link costs probed" + log;
+    found_ += std::string(", link costs probed") + (ppn > 1 ? " (in a node: one step of all its ranks at once)" : "") + log;
   }
 
   void probe_hierarchy(const detect_options& o) {

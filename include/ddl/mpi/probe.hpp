@@ -180,6 +180,50 @@ class mpi_prober {
     return static_cast<double>(reps) * static_cast<double>(big) / std::max(dt - rtt, 1e-9);
   }
 
+  // The time of one step of a collective inside a node, as the collective
+  // runs it: every rank of every node exchanging `bytes` with a partner of
+  // its node at once, `reps` steps back to back, the partner changing each
+  // step as in recursive doubling (local rank xor 1, 2, 4, ...; one without
+  // a partner that step waits). A pair probed alone times the link; this
+  // times the step, with every rank of the node wanting a core
+  // (oversubscribed ranks wait for their partner to be scheduled once per
+  // step). The median of 5 batches of each rank, then the slowest rank's:
+  // a step ends when its last pair has. Collective over the transport's
+  // communicator; node-major ranks, `ppn` per node.
+  double loaded_step(int ppn, std::size_t bytes, int reps) {
+    auto& t = *t_;
+    const int local = t.rank() % ppn;
+    int masks = 0;
+    while ((2 << masks) <= ppn) ++masks;  // floor(log2(ppn))
+    auto partner = [&](int i) {
+      const int mate = local ^ (1 << (i % std::max(masks, 1)));
+      return mate < ppn ? t.rank() - local + mate : -1;
+    };
+    if (probe_buf_size_ < 2 * bytes) {
+      probe_buf_.reset(new std::byte[2 * bytes]());
+      probe_buf_size_ = 2 * bytes;
+    }
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    std::vector<double> batches;
+    for (int b = 0; b < 6; ++b) {
+      quiet_barrier();
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < reps; ++i) {
+        const int p = partner(i);
+        if (p < 0) continue;
+        auto r = t.irecv(p, {probe_buf_.get(), bytes}, 12);
+        auto s = t.isend(p, {probe_buf_.get() + bytes, bytes}, 12);
+        t.wait(r, limit);
+        t.wait(s, limit);
+      }
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (b > 0) batches.push_back(dt / reps);  // the first one warms up
+    }
+    double step = median(batches);
+    DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &step, 1, MPI_DOUBLE, MPI_MAX, t.comm()));
+    return step;
+  }
+
   // A barrier whose waiting ranks sleep (the transport's back-off) instead
   // of spinning in MPI: on oversubscribed cores, spinning bystanders would
   // steal the CPU the probing pair needs to drive its sockets.
