@@ -9,7 +9,8 @@
 /// launcher chose, and builds a topology:
 ///   - `DDL_TOPOLOGY` when set (checked identical on every rank first, so a
 ///     mismatch is the same `topology_error` everywhere, not a hang);
-///   - `DDL_TOPOLOGY=auto` (or `detect_options::hierarchy`): measured. The
+///   - `DDL_TOPOLOGY=auto` (or `detect_options::hierarchy`): measured. A
+///     node is priced by one collective step of all its ranks at once; the
 ///     node leaders probe pairwise, one pair at a time (latency from 1-byte
 ///     round trips; bandwidth from a one-way stream, and from streams both
 ///     ways at once, the exchange bandwidth: steps that exchange with one
@@ -181,7 +182,7 @@ class mpi_cluster {
   }
 
   // The node level: one step of a collective as every rank of a node runs
-  // it at once (`mpi_prober::loaded_step`: 1 byte for the latency, 1 MiB
+  // it at once (`mpi_prober::node_step_cost`: 1 byte for the latency, 1 MiB
   // for the bandwidth); between nodes, ping-pong between rank 0 and rank
   // `ppn`. Rank 0's figures are checked (`sane`) and used everywhere. Every
   // wait has a deadline.
@@ -196,13 +197,8 @@ class mpi_cluster {
     for (std::size_t k = 0; k < partners.size(); ++k) {
       const level& fallback = topology_[k];
       detail::link_cost c;
-      if (k == 0 && ppn > 1) {
-        const std::size_t big = std::size_t{1} << 20;
-        const double small = prober_.loaded_step(ppn, 1, 64), large = prober_.loaded_step(ppn, big, 4);
-        c = {small, large > small ? static_cast<double>(big) / (large - small) : 0.0};
-      } else {
-        c = prober_.pingpong(0, partners[k], std::size_t{4} << 20, 4);
-      }
+      if (k == 0 && ppn > 1) c = prober_.node_step_cost(ppn, std::size_t{1} << 20);
+      else c = prober_.pingpong(0, partners[k], std::size_t{4} << 20, 4);
       if (t.rank() == 0) {
         c = prober_.sane(c, {fallback.latency, fallback.bandwidth}, k == 0 && ppn > 1 ? "inside a node" : "between nodes", log);
         costs[2 * k] = c.latency;
@@ -225,10 +221,10 @@ class mpi_cluster {
     const int depth = static_cast<int>(options::from_env().pipeline_depth);
     std::string log;
     char line[200];
-    // Inside a node: rank 0 and 1.
+    // Inside a node: one step of all its ranks at once.
     detail::link_cost node{};
     if (ppn > 1) {
-      node = prober_.pingpong(0, 1, o.probe_bytes, 4);
+      node = prober_.node_step_cost(ppn, o.probe_bytes);
       if (t.rank() == 0) node = prober_.sane(node, {o.node_latency, o.node_bandwidth}, "inside a node", log);
       prober_.quiet_barrier();
       DDL_MPI_CHECK(MPI_Bcast(&node, 2, MPI_DOUBLE, 0, comm));

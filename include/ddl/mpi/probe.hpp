@@ -224,6 +224,14 @@ class mpi_prober {
     return step;
   }
 
+  // A node's link cost as its collectives see it: `loaded_step` of 1 byte
+  // (the latency) and of `big` bytes (the bandwidth, the 1-byte step less).
+  // Collective.
+  link_cost node_step_cost(int ppn, std::size_t big) {
+    const double small = loaded_step(ppn, 1, 64), large = loaded_step(ppn, big, 4);
+    return {small, large > small ? static_cast<double>(big) / (large - small) : 0.0};
+  }
+
   // A barrier whose waiting ranks sleep (the transport's back-off) instead
   // of spinning in MPI: on oversubscribed cores, spinning bystanders would
   // steal the CPU the probing pair needs to drive its sockets.
