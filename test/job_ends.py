@@ -3,7 +3,11 @@
 ends soon after, never hangs (issue 20: "a rank exits / is killed: ... the
 job ends").
 
-usage: job_ends.py LIMIT_S COMMAND...
+usage: job_ends.py LIMIT_S [--survivors-name N] COMMAND...
+
+With --survivors-name N, also requires N survivors' errors, each naming the
+dead rank as one that reported no timeout (a launcher that keeps the job
+running, so the survivors' own errors surface).
 
 The dying rank prints "ddl test: rank R dies (HOW) at T" (T: seconds since
 the epoch) just before it goes. Passes when that line is there, the job
@@ -21,6 +25,10 @@ import time
 def main():
     limit = float(sys.argv[1])
     cmd = sys.argv[2:]
+    must_name = 0
+    if cmd[:1] == ["--survivors-name"]:
+        must_name = int(cmd[1])
+        cmd = cmd[2:]
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
     except subprocess.TimeoutExpired as e:
@@ -48,6 +56,12 @@ def main():
     if took > limit:
         print(f"job_ends: FAILED: more than {limit} s")
         return 1
+    if must_name:
+        naming = [r for r, what in survivors if f"no timeout reported by rank {rank}" in what]
+        if len(naming) < must_name:
+            print(f"job_ends: FAILED: {len(naming)} survivor(s) named rank {rank}, {must_name} expected")
+            return 1
+        print(f"job_ends: {len(naming)} survivors named rank {rank}")
     print("job_ends: OK")
     return 0
 
