@@ -626,14 +626,16 @@ TEST_CASE("mpi kill: under a launcher that keeps the job running, every survivor
 }
 
 TEST_CASE("mpi kill: a rank that hangs cannot keep the job alive once the others failed (on_failure::abort)") {
-  // Run by test/job_ends.py only (DDL_TEST_DIE=hang). The last rank hangs
-  // (alive, never calling); the others time out, and their session's end
-  // is MPI_Abort instead of an MPI_Finalize that would wait for it.
+  // Run by test/job_ends.py only (DDL_TEST_DIE=hang or stop). The last rank
+  // hangs (alive, never calling) or stops itself (SIGSTOP); the others time
+  // out, and their session's end is MPI_Abort instead of an MPI_Finalize
+  // that would wait for it (the launcher's kill ends a stopped process too).
   const char* how = std::getenv("DDL_TEST_DIE");
   const int n = world_size(), r = world_rank();
-  if (!how || std::string(how) != "hang" || n < 3) return;
+  if (!how || (std::string(how) != "hang" && std::string(how) != "stop") || n < 3) return;
   ddl::mpi_transport t(MPI_COMM_WORLD);  // collective: before the last rank hangs
   if (r == n - 1) {
+    if (std::string(how) == "stop") std::raise(SIGSTOP);  // stopped: only SIGKILL (or SIGCONT) moves it
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return;
   }
