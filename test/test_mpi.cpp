@@ -559,25 +559,32 @@ TEST_CASE("mpi: without DDL_CHECK, a dtype, op or collective one rank disagrees 
   }
 }
 
-TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job") {
-  // Run by test/job_ends.py only (DDL_TEST_DIE=kill|exit), which checks the
-  // job ends within seconds and the output names the rank. Rank 2 dies at
-  // iteration 20 of a loop of 1 MiB all-reduces; survivors that see an
-  // error before the launcher ends the job print it and return.
-  const char* how = std::getenv("DDL_TEST_DIE");
+TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job, or every survivor names it") {
+  // Run by test/job_ends.py only (DDL_TEST_DIE=kill|exit|survive), which
+  // checks the job ends within seconds and the output names the rank. Rank
+  // 2 dies at iteration 20 of a loop of 1 MiB all-reduces; survivors that
+  // see an error before the launcher ends the job print it and return.
+  // `survive`: a SIGKILL under a launcher that keeps the job running (Open
+  // MPI's `mpirun --enable-recovery`): each survivor's call times out (2 s)
+  // and names rank 2 as the one that reported no timeout. Sends to the dead
+  // rank cannot be withdrawn: with DDL_MPI_STRANDED=release they are left to
+  // MPI (the peer that would read them is gone). The survivors then leave at
+  // once: MPI_Finalize would wait for the dead rank.
+  const char* env = std::getenv("DDL_TEST_DIE");
+  const std::string how = env ? env : "";
   const int n = world_size(), r = world_rank();
-  if (!how || n < 3 || (std::string(how) != "kill" && std::string(how) != "exit")) return;
+  if (n < 3 || (how != "kill" && how != "exit" && how != "survive")) return;
   ddl::mpi_transport t(MPI_COMM_WORLD);
   ddl::options o;
-  o.timeout = std::chrono::seconds(60);
+  o.timeout = std::chrono::seconds(how == "survive" ? 2 : 60);
   ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t, ddl::auto_strategy(), o);
   std::vector<float> g(std::size_t{1} << 18, 1.0f);
   for (int it = 0; it < 100000; ++it) {
     if (r == 2 && it == 20) {
-      std::printf("ddl test: rank 2 dies (%s) at %.3f\n", how,
+      std::printf("ddl test: rank 2 dies (%s) at %.3f\n", how.c_str(),
                   std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
       std::fflush(stdout);
-      if (std::string(how) == "kill") std::raise(SIGKILL);
+      if (how != "exit") std::raise(SIGKILL);
       std::_Exit(3);
     }
     try {
@@ -585,41 +592,8 @@ TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job") 
     } catch (const ddl::error& e) {
       std::printf("ddl test: rank %d got: %s\n", r, e.what());
       std::fflush(stdout);
+      if (how == "survive") std::_Exit(0);
       return;
-    }
-  }
-}
-
-TEST_CASE("mpi kill: under a launcher that keeps the job running, every survivor names the rank that died") {
-  // Run by test/job_ends.py only (DDL_TEST_DIE=survive, Open MPI's
-  // `mpirun --enable-recovery`, which leaves the job running when a rank
-  // dies). Rank 2 is killed at iteration 20 of a loop of 1 MiB all-reduces;
-  // each survivor's call times out (2 s) and names rank 2 as the one that
-  // reported no timeout. Sends to the dead rank cannot be withdrawn: with
-  // DDL_MPI_STRANDED=release they are left to MPI (the peer that would read
-  // them is gone). The survivors then leave at once: MPI_Finalize would wait
-  // for the dead rank.
-  const char* how = std::getenv("DDL_TEST_DIE");
-  const int n = world_size(), r = world_rank();
-  if (!how || std::string(how) != "survive" || n < 3) return;
-  ddl::mpi_transport t(MPI_COMM_WORLD);
-  ddl::options o;
-  o.timeout = std::chrono::seconds(2);
-  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t, ddl::auto_strategy(), o);
-  std::vector<float> g(std::size_t{1} << 18, 1.0f);
-  for (int it = 0; it < 100000; ++it) {
-    if (r == 2 && it == 20) {
-      std::printf("ddl test: rank 2 dies (kill, job kept running) at %.3f\n",
-                  std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-      std::fflush(stdout);
-      std::raise(SIGKILL);
-    }
-    try {
-      comm.all_reduce(ddl::host_view(g), ddl::op::max);
-    } catch (const ddl::error& e) {
-      std::printf("ddl test: rank %d got: %s\n", r, e.what());
-      std::fflush(stdout);
-      std::_Exit(0);
     }
   }
   FAIL("the loop ended without an error although rank 2 died");
