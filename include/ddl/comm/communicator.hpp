@@ -542,8 +542,7 @@ class communicator {
       (void)t;
       return 0;
     } else {
-      const std::size_t es = size_of(t);
-      return opts_.pipeline_depth * std::max(es, opts_.chunk_bytes / es * es);
+      return opts_.pipeline_depth * detail::chunk_size(size_of(t), opts_);
     }
   }
 

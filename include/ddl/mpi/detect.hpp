@@ -196,11 +196,11 @@ class mpi_cluster {
     std::string log;
     for (std::size_t k = 0; k < partners.size(); ++k) {
       const level& fallback = topology_[k];
-      detail::link_cost c;
-      if (k == 0 && ppn > 1) c = prober_.node_step_cost(ppn, std::size_t{1} << 20);
-      else c = prober_.pingpong(0, partners[k], std::size_t{4} << 20, 4);
+      const bool in_node = k == 0 && ppn > 1;
+      detail::link_cost c = in_node ? prober_.node_step_cost(ppn, std::size_t{1} << 20)
+                                    : prober_.pingpong(0, partners[k], std::size_t{4} << 20, 4);
       if (t.rank() == 0) {
-        c = prober_.sane(c, {fallback.latency, fallback.bandwidth}, k == 0 && ppn > 1 ? "inside a node" : "between nodes", log);
+        c = prober_.sane(c, {fallback.latency, fallback.bandwidth}, in_node ? "inside a node" : "between nodes", log);
         costs[2 * k] = c.latency;
         costs[2 * k + 1] = c.bandwidth;
       }

@@ -352,7 +352,8 @@ class mpi_transport {
   /// handshake (0: not known, or not worth cutting for). The step engine
   /// sends a slice of up to 4 of these as eager messages in flight at once
   /// rather than one message that waits for the receiver (Open MPI on one
-  /// node: 4 KiB-16 KiB all-reduces 1.3-2x faster). Peers on this rank's
+  /// node, 4-8 KiB all-reduces: `MPI_Allreduce` / ddl 0.6-1.1 -> 1.2-2.1,
+  /// bench/results/mpi-vs-openmpi-mpich-gloo.md). Peers on this rank's
   /// node get Open MPI's shared-memory eager limit less its header;
   /// `DDL_MPI_EAGER_BYTES` sets it for every peer (0 turns it off; it must
   /// be the same on every rank).

@@ -113,6 +113,15 @@ void wait_in_phase(Transport& t, typename Transport::request& r, const call_cont
   }
 }
 
+namespace detail {
+/// The pipeline's chunk for elements of `esize` bytes: `options::chunk_bytes`
+/// rounded down to whole elements, at least one. A call's scratch holds
+/// `pipeline_depth` of them (`run_step` lands chunks there).
+inline std::size_t chunk_size(std::size_t esize, const options& o) {
+  return std::max(esize, o.chunk_bytes / esize * esize);
+}
+}  // namespace detail
+
 /// One step as a state machine: the slices cut into chunks, up to `depth`
 /// chunks in flight each way. `post` starts what the window allows; `advance`
 /// (transports with `test`) completes what has arrived without blocking;
@@ -233,7 +242,7 @@ class step_machine {
       (void)t, (void)peer, (void)o;
       return std::max(esize, bytes);
     } else {
-      std::size_t chunk = std::max(esize, o.chunk_bytes / esize * esize);
+      std::size_t chunk = detail::chunk_size(esize, o);
       if constexpr (has_eager_bytes_v<Transport>) {
         if (peer >= 0) {
           const std::size_t e = t.eager_bytes(peer) / esize * esize;
@@ -286,11 +295,8 @@ template <class Transport>
 void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, const phase_name& ph) {
   step_machine<Transport> m;
   const std::size_t depth = std::min<std::size_t>(c.opts->pipeline_depth, step_machine<Transport>::max_depth);
-  if (!step_machine<Transport>::fused && s.local) {
-    const std::size_t esize = size_of(c.red.type);
-    if (c.scratch_bytes < depth * std::max<std::size_t>(esize, c.opts->chunk_bytes / esize * esize))
-      throw invalid_argument("internal: scratch too small for the pipeline");
-  }
+  if (!step_machine<Transport>::fused && s.local && c.scratch_bytes < depth * detail::chunk_size(size_of(c.red.type), *c.opts))
+    throw invalid_argument("internal: scratch too small for the pipeline");
   m.start(t, s, tg, c.scratch, false, depth, c);
   while (!m.done()) {
     m.post(t);
