@@ -618,3 +618,39 @@ TEST_CASE("async: one thread at a time drives the transport, through every hand-
   CHECK_MESSAGE(log.count() == 0, log.summary());
   CHECK(overlaps.load() == 0);
 }
+
+TEST_CASE("broadcast: priced on the strategy's topology (its slowest level), else the transport's defaults") {
+  using algo = ddl::broadcast_algorithm;
+  const std::size_t big = std::size_t(16) << 20;
+  // Two levels: 4 ranks per node at 1 us / 10 GB/s, 2 nodes at 50 us / 1 GB/s.
+  const ddl::topology two{ddl::level{4, 10e9, 1e-6}, ddl::level{2, 1e9, 50e-6}};
+  const auto slowest = ddl::broadcast_choice(big, two, 4);
+  CHECK(slowest.seconds == doctest::Approx(ddl::broadcast_choice(big, 8, 50e-6, 1e9, 4).seconds));
+  CHECK(slowest.algo == ddl::broadcast_choice(big, 8, 50e-6, 1e9, 4).algo);
+  // A level of one group moves nothing and sets no price.
+  const ddl::topology padded{ddl::level{8, 4e9, 8e-6}, ddl::level{1, 1e3, 1.0}};
+  CHECK(ddl::broadcast_choice(big, padded, 4).seconds ==
+        doctest::Approx(ddl::broadcast_choice(big, 8, 8e-6, 4e9, 4).seconds));
+  CHECK(ddl::broadcast_choice(big, ddl::topology::uniform(1, 1e9, 1e-6), 4).algo == algo::binomial);
+
+  ddl::local_fabric::run(8, [&](ddl::local_transport& t) {
+    // Hand-offs so dear that three whole rounds beat any pipeline: the tree.
+    const ddl::topology dear = ddl::topology::uniform(8, 1e12, 1e-2);
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> by_topology(t, ddl::auto_strategy(dear));
+    CHECK(by_topology.broadcast_plan_for(big).algo == algo::binomial);
+    CHECK(by_topology.broadcast_plan_for(big).seconds == doctest::Approx(ddl::broadcast_choice(big, dear, 4).seconds));
+    // Cheap hand-offs, slow links: the chain; and a strategy without a
+    // topology prices on the transport's default link costs.
+    const ddl::topology cheap = ddl::topology::uniform(8, 1e8, 1e-7);
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> pipelined(t, ddl::auto_strategy(cheap));
+    CHECK(pipelined.broadcast_plan_for(big).algo == algo::chain);
+    ddl::communicator<ddl::ring, ddl::local_transport> ring(t);
+    using L = ddl::default_link<ddl::local_transport>;
+    CHECK(ring.broadcast_plan_for(big).seconds ==
+          doctest::Approx(ddl::broadcast_choice(big, 8, L::latency, L::bandwidth, 4).seconds));
+    // Still a broadcast: every rank ends with rank 5's data.
+    std::vector<float> v(100003, static_cast<float>(t.rank()));
+    by_topology.broadcast(ddl::host_view(v), 5);
+    CHECK(std::count(v.begin(), v.end(), 5.0f) == static_cast<std::ptrdiff_t>(v.size()));
+  });
+}

@@ -472,3 +472,18 @@ TEST_CASE("sim: the pipelined multi-ring on real buffers (matrix) and auto choos
     CHECK(comm.explain(100000000).find("pipelined") != std::string::npos);
   });
 }
+
+TEST_CASE("sim: a broadcast is priced on the simulated network, whatever the strategy") {
+  const ddl::topology net = ddl::topology::parse("4:10GB/s:2us,2:100MB/s:200us");
+  ddl::sim_fabric f(net, {true});
+  const std::size_t big = std::size_t(16) << 20;
+  std::size_t wrong = 0;
+  f.run([&](ddl::sim_transport& t) {
+    ddl::communicator<ddl::ring, ddl::sim_transport> comm(t);
+    const ddl::broadcast_plan p = comm.broadcast_plan_for(big);
+    wrong += p.seconds != ddl::broadcast_choice(big, 8, 200e-6, 100e6, 4).seconds;
+    wrong += p.seconds == ddl::broadcast_choice(big, 8, ddl::default_link<ddl::sim_transport>::latency,
+                                                ddl::default_link<ddl::sim_transport>::bandwidth, 4).seconds;
+  });
+  CHECK(wrong == 0);
+}

@@ -115,9 +115,10 @@ template <class Transport>
 inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::topology& topo, const ddl::options& opts) {
   std::vector<impl> impls;
   // Broadcast is the communicator's own, whatever the strategy: the chosen
-  // algorithm, and with `--strategy all` each algorithm forced beside it.
+  // algorithm (priced on the run's topology, as under `auto`), and with
+  // `--strategy all` each algorithm forced beside it.
   if (s.coll == collective::broadcast) {
-    impls.push_back(make_impl("ddl:broadcast", t, ddl::ring{}, opts, s));
+    impls.push_back(make_impl("ddl:broadcast", t, ddl::auto_strategy(topo), opts, s));
     if (s.all_strategies) {
       const std::pair<const char*, ddl::broadcast_algorithm> forced[] = {
           {"ddl:bcast_binomial", ddl::broadcast_algorithm::binomial},
@@ -126,7 +127,7 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
       for (const auto& [label, algo] : forced) {
         ddl::options o = opts;
         o.broadcast = algo;
-        impls.push_back(make_impl(label, t, ddl::ring{}, o, s));
+        impls.push_back(make_impl(label, t, ddl::auto_strategy(topo), o, s));
       }
     }
     return impls;

@@ -196,8 +196,8 @@ class communicator {
 
   /// Every rank's `data` = `root`'s. Small messages take a binomial tree,
   /// large ones a pipelined chain or a scatter + all-gather, whichever the
-  /// link costs price cheaper (`ddl::broadcast_choice`; `options::broadcast`
-  /// or `DDL_BROADCAST` forces one).
+  /// link costs price cheaper (`ddl::broadcast_choice`, on `link_topology()`;
+  /// `options::broadcast` or `DDL_BROADCAST` forces one).
   /// \pre the same count and dtype on every rank; `0 <= root < size()`.
   void broadcast(buffer_view data, int root) {
     checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { check_broadcast(data, root); });
@@ -209,8 +209,20 @@ class communicator {
   }
   /// The plan `broadcast` follows for `bytes` (for `explain`-style output).
   broadcast_plan broadcast_plan_for(std::size_t bytes, dtype type = dtype::float32) const {
-    return broadcast_choice(bytes, size(), default_link<Transport>::latency, default_link<Transport>::bandwidth,
-                            size_of(type), opts_.broadcast);
+    return broadcast_choice(bytes, link_topology(), size_of(type), opts_.broadcast);
+  }
+  /// The levels and link costs collectives outside the strategy (broadcast)
+  /// are priced on: the strategy's (`auto_strategy`: `DDL_TOPOLOGY`,
+  /// `DDL_PROBE=1`, a cluster's probe), else the transport's (the
+  /// simulator), else one level of the transport's default link costs.
+  topology link_topology() const {
+    if constexpr (has_topo_v<Strategy>) {
+      return strategy_.topo();
+    } else if constexpr (has_topology_v<Transport>) {
+      return transport_->topology();
+    } else {
+      return topology::uniform(size(), default_link<Transport>::bandwidth, default_link<Transport>::latency);
+    }
   }
 
   /// Gives the communicator up on every rank (NCCL's `ncclCommAbort`): a

@@ -7,18 +7,12 @@
 /// default link costs.
 #include <cstddef>
 #include <string>
-#include <type_traits>
 
 #include "ddl/strategy/planner.hpp"
 
 namespace ddl {
 
 namespace detail {
-template <class T, class = void>
-struct knows_topology : std::false_type {};
-template <class T>
-struct knows_topology<T, std::void_t<decltype(std::declval<const T&>().topology())>> : std::true_type {};
-
 /// The direct strategies' state (their address tables), for strategies
 /// that run them on the planner's word.
 struct direct_pair {
@@ -111,7 +105,7 @@ class auto_strategy {
   template <class Transport>
   void validate(const Transport& t) {
     using L = default_link<Transport>;
-    if constexpr (detail::knows_topology<Transport>::value) {
+    if constexpr (has_topology_v<Transport>) {
       if (!given_) topology_ = t.topology();
     } else {
       if (!given_) topology_ = topology::from_env(t.size(), topology::uniform(t.size(), L::bandwidth, L::latency));

@@ -24,7 +24,11 @@
 ///     chain has k + n - 2: where a hand-off costs more than the model's a
 ///     (ranks sharing cores wait to be scheduled at each), it is the safer one.
 /// `DDL_BROADCAST` (or `options::broadcast`) forces one; `auto` takes the
-/// cheapest by these formulas.
+/// cheapest by these formulas, with a and B those of the topology's slowest
+/// level (a tree over several levels crosses each of them, and its pipeline
+/// runs at the pace of the slowest): the strategy's topology where it has
+/// one (`auto_strategy`: `DDL_TOPOLOGY`, `DDL_PROBE=1`, an `mpi_cluster`'s
+/// probe), else the transport's, else its default link costs.
 /// Barrier: dissemination, ceil(log2 n) rounds; in round j rank r signals
 /// r + 2^j and hears from r - 2^j, so after the last round every rank has
 /// heard, transitively, from every other.
@@ -35,6 +39,7 @@
 
 #include "ddl/core/config.hpp"
 #include "ddl/strategy/step.hpp"
+#include "ddl/topology/topology.hpp"
 
 namespace ddl {
 
@@ -94,6 +99,21 @@ inline broadcast_plan broadcast_choice(std::size_t bytes, int ranks, double late
   // The blocks must hold an element each, or the scatter sends nothing useful.
   if (elems >= static_cast<std::size_t>(ranks) && sag.seconds < best.seconds) best = sag;
   return best;
+}
+
+/// The same over `topo`'s ranks, priced at its slowest level: the largest
+/// latency and the least bandwidth of the levels that join more than one
+/// group (`level::bandwidth`, one flow per link).
+inline broadcast_plan broadcast_choice(std::size_t bytes, const topology& topo, std::size_t elem_size = 1,
+                                       broadcast_algorithm force = broadcast_algorithm::automatic) {
+  double latency = 0, bandwidth = 0;
+  for (std::size_t l = 0; l < topo.count(); ++l) {
+    if (topo[l].extent < 2) continue;
+    latency = std::max(latency, topo[l].latency);
+    bandwidth = bandwidth == 0 ? topo[l].bandwidth : std::min(bandwidth, topo[l].bandwidth);
+  }
+  if (bandwidth == 0) return broadcast_choice(bytes, topo.size(), 0, 1, elem_size, force);  // one rank: nothing moves
+  return broadcast_choice(bytes, topo.size(), latency, bandwidth, elem_size, force);
 }
 
 namespace detail {

@@ -22,6 +22,10 @@
 ///     `work` is `count` elements of scratch (it may be `in`: in place);
 ///   - `void all_gather(T&, const std::byte* own, std::byte* out, std::size_t count, const call_context&)`
 ///     — `out` (`count` elements) = every rank's block in rank order.
+/// Optional: `const ddl::topology& topo() const` — the levels and link costs
+/// the strategy prices its plans on (`auto_strategy`: `DDL_TOPOLOGY`, the
+/// probe's, or the transport's); the communicator prices broadcasts on them
+/// too (`has_topo_v`).
 /// `examples/custom_strategy.cpp` writes one.
 #include <cstddef>
 #include <type_traits>
@@ -91,7 +95,16 @@ struct has_all_gather<S, T,
                           std::declval<T&>(), std::declval<const std::byte*>(), std::declval<std::byte*>(),
                           std::size_t{}, std::declval<const call_context&>()))>> : std::true_type {};
 
+template <class S, class = void>
+struct has_topo : std::false_type {};
+template <class S>
+struct has_topo<S, std::void_t<decltype(std::declval<const S&>().topo())>> : std::true_type {};
+
 }  // namespace detail
+
+/// True when strategy `S` says which topology it prices its plans on (`topo()`).
+template <class S>
+inline constexpr bool has_topo_v = detail::has_topo<S>::value;
 
 /// True when `S` models the Strategy concept over transport `T`.
 template <class S, class T>

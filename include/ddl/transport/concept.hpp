@@ -62,6 +62,9 @@
 ///     it (one thread at a time)? See `progress_thread_allowed`;
 ///   - `default_bandwidth`, `default_latency` (static) — link costs the
 ///     planner assumes when nobody measured them (`default_link`);
+///   - `ddl::topology topology() const` — the group's levels and link costs,
+///     where the transport knows them (the simulator's network): `auto` and
+///     the broadcast price on them (`has_topology_v`);
 ///   - `ddl::memory_ops memory(const ddl::location&)` — the local copies and
 ///     reductions for buffers at that location (see `core/memory.hpp`).
 #include <chrono>
@@ -162,6 +165,10 @@ template <class T>
 struct has_await_progress<T, std::void_t<decltype(std::declval<T&>().await_progress())>> : std::true_type {};
 
 template <class T, class = void>
+struct has_topology : std::false_type {};
+template <class T>
+struct has_topology<T, std::void_t<decltype(std::declval<const T&>().topology())>> : std::true_type {};
+template <class T, class = void>
 struct has_abort : std::false_type {};
 template <class T>
 struct has_abort<T, std::void_t<decltype(std::declval<T&>().abort(std::declval<const std::string&>()))>>
@@ -204,6 +211,10 @@ inline constexpr bool has_eager_bytes_v = detail::has_eager_bytes<T>::value;
 /// instead of polling.
 template <class T>
 inline constexpr bool has_await_progress_v = detail::has_await_progress<T>::value;
+
+/// True when `T` knows its group's levels and link costs (`topology()`).
+template <class T>
+inline constexpr bool has_topology_v = detail::has_topology<T>::value;
 
 /// True when `T` can tell its peers that this rank gave up (`abort`).
 template <class T>
