@@ -130,12 +130,13 @@ TEST_CASE("mpi: a faked two-node layout is detected and renumbered node by node"
   CHECK(ok);
 }
 
-TEST_CASE("mpi: a node whose ranks outnumber its cores prices a step as a process switch, and so does the broadcast") {
+TEST_CASE("mpi: a node whose ranks outnumber its cores prices a step as a process switch on shared cores, and so does the broadcast") {
   const int n = world_size();
   if (std::getenv("DDL_TOPOLOGY") || std::getenv("DDL_PROBE")) return;  // the costs are the user's or measured
   ddl::detect_options o;
   o.node_latency = 2e-6;
   o.oversubscribed_latency = 7e-6;
+  o.node_bandwidth = 4e9;
   ddl::mpi_cluster cluster(MPI_COMM_WORLD, o);  // one node: every rank on this machine
   const bool crowded = cluster.report().find("steps priced as process switches") != std::string::npos;
   const int machine = static_cast<int>(std::thread::hardware_concurrency());
@@ -143,6 +144,9 @@ TEST_CASE("mpi: a node whose ranks outnumber its cores prices a step as a proces
   if (n == 1) CHECK(!crowded);
   REQUIRE(cluster.topo().count() == 1u);
   CHECK(cluster.topo()[0].latency == (crowded ? 7e-6 : 2e-6));
+  // Crowded, the ranks' copies share the cores: each gets at least 1/n of one.
+  if (crowded) CHECK((cluster.topo()[0].bandwidth < 4e9 && cluster.topo()[0].bandwidth >= 4e9 / n));
+  else CHECK(cluster.topo()[0].bandwidth == 4e9);
   ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(cluster.transport(), ddl::auto_strategy(cluster.topo()));
   const std::size_t bytes = std::size_t(1) << 20;
   CHECK(comm.broadcast_plan_for(bytes).seconds == doctest::Approx(ddl::broadcast_choice(bytes, cluster.topo(), 4).seconds));

@@ -79,7 +79,10 @@ struct detect_options {
   double node_bandwidth = 5e9, node_latency = 2e-6;        ///< inside a node (shared memory)
   /// A node's step latency when its ranks outnumber the cores they may run
   /// on: every hand-off then waits for the receiver to be scheduled (measured
-  /// ~20-35 us per step on the project's 2-core VM with 4-8 ranks).
+  /// ~20-35 us per step on the project's 2-core VM with 4-8 ranks). Its
+  /// bandwidth is then `node_bandwidth` x cores / ranks: the ranks' copies
+  /// share the cores (the probe measured 1.8-2.6 GB/s per step at 8 ranks on
+  /// 2 cores; this gives 1.25).
   double oversubscribed_latency = 20e-6;
   double network_bandwidth = 1.25e9, network_latency = 20e-6;  ///< between nodes
   /// Print what was found and any fallback on rank 0 (stderr).
@@ -170,11 +173,13 @@ class mpi_cluster {
     } else if (layout_.uniform) {
       const int ppn = layout_.node_sizes[0];
       // Ranks outnumbering the cores they may run on: a step costs a
-      // process switch, not a memory hop.
+      // process switch, not a memory hop, and the ranks' copies share the
+      // cores (each flow of a step where all move data gets cores / ranks).
       const int cores = detail::usable_cores(transport_->comm());
       const bool crowded = ppn > cores;
       const double node_latency = crowded ? std::max(o.node_latency, o.oversubscribed_latency) : o.node_latency;
-      if (ppn > 1 || layout_.nodes == 1) topology_.add(level{ppn, o.node_bandwidth, node_latency, 0});
+      const double node_bandwidth = crowded ? o.node_bandwidth * cores / ppn : o.node_bandwidth;
+      if (ppn > 1 || layout_.nodes == 1) topology_.add(level{ppn, node_bandwidth, node_latency, 0});
       if (layout_.nodes > 1) topology_.add(level{layout_.nodes, o.network_bandwidth, o.network_latency, 0});
       found_ = std::to_string(layout_.nodes) + " node(s) x " + std::to_string(ppn) + " rank(s)";
       if (crowded) found_ += " on " + std::to_string(cores) + " core(s): steps priced as process switches";
