@@ -311,10 +311,12 @@ TEST_CASE("without DDL_CHECK: a collective, dtype, op or count one rank disagree
   stamps_catch_mismatches<ddl::two_shot>(4);
   stamps_catch_mismatches<ddl::one_shot>(3);
   // Broadcast roots: rank 2 of 3 names root 1, which sends it nothing (root
-  // 0 sends to both): no rank awaits a message of the rank that disagrees,
-  // so no stamp is seen; rank 1 finishes with root 0's data (or times out),
-  // rank 0 finishes or times out on its send to rank 2 (taken only by a
-  // matching receive), and rank 2 ends at its deadline. Never a wrong result.
+  // 0 sends to both): no rank hears from the rank that disagrees while it
+  // waits on it, so no stamp is seen; rank 1 finishes with root 0's data (or
+  // times out), rank 0 finishes or times out on its send to rank 2 (taken
+  // only by a matching receive), and rank 2 ends at its deadline. Never a
+  // wrong result. (Where two ranks send to each other instead, the next
+  // test case: a mismatch_error.)
   ddl::options o;
   o.timeout = std::chrono::milliseconds(500);
   std::vector<int> outcome(3, 0);  // 1: root 0's data, -1: an error
@@ -331,6 +333,56 @@ TEST_CASE("without DDL_CHECK: a collective, dtype, op or count one rank disagree
   CHECK(outcome[0] != 0);
   CHECK(outcome[1] != 0);
   CHECK(outcome[2] == -1);
+}
+
+TEST_CASE("without DDL_CHECK: a broadcast whose halves name different roots is a mismatch_error on every rank at once") {
+  // Ranks 0-1 name root 0, ranks 2-3 root 2: each half sends down its own
+  // tree, and ranks 0 and 2 (1 and 3) send to each other, neither receiving:
+  // a waiting send that finds its peer's message of the same call under
+  // another stamp names the mismatch. Sends that complete at once (a few
+  // bytes, copied into the mailbox) cannot: each half then ends with its own
+  // root's data, never a mix (the last case).
+  ddl::options o;
+  o.timeout = std::chrono::seconds(20);
+  o.broadcast = ddl::broadcast_algorithm::binomial;
+  for (std::size_t count : {std::size_t(10), std::size_t(3000)}) {
+    CAPTURE(count);
+    std::vector<std::string> what(4);
+    const auto start = std::chrono::steady_clock::now();
+    ddl::local_fabric::run(4, [&](ddl::local_transport& t) {
+      ddl::communicator<ddl::ring, ddl::local_transport> comm(t, o);
+      std::vector<float> g(count, float(t.rank()));
+      try {
+        comm.broadcast(ddl::host_view(g), t.rank() < 2 ? 0 : 2);
+        what[static_cast<std::size_t>(t.rank())] = "returned";
+      } catch (const ddl::mismatch_error& e) {
+        what[static_cast<std::size_t>(t.rank())] = e.what();
+      } catch (const std::exception& e) {
+        what[static_cast<std::size_t>(t.rank())] = std::string("not a mismatch_error: ") + e.what();
+      }
+    });
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+    for (const std::string& w : what) {
+      CAPTURE(w);
+      CHECK(contains(w, "disagree on the count, the root or the strategy"));
+    }
+  }
+  std::vector<float> got(4, -1.0f);
+  ddl::local_fabric::run(4, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, o);
+    std::vector<float> g(2, float(t.rank()));
+    try {
+      comm.broadcast(ddl::host_view(g), t.rank() < 2 ? 0 : 2);
+      if (g[0] == g[1]) got[static_cast<std::size_t>(t.rank())] = g[0];
+    } catch (const ddl::error&) {
+      got[static_cast<std::size_t>(t.rank())] = -2.0f;  // an error is fine too
+    }
+  });
+  for (int r = 0; r < 4; ++r) {
+    CAPTURE(r);
+    const float g = got[static_cast<std::size_t>(r)];
+    CHECK((g == -2.0f || g == (r < 2 ? 0.0f : 2.0f)));
+  }
 }
 
 TEST_CASE("DDL_CHECK: an argument one rank rejects is every rank's error, and the next call works") {

@@ -581,6 +581,46 @@ TEST_CASE("mpi: without DDL_CHECK, a dtype, op or collective one rank disagrees 
   }
 }
 
+// Run by ctest mpi.roots.n4 only: where MPI cannot cancel the untaken sends
+// (Open MPI 4.1 and MPICH 4.0 here), they end the job (MPI_Abort, within a
+// second) with a message naming the mismatch; where it can, every rank gets
+// the error and the checks below run.
+TEST_CASE("mpi roots: a broadcast whose ranks name different roots is a mismatch_error at once, never a wrong result") {
+  // The lower half names root 0, the upper half root n/2: each half sends
+  // down its own binomial tree, and ranks 0 and n/2 send to each other with
+  // neither receiving. Messages past the eager size (40 KB) so the sends wait.
+  // Every rank still in the call gets the mismatch_error; one whose part of
+  // its own tree completed first may return, with its own root's data.
+  const int n = world_size(), me = world_rank();
+  if (n != 2 && n != 4 && n != 8) return;
+  ddl::mpi_transport t(MPI_COMM_WORLD);  // a fresh one: the group is given up after a mismatch
+  ddl::options o = ddl::options::from_env();
+  o.check_calls = false;
+  o.timeout = std::chrono::seconds(30);
+  o.broadcast = ddl::broadcast_algorithm::binomial;
+  ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
+  std::vector<float> v(10000, static_cast<float>(me));
+  std::string msg;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    const int root = me < n / 2 ? 0 : n / 2;
+    comm.broadcast(ddl::host_view(v), root);
+    const bool own = std::all_of(v.begin(), v.end(), [&](float x) { return x == static_cast<float>(root); });
+    msg = own ? "returned with its root's data" : "returned wrong data";
+  } catch (const ddl::mismatch_error& e) {
+    msg = e.what();
+  } catch (const ddl::error& e) {
+    msg = std::string("not a mismatch_error: ") + e.what();
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CAPTURE(msg);
+  const bool named = msg.find("disagree on the count, the root or the strategy") != std::string::npos;
+  CHECK((named || msg == "returned with its root's data"));
+  CHECK(all_sum(named ? 1 : 0) >= 1);
+  CHECK(took < 5.0);
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with this transport
+}
+
 TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job, or every survivor names it") {
   // Run by test/job_ends.py only (DDL_TEST_DIE=kill|exit|survive), which
   // checks the job ends within seconds and the output names the rank. Rank

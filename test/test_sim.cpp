@@ -2,6 +2,7 @@
 // model, real data against the in-process transport, and its failure modes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <utility>
@@ -486,4 +487,43 @@ TEST_CASE("sim: a broadcast is priced on the simulated network, whatever the str
                                                 ddl::default_link<ddl::sim_transport>::bandwidth, 4).seconds;
   });
   CHECK(wrong == 0);
+}
+
+TEST_CASE("sim: a broadcast whose ranks name different roots is a mismatch_error, tree or chain") {
+  // Each half sends down its own tree; at the deadlock a send is left
+  // untaken while its receiver waits on the same call under another stamp.
+  // Every rank still in the call gets the mismatch_error; one whose part of
+  // its own tree completed first returns with its own root's data.
+  using algo = ddl::broadcast_algorithm;
+  for (algo a : {algo::binomial, algo::chain, algo::scatter_allgather})
+    for (int n : {2, 4, 5}) {
+      CAPTURE(static_cast<int>(a));
+      CAPTURE(n);
+      ddl::sim_fabric f(ddl::topology::uniform(n, 1e9, 1e-6), {false});
+      std::vector<std::string> what(static_cast<std::size_t>(n));
+      f.run([&](ddl::sim_transport& t) {
+        ddl::options o;
+        o.broadcast = a;
+        ddl::communicator<ddl::ring, ddl::sim_transport> comm(t, o);
+        std::vector<float> v(100003, float(t.rank()));
+        try {
+          const int root = t.rank() < n / 2 ? 0 : n / 2;
+          comm.broadcast(ddl::host_view(v), root);
+          const bool own = std::all_of(v.begin(), v.end(), [&](float x) { return x == float(root); });
+          what[static_cast<std::size_t>(t.rank())] = own ? "returned with its root's data" : "returned wrong data";
+        } catch (const ddl::mismatch_error& e) {
+          what[static_cast<std::size_t>(t.rank())] = e.what();
+        } catch (const std::exception& e) {
+          what[static_cast<std::size_t>(t.rank())] = std::string("not a mismatch_error: ") + e.what();
+        }
+      });
+      int named = 0;
+      for (const std::string& w : what) {
+        CAPTURE(w);
+        const bool mismatch = w.find("disagree on the count, the root or the strategy") != std::string::npos;
+        named += mismatch;
+        CHECK((mismatch || w == "returned with its root's data"));
+      }
+      CHECK(named >= 1);
+    }
 }

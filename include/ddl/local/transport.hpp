@@ -132,6 +132,7 @@ class local_transport {
   inline bool progress();
   inline void refuse_if_aborted() const;
   inline bool complete(const request_fields& req) const;
+  inline void check_send_stamp(request_fields& req);
   inline void retire(request_fields& req) noexcept;
   inline void cancel(request_fields& req) noexcept;
 
@@ -476,6 +477,31 @@ inline bool local_transport::complete(const request_fields& req) const {
          local_fabric::s_done;
 }
 
+// A send still untaken while its peer has posted this rank a message of the
+// same call under another stamp (`transport/stamp.hpp`): the two called
+// different collectives, e.g. a broadcast with different roots, where each
+// sends down its own tree to a rank that does not receive from it. Only the
+// send's own peer is looked at, and the send is looked at again before the
+// throw: a peer already in the same-numbered call of another communicator
+// has finished this one, and so taken this send.
+inline void local_transport::check_send_stamp(request_fields& req) {
+  if (req.kind_ != request_fields::kind::send) return;
+  const tag mine = fabric_->channel_of(rank_, req.peer_)->slots[req.index_].t.load(std::memory_order_relaxed);
+  if (!detail::is_stamped(mine)) return;
+  const local_fabric::channel* in = fabric_->channel_of(req.peer_, rank_);
+  if (!in) return;
+  for (int i = 0; i < local_fabric::slots_per_channel; ++i) {
+    const std::uint64_t w = in->slots[i].state.load(std::memory_order_acquire);
+    if ((w & local_fabric::s_mask) != local_fabric::s_posted) continue;
+    const tag theirs = in->slots[i].t.load(std::memory_order_relaxed);
+    if (!detail::stamps_disagree(mine, theirs) || in->slots[i].state.load(std::memory_order_acquire) != w) continue;
+    if (complete(req)) return;  // taken after all
+    const int peer = req.peer_;
+    cancel(req);
+    throw mismatch_error(detail::stamp_mismatch(rank_, mine, peer, theirs));
+  }
+}
+
 inline void local_transport::retire(request_fields& req) noexcept {
   if (req.kind_ == request_fields::kind::recv) {
     auto& me = fabric_->ranks_[rank_];
@@ -525,6 +551,7 @@ inline bool local_transport::test(request& req) {
     retire(req);
     return true;
   }
+  check_send_stamp(req);
   if (DDL_UNLIKELY(fabric_->aborted())) {  // as `wait`: a broken group ends every pending request
     const int peer = req.peer_;
     cancel(req);
@@ -553,6 +580,7 @@ inline void local_transport::wait(request& req, deadline until) {
       retire(req);
       return;
     }
+    check_send_stamp(req);
     if (DDL_UNLIKELY(fabric_->aborted())) {
       const int peer = req.peer_;
       cancel(req);

@@ -55,14 +55,20 @@ namespace detail {
 /// goes on crashes later (or sends garbage). Unless `DDL_MPI_STRANDED=release`
 /// (hand the request to MPI and hope the buffer outlives it), the job ends
 /// here with `MPI_Abort`, saying why.
+inline std::string first_mpi_failure();
 inline void stranded_send(int rank, int peer) noexcept {
   const char* v = std::getenv("DDL_MPI_STRANDED");
   if (v && std::string(v) == "release") return;
+  std::string why;
+  try {
+    why = first_mpi_failure();
+  } catch (...) {
+  }
   std::fprintf(stderr,
-               "ddl: rank %d: a send to peer %d of its communicator could not be withdrawn after the call failed (the peer never "
-               "received it and MPI cannot cancel sends); MPI would keep reading the caller's buffer, so the job "
-               "ends now (MPI_Abort; DDL_MPI_STRANDED=release hands the send to MPI instead)\n",
-               rank, peer);
+               "ddl: rank %d: a send to peer %d of its communicator could not be withdrawn after the call failed%s%s%s (the "
+               "peer never received it and MPI cannot cancel sends); MPI would keep reading the caller's buffer, so the "
+               "job ends now (MPI_Abort; DDL_MPI_STRANDED=release hands the send to MPI instead)\n",
+               rank, peer, why.empty() ? "" : " (", why.c_str(), why.empty() ? "" : ")");
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 70);
 }
@@ -476,7 +482,8 @@ class mpi_transport {
     }
   }
   // While `req` waits (every 16th poll): a peer that gave up ends the wait
-  // (throws); a receive's peer in another call is a mismatch (`check_stamp`).
+  // (throws); the peer's message of this call under another stamp is a
+  // mismatch (`check_stamp`).
   void look_around(request& req) {
     if (broken()) {
       taint(broken_);
@@ -485,15 +492,18 @@ class mpi_transport {
       throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
                             std::to_string(peer) + ": " + broken_);
     }
-    if (!req.send_) check_stamp(req);
+    check_stamp(req);
   }
-  // While a receive waits: is the awaited peer's oldest unmatched message
+  // While a receive or a send waits: is the peer's oldest unmatched message
   // one of this call under another stamp (`transport/stamp.hpp`)? Then the
-  // ranks called different collectives; waiting cannot help. (A peer in the
-  // same-numbered call of another communicator sharing this transport has
-  // finished this one, and MPI matches a source's messages in order, so
-  // that is no false alarm. Any other rank's message could be: it may be in
-  // such a newer call while the awaited peer is late.)
+  // ranks called different collectives; waiting cannot help. A send waits
+  // so when the peer receives nothing from this rank in its call (a
+  // broadcast whose ranks name different roots, each sending down its own
+  // tree). (A peer in the same-numbered call of another communicator
+  // sharing this transport has finished this one: MPI matches a source's
+  // messages in order, so a receive found this call's message first, and a
+  // send was taken, which the test after the probe sees. Any other rank's
+  // message could be such a newer call while the awaited peer is late.)
   void check_stamp(request& req) {
     if (call_bits_ < 1 || !detail::is_stamped(req.tag_)) return;
     int flag = 0;
@@ -502,11 +512,15 @@ class mpi_transport {
     if (!flag) return;
     const tag found = unpack(st.MPI_TAG);
     if (!detail::stamps_disagree(unpack(mpi_tag(req.tag_)), found)) return;
-    taint("call mismatch with rank " + std::to_string(req.peer_));
-    const int peer = req.peer_;
-    const tag mine = req.tag_;
+    if (req.send_) {  // taken after all? (the probe progressed MPI)
+      int done = 0;
+      DDL_MPI_CHECK(MPI_Test(&req.r_, &done, MPI_STATUS_IGNORE));
+      if (done) return;
+    }
+    const std::string why = detail::stamp_mismatch(rank_, req.tag_, req.peer_, found);
+    taint(why);  // first, so a stranded send's message says why the call failed
     req.release();
-    throw mismatch_error("mpi_transport: " + detail::stamp_mismatch(rank_, mine, peer, found));
+    throw mismatch_error("mpi_transport: " + why);
   }
   // A wait ended unfinished (messages may still be in flight): the
   // communicators are not freed, and `mpi_session` learns of it.

@@ -20,7 +20,9 @@
 ///
 /// A transport that can look at a peer's unmatched messages (the in-process
 /// mailbox, MPI's `MPI_Iprobe`) calls `stamps_disagree(awaited, found)` while
-/// a receive waits and throws `mismatch_error(stamp_mismatch(...))`; the
+/// a receive from that peer waits, or a send to it (the peer, under another
+/// stamp, does not receive from this rank: a broadcast with different
+/// roots), and throws `mismatch_error(stamp_mismatch(...))`; the
 /// communicator then gives the group up, so every rank of the call ends with
 /// a `mismatch_error` naming the two ranks and the field.
 #include <cstdint>
