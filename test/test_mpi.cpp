@@ -39,6 +39,23 @@ int all_sum(int v) {
   return v;
 }
 
+// How a call expected to end in `mismatch_error` ended: that error's text,
+// "not a mismatch_error: ..." for another ddl error, or what `call` returned
+// (it says what it found); and the seconds it took.
+template <class F>
+std::pair<std::string, double> mismatch_outcome(F&& call) {
+  std::string msg;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    msg = call();
+  } catch (const ddl::mismatch_error& e) {
+    msg = e.what();
+  } catch (const ddl::error& e) {
+    msg = std::string("not a mismatch_error: ") + e.what();
+  }
+  return {msg, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+}
+
 template <class Strategy>
 void mpi_matrix(ddl::mpi_transport& t, const Strategy& s, std::size_t large = 65539, ddl::options o = {}) {
   failure_log log;
@@ -558,19 +575,15 @@ TEST_CASE("mpi: without DDL_CHECK, a dtype, op or collective one rank disagrees 
     const bool odd = me == n - 1;
     std::vector<float> g(static_cast<std::size_t>(n) * 60, 1.0f), mine(60, 1.0f);
     std::vector<std::int32_t> i(g.size(), 1);
-    std::string msg;
-    const auto start = std::chrono::steady_clock::now();
-    try {
+    const auto outcome = mismatch_outcome([&] {
       if (!odd) comm.all_reduce(ddl::host_view(g), ddl::op::sum);
       else if (variant == 0) comm.all_reduce(ddl::host_view(i), ddl::op::sum);
       else if (variant == 1) comm.all_reduce(ddl::host_view(g), ddl::op::max);
       else comm.all_gather(ddl::host_view(std::as_const(mine)), ddl::host_view(g));
-    } catch (const ddl::mismatch_error& e) {
-      msg = e.what();
-    } catch (const ddl::error& e) {
-      msg = std::string("not a mismatch_error: ") + e.what();
-    }
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return std::string("returned");
+    });
+    const std::string& msg = outcome.first;
+    const double took = outcome.second;
     CAPTURE(msg);
     const char* field = variant == 0 ? "ranks disagree on the dtype" : variant == 1 ? "ranks disagree on the op"
                                                                                    : "ranks disagree on the collective";
@@ -600,19 +613,14 @@ TEST_CASE("mpi roots: a broadcast whose ranks name different roots is a mismatch
   o.broadcast = ddl::broadcast_algorithm::binomial;
   ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
   std::vector<float> v(10000, static_cast<float>(me));
-  std::string msg;
-  const auto start = std::chrono::steady_clock::now();
-  try {
+  const auto outcome = mismatch_outcome([&] {
     const int root = me < n / 2 ? 0 : n / 2;
     comm.broadcast(ddl::host_view(v), root);
     const bool own = std::all_of(v.begin(), v.end(), [&](float x) { return x == static_cast<float>(root); });
-    msg = own ? "returned with its root's data" : "returned wrong data";
-  } catch (const ddl::mismatch_error& e) {
-    msg = e.what();
-  } catch (const ddl::error& e) {
-    msg = std::string("not a mismatch_error: ") + e.what();
-  }
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::string(own ? "returned with its root's data" : "returned wrong data");
+  });
+  const std::string& msg = outcome.first;
+  const double took = outcome.second;
   CAPTURE(msg);
   const bool named = msg.find("disagree on the count, the root or the strategy") != std::string::npos;
   CHECK((named || msg == "returned with its root's data"));
