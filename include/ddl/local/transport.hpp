@@ -138,6 +138,7 @@ class local_transport {
 
   local_fabric* fabric_ = nullptr;
   int rank_ = -1;
+  unsigned send_polls_ = 0;  // `check_send_stamp` looks every 16th poll of a waiting send
 };
 
 /// The shared state of `size` in-process ranks: mailboxes, receive tables
@@ -483,9 +484,10 @@ inline bool local_transport::complete(const request_fields& req) const {
 // sends down its own tree to a rank that does not receive from it. Only the
 // send's own peer is looked at, and the send is looked at again before the
 // throw: a peer already in the same-numbered call of another communicator
-// has finished this one, and so taken this send.
+// has finished this one, and so taken this send. Every 16th poll of a
+// waiting send, as MPI's `look_around`, so the scan stays off the hot path.
 inline void local_transport::check_send_stamp(request_fields& req) {
-  if (req.kind_ != request_fields::kind::send) return;
+  if (req.kind_ != request_fields::kind::send || ++send_polls_ % 16 != 0) return;
   const tag mine = fabric_->channel_of(rank_, req.peer_)->slots[req.index_].t.load(std::memory_order_relaxed);
   if (!detail::is_stamped(mine)) return;
   const local_fabric::channel* in = fabric_->channel_of(req.peer_, rank_);

@@ -324,39 +324,30 @@ class sim_fabric {
     mismatch_why_.clear();
   }
 
-  // At a deadlock: a receive left unmatched while its peer's send of the
-  // same call waits under another stamp (`transport/stamp.hpp`), or a send
-  // left unmatched while its receiver waits on anything of the same call
-  // under another stamp (a broadcast whose ranks name different roots:
-  // each sends down its own tree), means the two ranks called different
-  // collectives; its text, or "". (Had the receiver gone on to the
-  // same-numbered call of another communicator, it would have finished
-  // this one and taken the send.)
+  // At a deadlock: a send left unmatched while its receiver waits on
+  // anything of the same call under another stamp (`transport/stamp.hpp`)
+  // -- a receive from that sender, or a send of its own (a broadcast whose
+  // ranks name different roots: each sends down its own tree) -- means the
+  // two ranks called different collectives; its text, or "". (Had the
+  // receiver gone on to the same-numbered call of another communicator, it
+  // would have finished this one and taken the send.)
   std::string find_stamp_disagreement() const {
-    std::unordered_map<std::uint64_t, std::vector<tag>> sent;  // pair -> tags of unmatched sends
-    for (const auto& [k, q] : match_)
-      if (!q.sends.empty() && detail::is_stamped(k.tg)) sent[k.pair].push_back(k.tg);
-    for (const auto& [k, q] : match_) {
-      if (q.recvs.empty()) continue;
-      const auto it = sent.find(k.pair);
-      if (it == sent.end()) continue;
-      for (tag t : it->second)
-        if (detail::stamps_disagree(k.tg, t))
-          return detail::stamp_mismatch(static_cast<int>(k.pair & 0xffffffffu), k.tg, static_cast<int>(k.pair >> 32), t);
-    }
-    std::unordered_map<int, std::vector<tag>> waiting;  // rank -> tags of its unmatched sends and receives
+    std::vector<std::pair<std::uint64_t, tag>> sent;     // (pair, tag) of unmatched sends
+    std::unordered_map<int, std::vector<tag>> waiting;   // rank -> tags of its unmatched sends and receives
     for (const auto& [k, q] : match_) {
       if (!detail::is_stamped(k.tg)) continue;
-      if (!q.sends.empty()) waiting[static_cast<int>(k.pair >> 32)].push_back(k.tg);
+      if (!q.sends.empty()) {
+        sent.emplace_back(k.pair, k.tg);
+        waiting[static_cast<int>(k.pair >> 32)].push_back(k.tg);
+      }
       if (!q.recvs.empty()) waiting[static_cast<int>(k.pair & 0xffffffffu)].push_back(k.tg);
     }
-    for (const auto& [pair, tags] : sent) {
+    for (const auto& [pair, theirs] : sent) {
       const int from = static_cast<int>(pair >> 32), to = static_cast<int>(pair & 0xffffffffu);
       const auto it = waiting.find(to);
       if (it == waiting.end()) continue;
-      for (tag theirs : tags)
-        for (tag mine : it->second)
-          if (detail::stamps_disagree(mine, theirs)) return detail::stamp_mismatch(to, mine, from, theirs);
+      for (tag mine : it->second)
+        if (detail::stamps_disagree(mine, theirs)) return detail::stamp_mismatch(to, mine, from, theirs);
     }
     return {};
   }
