@@ -6,7 +6,8 @@ job ends").
 usage: job_ends.py LIMIT_S [--survivors-name N] COMMAND...
 
 With --survivors-name N, also requires N survivors' errors, each naming the
-dead rank as one that reported no timeout (a launcher that keeps the job
+dead rank as exited ("rank R (pid P on HOST) has exited", seen from its
+process) or as one that reported no timeout (a launcher that keeps the job
 running, so the survivors' own errors surface).
 
 The dying rank prints "ddl test: rank R dies (HOW) at T" (T: seconds since
@@ -57,7 +58,9 @@ def main():
         print(f"job_ends: FAILED: more than {limit} s")
         return 1
     if must_name:
-        naming = [r for r, what in survivors if f"no timeout reported by rank {rank}" in what]
+        naming = [r for r, what in survivors
+                  if f"no timeout reported by rank {rank}" in what
+                  or re.search(rf"rank {rank} \(pid \d+ on [^)]*\) has exited", what)]
         if len(naming) < must_name:
             print(f"job_ends: FAILED: {len(naming)} survivor(s) named rank {rank}, {must_name} expected")
             return 1

@@ -536,3 +536,54 @@ TEST_CASE_TEMPLATE("results are bit-identical on every rank and across runs (non
     }
   }
 }
+
+#if defined(__linux__)
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ddl/transport/process.hpp"
+
+TEST_CASE("process watch: a child is running, stopped, then gone; a reused pid or another machine is not taken for it") {
+  // What the MPI transport uses to learn that an awaited peer's process
+  // exited: a real child process, stopped and killed by signals.
+  using ddl::detail::process_state;
+  const ddl::detail::process_id me = ddl::detail::this_process();
+  REQUIRE(me.machine != 0);
+  CHECK(ddl::detail::state_of(me, me.machine) == process_state::running);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    for (;;) ::pause();  // only signals end it
+  }
+  ddl::detail::process_id c;
+  c.pid = child;
+  c.machine = me.machine;
+  char state = 0;
+  REQUIRE(ddl::detail::read_stat(child, state, c.start));
+  CHECK(ddl::detail::state_of(c, me.machine) == process_state::running);
+  CHECK(ddl::detail::state_of(c, me.machine + 1) == process_state::unknown);  // another machine: not looked at
+  ddl::detail::process_id reused = c;
+  reused.start += 1;  // the same pid under another start time: a later process
+  CHECK(ddl::detail::state_of(reused, me.machine) == process_state::gone);
+
+  int status = 0;
+  ::kill(child, SIGSTOP);
+  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);
+  CHECK(WIFSTOPPED(status));
+  CHECK(ddl::detail::state_of(c, me.machine) == process_state::stopped);
+  ::kill(child, SIGCONT);
+  REQUIRE(::waitpid(child, &status, WCONTINUED) == child);
+  CHECK(ddl::detail::state_of(c, me.machine) == process_state::running);
+
+  ::kill(child, SIGKILL);
+  // Dead but not reaped (a zombie): already gone.
+  for (int i = 0; i < 1000 && ddl::detail::state_of(c, me.machine) != process_state::gone; ++i)
+    std::this_thread::sleep_for(1ms);
+  CHECK(ddl::detail::state_of(c, me.machine) == process_state::gone);
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(ddl::detail::state_of(c, me.machine) == process_state::gone);  // reaped: no /proc entry
+  CHECK(std::string(ddl::detail::name_of(process_state::gone)) == "exited");
+}
+#endif

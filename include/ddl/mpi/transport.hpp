@@ -29,6 +29,7 @@
 #include "ddl/core/config.hpp"
 #include "ddl/core/error.hpp"
 #include "ddl/detail/event.hpp"
+#include "ddl/transport/process.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
 
@@ -274,6 +275,7 @@ class mpi_transport {
     call_bits_ = bits - 1 - detail::stamp_bits - 8;  // < 1: stamps do not fit (MPI_TAG_UB below 2^25)
     reported_.assign(static_cast<std::size_t>(size_), -1e300);
     find_eager_peers();
+    find_processes();
     post_notice_receive();
   }
   ~mpi_transport() {
@@ -482,8 +484,9 @@ class mpi_transport {
     }
   }
   // While `req` waits (every 16th poll): a peer that gave up ends the wait
-  // (throws); the peer's message of this call under another stamp is a
-  // mismatch (`check_stamp`).
+  // (throws); so does an awaited peer on this machine whose process has
+  // exited (`check_alive`); the peer's message of this call under another
+  // stamp is a mismatch (`check_stamp`).
   void look_around(request& req) {
     if (broken()) {
       taint(broken_);
@@ -492,7 +495,41 @@ class mpi_transport {
       throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
                             std::to_string(peer) + ": " + broken_);
     }
+    check_alive(req);
     check_stamp(req);
+  }
+  // Every 0.1 s of a wait on a peer of this machine: has its process exited?
+  // Seen gone twice 0.1 s apart with the request still open (a message it
+  // sent before exiting has had time to arrive), the wait ends with
+  // `transport_error` naming it; the communicator then gives the group up,
+  // so ranks of other machines learn it from this one. Only the awaited
+  // peer counts: another rank may have finished its calls and left.
+  void check_alive(request& req) {
+    const auto peer = static_cast<std::size_t>(req.peer_);
+    if (peer >= procs_.size() || procs_[peer].machine != machine_ || machine_ == 0) return;
+    const double now = detail::steady_seconds();
+    if (now < next_look_) return;
+    next_look_ = now + 0.1;
+    if (detail::state_of(procs_[peer], machine_) != detail::process_state::gone) {
+      gone_since_ = -1;
+      return;
+    }
+    if (gone_since_ < 0 || gone_peer_ != req.peer_) {
+      gone_since_ = now;
+      gone_peer_ = req.peer_;
+      return;
+    }
+    if (now - gone_since_ < 0.09) return;
+    char host[MPI_MAX_PROCESSOR_NAME] = {};
+    int len = 0;
+    MPI_Get_processor_name(host, &len);
+    const std::string why = "rank " + std::to_string(req.peer_) + " (pid " + std::to_string(procs_[peer].pid) + " on " +
+                            std::string(host, static_cast<std::size_t>(std::max(len, 0))) + ") has exited";
+    const bool send = req.send_;
+    taint(why);
+    req.release();
+    throw transport_error("mpi_transport: rank " + std::to_string(rank_) + ": " + why + " while this rank waited to " +
+                          (send ? "send to it" : "receive from it"));
   }
   // While a receive or a send waits: is the peer's oldest unmatched message
   // one of this call under another stamp (`transport/stamp.hpp`)? Then the
@@ -590,7 +627,25 @@ class mpi_transport {
     MPI_Comm_free(&node);
   }
 
+  // Every rank's process (`transport/process.hpp`), so a wait on a peer of this
+  // machine can tell that it exited. Collective over comm_. A peer whose
+  // process cannot be looked at from here (another machine or container, a
+  // /proc that hides it) is not watched.
+  void find_processes() {
+    const detail::process_id me = detail::this_process();
+    procs_.assign(static_cast<std::size_t>(size_), detail::process_id{});
+    DDL_MPI_CHECK(MPI_Allgather(&me, sizeof me, MPI_BYTE, procs_.data(), sizeof me, MPI_BYTE, comm_));
+    machine_ = me.machine;
+    for (auto& p : procs_)
+      if (p.machine == machine_ && detail::state_of(p, machine_) == detail::process_state::gone) p.machine = 0;
+  }
+
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::vector<detail::process_id> procs_;  // per rank: its process
+  std::uint64_t machine_ = 0;              // this process's machine (`detail::process_id`)
+  double next_look_ = 0;                   // when `check_alive` looks again (steady seconds)
+  double gone_since_ = -1;                 // when the awaited peer was first seen gone
+  int gone_peer_ = -1;
   std::vector<char> on_node_;  // per rank: on this rank's node
   std::size_t eager_ = 0;      // eager payload between ranks of one node (bytes)
   int rank_ = 0, size_ = 1, tag_ub_ = 32767;
