@@ -16,9 +16,11 @@
 #include <thrust/mismatch.h>
 #include <thrust/tabulate.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <ddl/cuda.hpp>
@@ -273,6 +275,59 @@ TEST_CASE("cuda: misuse is an error naming the problem") {
                          doctest::Contains("use local_transport for host memory"), ddl::invalid_argument);
   });
   CHECK_THROWS_AS(ddl::cuda_peer_fabric(2, {0, 99}), ddl::invalid_argument);
+}
+
+TEST_CASE("cuda: a dtype, op or collective one rank disagrees on is a mismatch_error on every rank at once (call stamps)") {
+  // As the host transports (test_errors.cpp): the last rank disagrees; its
+  // messages carry another stamp, so no transfer combines them, and every
+  // rank's call ends with the mismatch named, long before the deadline.
+  for (int n : {2, 3, 4}) {
+    CAPTURE(n);
+    const int odd = n - 1;
+    for (const char* field : {"dtype", "op", "collective"}) {
+      CAPTURE(field);
+      std::vector<std::string> what(static_cast<std::size_t>(n));
+      ddl::options o;
+      o.timeout = std::chrono::seconds(30);
+      const auto start = std::chrono::steady_clock::now();
+      ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
+      fab.run([&](ddl::cuda_peer_transport& t) {
+        ddl::communicator<ddl::ring, ddl::cuda_peer_transport> comm(t, o);
+        const std::size_t count = static_cast<std::size_t>(n) * 500;
+        dvec<float> f(count, 1.0f);
+        dvec<std::int32_t> i(count, 1);
+        const int r = t.rank();
+        try {
+          if (std::string(field) == "dtype" && r == odd)
+            comm.all_reduce(ddl::device_view(raw(i), count, 0, t.stream()), ddl::op::sum);
+          else if (std::string(field) == "op")
+            comm.all_reduce(ddl::device_view(raw(f), count, 0, t.stream()), r == odd ? ddl::op::max : ddl::op::sum);
+          else if (std::string(field) == "collective" && r == odd)
+            comm.all_gather(ddl::device_view(static_cast<const float*>(raw(f)), 500, 0, t.stream()),
+                            ddl::device_view(raw(f), count, 0, t.stream()));
+          else
+            comm.all_reduce(ddl::device_view(raw(f), count, 0, t.stream()), ddl::op::sum);
+          DDL_CUDA_CHECK(cudaStreamSynchronize(t.stream()));
+          what[static_cast<std::size_t>(r)] = "returned normally";
+        } catch (const ddl::mismatch_error& e) {
+          what[static_cast<std::size_t>(r)] = e.what();
+        } catch (const std::exception& e) {
+          what[static_cast<std::size_t>(r)] = std::string("not a mismatch_error: ") + e.what();
+        }
+        (void)cudaStreamSynchronize(t.stream());
+      });
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      CHECK(took < 10.0);  // at once, not at the 30 s deadline
+      for (int r = 0; r < n; ++r) {
+        const std::string& m = what[static_cast<std::size_t>(r)];
+        CAPTURE(r);
+        CAPTURE(m);
+        CHECK(m.find("call mismatch: ") != std::string::npos);
+        CHECK(m.find(std::string("ranks disagree on the ") + field) != std::string::npos);
+        CHECK(m.find("rank " + std::to_string(odd)) != std::string::npos);
+      }
+    }
+  }
 }
 
 int main(int argc, char** argv) {

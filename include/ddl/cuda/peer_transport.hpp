@@ -109,6 +109,7 @@ class cuda_peer_transport {
  private:
   friend class cuda_peer_fabric;
   inline bool try_match();
+  inline void check_stamp(request& req);
   inline void enqueue(message& r, message& s);
   cuda_peer_fabric* fab_ = nullptr;
   int rank_ = 0;
@@ -117,6 +118,7 @@ class cuda_peer_transport {
   std::deque<std::shared_ptr<message>> pending_recvs_;
   std::byte* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  unsigned recv_polls_ = 0;  // `check_stamp` looks every 16th poll of an unmatched receive
 };
 
 /// The ranks, their devices, and the mailboxes between them.
@@ -307,6 +309,32 @@ inline bool cuda_peer_transport::try_match() {
   return any;
 }
 
+// An unmatched receive whose peer has posted this rank a message of the
+// same call under another stamp (`transport/stamp.hpp`): the ranks called
+// different collectives (or dtypes, ops, counts); waiting cannot help. The
+// receive is withdrawn and `mismatch_error` names both ranks and the field;
+// the communicator then gives the group up, so every rank's call ends with
+// it. Only the awaited peer's queue is looked at, as on the other
+// transports: another rank's message may belong to a later call.
+inline void cuda_peer_transport::check_stamp(request& req) {
+  const message& m = *req.msg_;
+  if (!detail::is_stamped(m.tg)) return;
+  tag other = 0;
+  {
+    std::lock_guard<std::mutex> lk(fab_->mu_);
+    for (const auto& s : fab_->sends(m.peer, rank_))
+      if (detail::stamps_disagree(m.tg, s->tg)) {
+        other = s->tg;
+        break;
+      }
+  }
+  if (other == 0) return;
+  const int peer = m.peer;
+  const tag mine = m.tg;
+  req.release();
+  throw mismatch_error("cuda_peer_transport: " + detail::stamp_mismatch(rank_, mine, peer, other));
+}
+
 inline void cuda_peer_transport::enqueue(message& r, message& s) {
   if (s.bytes != r.bytes) {
     r.error = s.error = detail::size_mismatch("cuda_peer_transport", s.src_rank, s.bytes, rank_, r.bytes, r.tg);
@@ -349,7 +377,10 @@ inline bool cuda_peer_transport::test(request& req) {
   message& m = *req.msg_;
   if (m.recv) {
     if (!m.matched) try_match();
-    if (!m.matched) return false;
+    if (!m.matched) {
+      if (++recv_polls_ % 16 == 0) check_stamp(req);
+      return false;
+    }
     std::string err = m.error;
     req.msg_.reset();
     if (!err.empty()) throw transport_error(err);
