@@ -587,3 +587,53 @@ TEST_CASE("process watch: a child is running, stopped, then gone; a reused pid o
   CHECK(std::string(ddl::detail::name_of(process_state::gone)) == "exited");
 }
 #endif
+
+TEST_CASE("one_shot: through its stage and around it, call after call, every result exact") {
+  // Sizes that grow, shrink and cross both stage limits (16 KiB out of
+  // place, 256 KiB in place, in int32s: 4096 and 65536), ranks that are all
+  // in place, all out of place, or some of each (then the stage is not used
+  // by anyone), and ranks late at random: a rank may write a stage slot again
+  // only once every peer has finished reading it, so any slip shows as a
+  // wrong sum.
+  const std::vector<std::size_t> sizes{1, 3, 1000, 4096, 4097, 65536, 65537, 999, 2, 70000, 4096, 5};
+  for (int n : {2, 3, 5}) {
+    CAPTURE(n);
+    std::atomic<int> wrong{0};
+    std::string first;  // written by the first rank to find a wrong element
+    ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+      ddl::options o;
+      o.timeout = std::chrono::seconds(30);
+      ddl::communicator<ddl::one_shot, ddl::local_transport> comm(t, o);
+      const int r = t.rank();
+      std::mt19937 rng(static_cast<unsigned>(r) * 7919u + 1u);
+      std::vector<std::int32_t> in, out;
+      for (int call = 0; call < 240; ++call) {
+        const std::size_t count = sizes[static_cast<std::size_t>(call) % sizes.size()];
+        const bool in_place = call % 3 == 0 || (call % 3 == 2 && r % 2 == 0);
+        auto value = [&](int rank, std::size_t i) { return (rank + 1) * 1000 + call * 7 + static_cast<int>(i % 13); };
+        in.resize(count);
+        out.assign(count, -1);
+        for (std::size_t i = 0; i < count; ++i) in[i] = value(r, i);
+        if (rng() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+        if (in_place) {
+          comm.all_reduce(ddl::host_view(in), ddl::op::sum);
+          out = in;
+        } else {
+          comm.all_reduce(ddl::host_view(std::as_const(in)), ddl::host_view(out), ddl::op::sum);
+        }
+        for (std::size_t i = 0; i < count; ++i) {
+          std::int32_t want = 0;
+          for (int p = 0; p < n; ++p) want += value(p, i);
+          if (out[i] != want) {
+            if (wrong++ == 0)
+              first = "rank " + std::to_string(r) + ", call " + std::to_string(call) + ", count " +
+                      std::to_string(count) + (in_place ? " in place" : " out of place") + ": element " +
+                      std::to_string(i) + " is " + std::to_string(out[i]) + ", not " + std::to_string(want);
+            break;
+          }
+        }
+      }
+    });
+    CHECK_MESSAGE(wrong.load() == 0, first);
+  }
+}

@@ -6,9 +6,16 @@
 /// its peers' buffers, all n at once:
 ///
 ///  * `ddl::one_shot` all-reduce: every rank reads every rank's whole input
-///    and reduces it itself. Two synchronisations; (n+1) S bytes of memory
-///    traffic per rank (n S read, S written; in place 2 S more through the
-///    workspace). Least latency: for small messages.
+///    and reduces it itself. Least latency: for small messages. Up to
+///    `one_shot::stage_limit` bytes (in place; less out of place) each rank
+///    first copies its input into its stage (two slots, one per call in
+///    turn, allocated once) and the
+///    call is one synchronisation: the address exchange, after which every
+///    rank reads the stages and writes its own result; (n+2) S bytes of
+///    memory traffic per rank. Above the limit, or when the ranks' stages
+///    are not in step (the first call, after an error), it reads the inputs
+///    themselves and needs a second synchronisation before any rank may
+///    return; (n+1) S bytes (in place 2 S more through the workspace).
 ///  * `ddl::two_shot` all-reduce: rank j reduces block j (`ddl::block_of`)
 ///    reading block j of all n inputs at once (a direct reduce-scatter), then
 ///    every rank copies each reduced block from its owner (a direct
@@ -31,8 +38,19 @@
 /// bench/results/shared-memory.md): with M the memory bandwidth one rank
 /// gets and sigma one synchronisation round,
 ///     one_shot: 2 sigma + (n+1) S / M          two_shot: 3 sigma + (3n-1) S / (n M)
+/// one_shot through its stage is one round, not two, but a round that waits
+/// on every peer costs about two steps that wait on one (4 threads on 2
+/// cores: one round 10.5 us, recursive doubling's two exchanges 6-9 us), so
+/// it keeps the price of two.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ddl/core/error.hpp"
@@ -103,29 +121,37 @@ class direct_base {
   struct addresses {
     const std::byte* in;
     std::byte* out;
+    const std::byte* staged;   // one_shot: this call's input, copied into the rank's stage; null: none
+    std::uint64_t generation;  // one_shot: which staged call this is (the same on every rank in step)
+    std::atomic<std::uint64_t>* done;  // one_shot: bumped by each peer once it has read `staged`
   };
 
-  /// Trades (in, out) with every peer; afterwards `peers_[p]` holds rank p's.
+  /// Trades (in, out, staged, generation) with every peer; afterwards
+  /// `peers_[p]` holds rank p's.
   template <class Transport>
-  void share_addresses(Transport& t, const std::byte* in, std::byte* out, const char* what, const call_context& c) {
+  void share_addresses(Transport& t, const std::byte* in, std::byte* out, const char* what, const call_context& c,
+                       const std::byte* staged = nullptr, std::uint64_t generation = 0,
+                       std::atomic<std::uint64_t>* done = nullptr) {
     require_peer_memory<Transport>();
     if (!c.mem->reduce_many)
       throw invalid_argument(std::string(c.strategy) + ": buffers in " + c.mem->name +
                              " memory offer no n-way reduction (memory_ops::reduce_many); use ring or auto");
     const auto n = static_cast<std::size_t>(t.size());
     if (peers_.size() != n) {
-      peers_.assign(n, addresses{nullptr, nullptr});
+      peers_.assign(n, addresses{nullptr, nullptr, nullptr, 0, nullptr});
       sources_.assign(n, nullptr);
     }
-    peers_[static_cast<std::size_t>(t.rank())] = addresses{in, out};
+    peers_[static_cast<std::size_t>(t.rank())] = addresses{in, out, staged, generation, done};
     exchange_with_all(t, reinterpret_cast<std::byte*>(peers_.data()), sizeof(addresses), c,
                       c.base_tag + tag_offset::addresses, what);
   }
 
-  /// Block `b` of every rank's input, reduced in rank order into `dst`.
-  void reduce_block(const block& b, std::byte* dst, const call_context& c) {
+  /// Block `b` of every rank's input (its staged copy with `staged`), reduced
+  /// in rank order into `dst`.
+  void reduce_block(const block& b, std::byte* dst, const call_context& c, bool staged = false) {
     const std::size_t es = size_of(c.red.type);
-    for (std::size_t p = 0; p < peers_.size(); ++p) sources_[p] = peers_[p].in + b.offset * es;
+    for (std::size_t p = 0; p < peers_.size(); ++p)
+      sources_[p] = (staged ? peers_[p].staged : peers_[p].in) + b.offset * es;
     c.mem->reduce_many(c.mem->ctx, dst, sources_.data(), static_cast<int>(sources_.size()), b.size, c.red);
   }
 
@@ -139,12 +165,122 @@ class direct_base {
   std::vector<const std::byte*> sources_;
 };
 
+/// one_shot's stage (host memory, ranks of one process): two slots, used by
+/// a rank's staged calls in turn, each behind a counter its peers bump when
+/// they have read it. Allocated once and grown when a larger call comes. The
+/// stage outlives a rank's last call until every peer has read that call's
+/// slot (the destructor waits for the count; a rank's peers may still be
+/// reducing when it returns). A stage that may still be read after an
+/// error is never written again: it is set aside and released the same way.
+/// A copy of the strategy starts without a stage.
+class stage_memory {
+ public:
+  using counter = std::atomic<std::uint64_t>;
+  stage_memory() = default;
+  stage_memory(const stage_memory&) noexcept {}
+  stage_memory& operator=(const stage_memory& o) noexcept {
+    if (this != &o) release_all();
+    return *this;
+  }
+  ~stage_memory() { release_all(); }
+
+  /// Whether slots of `bytes` are there.
+  bool fits(std::size_t bytes) const noexcept { return cur_.base && cur_.slot >= bytes; }
+  std::size_t slot_bytes() const noexcept { return cur_.slot; }
+  std::byte* slot(std::size_t i) const noexcept { return cur_.base + 2 * header + i * cur_.slot; }
+  counter* done(std::size_t i) const noexcept { return reinterpret_cast<counter*>(cur_.base + i * header); }
+
+  /// New slots of `bytes`; the old stage is kept until `reads_over` (its
+  /// last slot may be read until every peer has entered the next call).
+  void replace(std::size_t bytes) {
+    piece fresh;
+    fresh.base = static_cast<std::byte*>(::operator new(2 * header + 2 * bytes, std::align_val_t{header}));
+    fresh.slot = bytes;
+    for (std::size_t i = 0; i < 2; ++i) new (fresh.base + i * header) counter(0);
+    if (cur_.base) retired_.push_back(cur_);
+    cur_ = fresh;
+  }
+  /// The peers have all entered a later call: every read of an earlier one
+  /// is over (and the stage `replace` set aside may go).
+  void reads_over() noexcept {
+    cur_.expect = 0;
+    for (piece& x : retired_)
+      if (!x.failed) x.expect = 0;
+    release_retired(false);
+  }
+  /// A staged call: `peers` peers read slot `i` and then count once each.
+  void expect_reads(std::size_t i, std::uint64_t peers) noexcept {
+    cur_.last = i;
+    cur_.expect = peers;
+  }
+  /// A call failed: a peer may still read the stage, so it is set aside.
+  void retire() noexcept {
+    if (!cur_.base) return;
+    cur_.failed = true;
+    try {
+      retired_.push_back(cur_);
+    } catch (...) {  // no room to remember it: leaked rather than reused
+    }
+    cur_ = piece{};
+  }
+
+ private:
+  static constexpr std::size_t header = 64;  // a counter per slot, a cache line each
+  struct piece {
+    std::byte* base = nullptr;
+    std::size_t slot = 0;
+    std::size_t last = 0;      // the slot the last staged call used
+    std::uint64_t expect = 0;  // reads of it still to count (0: none pending)
+    bool failed = false;       // set aside after an error: its reads may never come
+  };
+  // Frees `x` once its pending reads are counted; waits at most `patience`
+  // seconds, then leaves it allocated (a peer that never read it may still).
+  static bool release(piece& x, double patience) noexcept {
+    if (!x.base) return true;
+    if (x.expect > 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(patience);
+      auto* c = reinterpret_cast<counter*>(x.base + x.last * header);
+      while (c->load(std::memory_order_acquire) < x.expect) {
+        if (std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::yield();
+      }
+    }
+    ::operator delete(x.base, std::align_val_t{header});
+    x.base = nullptr;
+    return true;
+  }
+  void release_retired(bool all) noexcept {
+    std::size_t w = 0;
+    for (std::size_t i = 0; i < retired_.size(); ++i) {
+      piece& x = retired_[i];
+      const bool freed = (all || (!x.failed && x.expect == 0)) && release(x, x.failed ? 1.0 : 60.0);
+      if (!freed) retired_[w++] = x;
+    }
+    retired_.resize(w);
+  }
+  void release_all() noexcept {
+    release(cur_, 60.0);
+    cur_ = piece{};
+    release_retired(true);
+    retired_.clear();  // what could not be freed in time is left allocated
+  }
+  piece cur_;
+  std::vector<piece> retired_;
+};
+
 }  // namespace detail
 
 /// One-shot all-reduce: each rank reduces every rank's whole input itself.
-/// For small messages on ranks that share memory. Needs `count` elements of
-/// workspace (in place, the result is built there and copied back once no
-/// peer reads the input any more).
+/// For small messages on ranks that share memory. Up to `stage_limit` bytes
+/// in place (`stage_limit_out_of_place` out of place) a call is one
+/// synchronisation: each rank copies its input into its stage
+/// (two slots, used in turn), the ranks trade addresses, and each reduces
+/// the stages into its own output. A rank writes a slot again only two calls
+/// later, when every peer has entered the call in between and so finished
+/// reading it. Larger calls (and the first, and any whose ranks' stages are
+/// not in step) read the inputs in place and synchronise once more before
+/// returning; they need `count` elements of workspace in place (the result
+/// is built there and copied back once no peer reads the input any more).
 /// Example:
 /// \code
 ///   ddl::communicator<ddl::one_shot, ddl::local_transport> comm(t);
@@ -152,6 +288,19 @@ class direct_base {
 /// \endcode
 struct one_shot : detail::direct_base {
   static constexpr const char* name = "one_shot";
+  /// The largest message (bytes per rank) that goes through the stage. In
+  /// place the stage stands in for the workspace the result would be built
+  /// in (the same copy, one synchronisation fewer); out of place it adds a
+  /// copy of freshly written memory that every peer then reads, which costs
+  /// more than the synchronisation it saves above ~16 KiB (4 threads on 2
+  /// cores, bench/results/shared-memory.md: 2x slower at 256 KiB out of
+  /// place, level in place).
+  static constexpr std::size_t stage_limit = std::size_t{256} << 10;
+  static constexpr std::size_t stage_limit_out_of_place = std::size_t{16} << 10;
+  /// Whether a call of `bytes` per rank goes through the stage.
+  static constexpr bool through_stage(std::size_t bytes, bool in_place) {
+    return bytes > 0 && bytes <= (in_place ? stage_limit : stage_limit_out_of_place);
+  }
   std::string describe() const { return name; }
   static std::size_t all_reduce_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
 
@@ -163,14 +312,57 @@ struct one_shot : detail::direct_base {
       local_copy(c, out, in, bytes);
       return;
     }
-    share_addresses(t, in, out, "one-shot: addresses", c);
-    const bool in_place = in == out;
-    std::byte* dst = in_place ? c.work : out;
-    reduce_block(block{0, count}, dst, c);
-    end_of_phase(t, c, in_place ? tag_offset::reduced : tag_offset::call_done, "one-shot: peers reading");
-    if (in_place) local_copy(c, out, dst, bytes);
-    local_finalize(c, out, count, n);
+    try {
+      // Stage this call's input: slot `generation_ % 2`, its counter reset
+      // (no peer reads it now: each finished with it before entering the
+      // call this rank has seen them all in since).
+      const std::byte* staged = nullptr;
+      detail::stage_memory::counter* done = nullptr;
+      const std::size_t slot = generation_ % 2;
+      if (through_stage(bytes, in == out) && std::strcmp(c.mem->name, "host") == 0) {
+        if (!stage_.fits(bytes))
+          stage_.replace(std::max((bytes + 63) / 64 * 64, std::min(stage_limit, std::max<std::size_t>(2048, 2 * stage_.slot_bytes()))));
+        done = stage_.done(slot);
+        done->store(0, std::memory_order_relaxed);
+        local_copy(c, stage_.slot(slot), in, bytes);
+        staged = stage_.slot(slot);
+      }
+      share_addresses(t, in, out, "one-shot: addresses", c, staged, generation_, done);
+      stage_.reads_over();  // every peer has entered this call: no read of an earlier one is pending
+      bool all_staged = true;
+      std::uint64_t latest = 0;
+      for (const auto& a : peers_) {
+        all_staged = all_staged && a.staged && a.generation == generation_;
+        latest = std::max(latest, a.generation);
+      }
+      if (all_staged) {
+        reduce_block(block{0, count}, out, c, true);
+        for (std::size_t p = 0; p < peers_.size(); ++p)
+          if (p != static_cast<std::size_t>(t.rank())) peers_[p].done->fetch_add(1, std::memory_order_release);
+        stage_.expect_reads(slot, static_cast<std::uint64_t>(n - 1));
+        local_finalize(c, out, count, n);
+        ++generation_;
+        return;
+      }
+      const bool in_place = in == out;
+      std::byte* dst = in_place ? c.work : out;
+      reduce_block(block{0, count}, dst, c);
+      // One tag whether in place or not: ranks may differ in that.
+      end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
+      if (in_place) local_copy(c, out, dst, bytes);
+      local_finalize(c, out, count, n);
+      // Every rank saw the same table and has left it behind (the phase's
+      // end): they all continue from the same generation, any slot free.
+      generation_ = latest + 1;
+    } catch (...) {
+      stage_.retire();
+      throw;
+    }
   }
+
+ private:
+  detail::stage_memory stage_;
+  std::uint64_t generation_ = 0;  // staged calls in step so far
 };
 
 /// Two-shot all-reduce: a direct reduce-scatter (each rank reduces its block
