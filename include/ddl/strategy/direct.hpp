@@ -169,10 +169,12 @@ class direct_base {
 /// a rank's staged calls in turn, each behind a counter its peers bump when
 /// they have read it. Allocated once and grown when a larger call comes. The
 /// stage outlives a rank's last call until every peer has read that call's
-/// slot (the destructor waits for the count; a rank's peers may still be
-/// reducing when it returns). A stage that may still be read after an
-/// error is never written again: it is set aside and released the same way.
-/// A copy of the strategy starts without a stage.
+/// slot (the destructor waits for the count, microseconds in a healthy
+/// group: a rank's peers may still be reducing when it returns; at most 5 s,
+/// 1 s for a stage set aside after an error, then it is left allocated
+/// rather than freed under a reader). A stage that may still be read after
+/// an error is never written again: it is set aside and released the same
+/// way. A copy of the strategy starts without a stage.
 class stage_memory {
  public:
   using counter = std::atomic<std::uint64_t>;
@@ -253,13 +255,13 @@ class stage_memory {
     std::size_t w = 0;
     for (std::size_t i = 0; i < retired_.size(); ++i) {
       piece& x = retired_[i];
-      const bool freed = (all || (!x.failed && x.expect == 0)) && release(x, x.failed ? 1.0 : 60.0);
+      const bool freed = (all || (!x.failed && x.expect == 0)) && release(x, x.failed ? 1.0 : 5.0);
       if (!freed) retired_[w++] = x;
     }
     retired_.resize(w);
   }
   void release_all() noexcept {
-    release(cur_, 60.0);
+    release(cur_, 5.0);
     cur_ = piece{};
     release_retired(true);
     retired_.clear();  // what could not be freed in time is left allocated
