@@ -9,9 +9,9 @@
 ///    and reduces it itself. Least latency: for small messages. Up to
 ///    `one_shot::stage_limit` bytes (in place; less out of place) each rank
 ///    first copies its input into its stage (two slots, one per call in
-///    turn, allocated once) and the
-///    call is one synchronisation: the address exchange, after which every
-///    rank reads the stages and writes its own result; (n+2) S bytes of
+///    turn, allocated once) and the call is one synchronisation: the
+///    address exchange, after which every rank reads the stages and writes
+///    its own result; (n+2) S bytes of
 ///    memory traffic per rank. Above the limit, or when the ranks' stages
 ///    are not in step (the first call, after an error), it reads the inputs
 ///    themselves and needs a second synchronisation before any rank may
