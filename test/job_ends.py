@@ -3,12 +3,13 @@
 ends soon after, never hangs (issue 20: "a rank exits / is killed: ... the
 job ends").
 
-usage: job_ends.py LIMIT_S [--survivors-name N] COMMAND...
+usage: job_ends.py LIMIT_S [--survivors-name N] [--survivor-says TEXT] COMMAND...
 
 With --survivors-name N, also requires N survivors' errors, each naming the
 dead rank as exited ("rank R (pid P on HOST) has exited", seen from its
 process) or as one that reported no timeout (a launcher that keeps the job
-running, so the survivors' own errors surface).
+running, so the survivors' own errors surface). With --survivor-says TEXT,
+also requires TEXT in at least one survivor's error.
 
 The dying rank prints "ddl test: rank R dies (HOW) at T" (T: seconds since
 the epoch) just before it goes. Passes when that line is there, the job
@@ -27,8 +28,12 @@ def main():
     limit = float(sys.argv[1])
     cmd = sys.argv[2:]
     must_name = 0
-    if cmd[:1] == ["--survivors-name"]:
-        must_name = int(cmd[1])
+    must_say = None
+    while cmd[:1] in (["--survivors-name"], ["--survivor-says"]):
+        if cmd[0] == "--survivors-name":
+            must_name = int(cmd[1])
+        else:
+            must_say = cmd[1]
         cmd = cmd[2:]
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
@@ -65,6 +70,11 @@ def main():
             print(f"job_ends: FAILED: {len(naming)} survivor(s) named rank {rank}, {must_name} expected")
             return 1
         print(f"job_ends: {len(naming)} survivors named rank {rank}")
+    if must_say is not None:
+        if not any(must_say in what for r, what in survivors):
+            print(f"job_ends: FAILED: no survivor's error says '{must_say}'")
+            return 1
+        print(f"job_ends: a survivor's error says '{must_say}'")
     print("job_ends: OK")
     return 0
 

@@ -42,13 +42,15 @@ class transport_error : public error {
 /// so a log line says who stalled where.
 class timeout_error : public error {
  public:
-  timeout_error(int peer, std::string phase, std::string collective, double waited_s, std::vector<int> silent = {})
-      : error(format(peer, phase, collective, waited_s, silent)),
+  timeout_error(int peer, std::string phase, std::string collective, double waited_s, std::vector<int> silent = {},
+                std::string note = {})
+      : error(format(peer, phase, collective, waited_s, silent, note)),
         peer_(peer),
         phase_(std::move(phase)),
         collective_(std::move(collective)),
         waited_s_(waited_s),
-        silent_(std::move(silent)) {}
+        silent_(std::move(silent)),
+        note_(std::move(note)) {}
 
   /// Rank (in the transport's numbering) that did not answer; -1 if unknown.
   int peer() const noexcept { return peer_; }
@@ -63,10 +65,13 @@ class timeout_error : public error {
   /// left or never called, rather than survivors waiting in turn. Empty when
   /// every peer timed out too or the transport cannot tell.
   const std::vector<int>& silent() const noexcept { return silent_; }
+  /// What else the transport could tell, e.g. "rank 2 (pid 4242 on node1)
+  /// is stopped (by a signal such as SIGSTOP, or a debugger)"; "" if nothing.
+  const std::string& note() const noexcept { return note_; }
 
  private:
   static std::string format(int peer, const std::string& phase, const std::string& collective,
-                            double waited_s, const std::vector<int>& silent) {
+                            double waited_s, const std::vector<int>& silent, const std::string& note) {
     std::string s = "timeout after " + std::to_string(waited_s) + " s waiting for peer " +
                     std::to_string(peer);
     if (!phase.empty()) s += " in " + phase;
@@ -78,12 +83,14 @@ class timeout_error : public error {
       for (std::size_t i = 0; i < silent.size(); ++i) s += (i ? "," : "") + std::to_string(silent[i]);
       s += " (stalled, gone, or never called)";
     }
+    if (!note.empty()) s += "; " + note;
     return s;
   }
   int peer_;
   std::string phase_, collective_;
   double waited_s_;
   std::vector<int> silent_;
+  std::string note_;
 };
 
 }  // namespace ddl

@@ -441,7 +441,8 @@ class mpi_transport {
         req.release();
         const double waited = std::chrono::duration<double>(now - start).count();
         std::vector<int> silent = report_timeout(detail::timeout_grace(waited));
-        throw timeout_error(peer, "", "", waited, std::move(silent));
+        std::string note = stopped_ranks(peer, silent);
+        throw timeout_error(peer, "", "", waited, std::move(silent), std::move(note));
       }
       wait_more.pause();
     }
@@ -497,6 +498,20 @@ class mpi_transport {
     }
     check_alive(req);
     check_stamp(req);
+  }
+  // After a timeout: which of the awaited peer and the silent ranks are
+  // stopped processes on this machine (SIGSTOP, a debugger), said as a note.
+  std::string stopped_ranks(int peer, const std::vector<int>& silent) const {
+    std::vector<int> look(silent);
+    if (std::find(look.begin(), look.end(), peer) == look.end()) look.insert(look.begin(), peer);
+    std::string note;
+    for (int q : look) {
+      const auto i = static_cast<std::size_t>(q);
+      if (i >= procs_.size() || detail::state_of(procs_[i], machine_) != detail::process_state::stopped) continue;
+      note += std::string(note.empty() ? "" : "; ") + "rank " + std::to_string(q) + " (pid " +
+              std::to_string(procs_[i].pid) + ") is stopped (by a signal such as SIGSTOP, or a debugger)";
+    }
+    return note;
   }
   // Every 0.1 s of a wait on a peer of this machine: has its process exited?
   // Seen gone twice 0.1 s apart with the request still open (a message it

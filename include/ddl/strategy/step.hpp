@@ -109,7 +109,8 @@ void wait_in_phase(Transport& t, typename Transport::request& r, const call_cont
     t.wait(r, std::chrono::steady_clock::now() +
                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(c.opts->timeout));
   } catch (const timeout_error& e) {
-    throw timeout_error(e.peer(), std::string(c.strategy) + " " + ph.str(), c.collective, e.waited(), e.silent());
+    throw timeout_error(e.peer(), std::string(c.strategy) + " " + ph.str(), c.collective, e.waited(), e.silent(),
+                        e.note());
   }
 }
 
