@@ -508,10 +508,17 @@ class mpi_transport {
     for (int q : look) {
       const auto i = static_cast<std::size_t>(q);
       if (i >= procs_.size() || detail::state_of(procs_[i], machine_) != detail::process_state::stopped) continue;
-      note += std::string(note.empty() ? "" : "; ") + "rank " + std::to_string(q) + " (pid " +
-              std::to_string(procs_[i].pid) + ") is stopped (by a signal such as SIGSTOP, or a debugger)";
+      note += (note.empty() ? "" : "; ") + process_of(q) + " is stopped (by a signal such as SIGSTOP, or a debugger)";
     }
     return note;
+  }
+  // "rank 2 (pid 4242 on node1)": a rank of this machine, by its process.
+  std::string process_of(int q) const {
+    char host[MPI_MAX_PROCESSOR_NAME] = {};
+    int len = 0;
+    MPI_Get_processor_name(host, &len);
+    return "rank " + std::to_string(q) + " (pid " + std::to_string(procs_[static_cast<std::size_t>(q)].pid) + " on " +
+           std::string(host, static_cast<std::size_t>(std::max(len, 0))) + ")";
   }
   // Every 0.1 s of a wait on a peer of this machine: has its process exited?
   // Seen gone twice 0.1 s apart with the request still open (a message it
@@ -525,21 +532,13 @@ class mpi_transport {
     const double now = detail::steady_seconds();
     if (now < next_look_) return;
     next_look_ = now + 0.1;
-    if (detail::state_of(procs_[peer], machine_) != detail::process_state::gone) {
-      gone_since_ = -1;
+    const bool gone = detail::state_of(procs_[peer], machine_) == detail::process_state::gone;
+    if (!gone || gone_peer_ != req.peer_) {  // the first look that finds it gone waits for a second
+      gone_peer_ = gone ? req.peer_ : -1;
       return;
     }
-    if (gone_since_ < 0 || gone_peer_ != req.peer_) {
-      gone_since_ = now;
-      gone_peer_ = req.peer_;
-      return;
-    }
-    if (now - gone_since_ < 0.09) return;
-    char host[MPI_MAX_PROCESSOR_NAME] = {};
-    int len = 0;
-    MPI_Get_processor_name(host, &len);
-    const std::string why = "rank " + std::to_string(req.peer_) + " (pid " + std::to_string(procs_[peer].pid) + " on " +
-                            std::string(host, static_cast<std::size_t>(std::max(len, 0))) + ") has exited";
+    // Seen gone on two looks at least 0.1 s apart (`next_look_`).
+    const std::string why = process_of(req.peer_) + " has exited";
     const bool send = req.send_;
     taint(why);
     req.release();
@@ -659,8 +658,7 @@ class mpi_transport {
   std::vector<detail::process_id> procs_;  // per rank: its process
   std::uint64_t machine_ = 0;              // this process's machine (`detail::process_id`)
   double next_look_ = 0;                   // when `check_alive` looks again (steady seconds)
-  double gone_since_ = -1;                 // when the awaited peer was first seen gone
-  int gone_peer_ = -1;
+  int gone_peer_ = -1;                     // the awaited peer the last look found gone; -1: none
   std::vector<char> on_node_;  // per rank: on this rank's node
   std::size_t eager_ = 0;      // eager payload between ranks of one node (bytes)
   int rank_ = 0, size_ = 1, tag_ub_ = 32767;

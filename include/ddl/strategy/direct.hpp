@@ -11,8 +11,8 @@
 ///    first copies its input into its stage (two slots, one per call in
 ///    turn, allocated once) and the call is one synchronisation: the
 ///    address exchange, after which every rank reads the stages and writes
-///    its own result; (n+2) S bytes of
-///    memory traffic per rank. Above the limit, or when the ranks' stages
+///    its own result; (n+2) S bytes of memory traffic per rank. Above the
+///    limit, or when the ranks' stages
 ///    are not in step (the first call, after an error), it reads the inputs
 ///    themselves and needs a second synchronisation before any rank may
 ///    return; (n+1) S bytes (in place 2 S more through the workspace).
@@ -188,12 +188,20 @@ class stage_memory {
 
   /// Whether slots of `bytes` are there.
   bool fits(std::size_t bytes) const noexcept { return cur_.base && cur_.slot >= bytes; }
-  std::size_t slot_bytes() const noexcept { return cur_.slot; }
   std::byte* slot(std::size_t i) const noexcept { return cur_.base + 2 * header + i * cur_.slot; }
   counter* done(std::size_t i) const noexcept { return reinterpret_cast<counter*>(cur_.base + i * header); }
 
-  /// New slots of `bytes`; the old stage is kept until `reads_over` (its
-  /// last slot may be read until every peer has entered the next call).
+  /// Slots of at least `bytes`: as they are if they hold it, else new ones,
+  /// twice the old size up to `cap` (so a sweep of sizes allocates a few
+  /// times, not once per size). The old stage is kept until `reads_over`
+  /// (its last slot may be read until every peer has entered the next call).
+  void reserve(std::size_t bytes, std::size_t cap) {
+    if (fits(bytes)) return;
+    const std::size_t grown = std::min(cap, std::max<std::size_t>(2048, 2 * cur_.slot));
+    replace(std::max((bytes + 63) / 64 * 64, grown));
+  }
+
+ private:
   void replace(std::size_t bytes) {
     piece fresh;
     fresh.base = static_cast<std::byte*>(::operator new(2 * header + 2 * bytes, std::align_val_t{header}));
@@ -202,6 +210,8 @@ class stage_memory {
     if (cur_.base) retired_.push_back(cur_);
     cur_ = fresh;
   }
+
+ public:
   /// The peers have all entered a later call: every read of an earlier one
   /// is over (and the stage `replace` set aside may go).
   void reads_over() noexcept {
@@ -322,8 +332,7 @@ struct one_shot : detail::direct_base {
       detail::stage_memory::counter* done = nullptr;
       const std::size_t slot = generation_ % 2;
       if (through_stage(bytes, in == out) && std::strcmp(c.mem->name, "host") == 0) {
-        if (!stage_.fits(bytes))
-          stage_.replace(std::max((bytes + 63) / 64 * 64, std::min(stage_limit, std::max<std::size_t>(2048, 2 * stage_.slot_bytes()))));
+        stage_.reserve(bytes, stage_limit);
         done = stage_.done(slot);
         done->store(0, std::memory_order_relaxed);
         local_copy(c, stage_.slot(slot), in, bytes);
