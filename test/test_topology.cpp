@@ -2,9 +2,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "matrix.hpp"
 
@@ -475,4 +479,161 @@ TEST_CASE("multi_ring::pipelined: the segment count, checked, in describe and re
   failure_log log;
   run_matrix<dyn_ring>(6, matrix_counts(6, 100003), log, ddl::options{}, s);
   CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("tuning: the model's close candidates, the slowest rank decides, the model keeps near-ties") {
+  const auto t4 = ddl::topology::uniform(4, 4e9, 8e-6);
+  const ddl::plan_for q{ddl::candidates::all, true, true};
+  for (double bytes : {8.0, 32768.0, 4e6}) {
+    CAPTURE(bytes);
+    const auto c = ddl::detail::tuning_candidates(t4, bytes, q, 3.0, 4);
+    REQUIRE(!c.empty());
+    CHECK(c.size() <= 4);
+    CHECK(c.front().algo == ddl::best_plan(t4, bytes, q).algo);
+    int rings = 0;
+    for (const auto& p : c) {
+      CHECK(p.seconds <= 3.0 * c.front().seconds);
+      rings += p.algo == ddl::algorithm::multi_ring;
+    }
+    CHECK(rings <= 1);
+  }
+  CHECK(ddl::detail::tuning_candidates(t4, 32768, q, 3.0, 4).size() == 4);  // rd, two_shot, one_shot, hd
+  CHECK(ddl::detail::tuning_candidates(t4, 32768, q, 3.0, 2).size() == 2);
+  CHECK(ddl::detail::tuning_candidates(t4, 32768, q, 1.0, 4).size() == 1);
+
+  const double inf = std::numeric_limits<double>::infinity();
+  // 3 ranks x stride 4; candidate 1 is fastest on ranks 0 and 1 but slow on rank 2.
+  const double table[] = {10, 2, 5, -1,  //
+                          10, 2, 6, -1,  //
+                          11, 20, 7, -1};
+  double worst[4] = {};
+  ddl::detail::slowest_of(table, 3, 4, 3, worst);
+  CHECK(worst[0] == 11);
+  CHECK(worst[1] == 20);
+  CHECK(worst[2] == 7);
+  CHECK(ddl::detail::tuning_decision(worst, 3, 0.93) == 2);
+  const double near[] = {10, 9.5, 9.4};  // 6% faster: not enough
+  CHECK(ddl::detail::tuning_decision(near, 3, 0.93) == 0);
+  const double unmeasured[] = {10, inf, 9};
+  CHECK(ddl::detail::tuning_decision(unmeasured, 3, 0.93) == 2);
+  const double none[] = {inf, inf};
+  CHECK(ddl::detail::tuning_decision(none, 2, 0.93) == 0);
+
+  // Plans fold into the stamp's hash bits only: call number, phase, collective, dtype and op stay.
+  const ddl::tag base = ddl::detail::call_tag(12, ddl::detail::make_stamp(ddl::detail::call_kind::all_reduce,
+                                                                           ddl::dtype::float32, ddl::op::sum, 8192,
+                                                                           8192, -1, "auto")) + 2;
+  const auto c = ddl::detail::tuning_candidates(t4, 32768, q, 3.0, 4);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const ddl::tag a = ddl::detail::with_plan_stamp(base, c[i]);
+    CHECK(ddl::detail::call_of(a) == 12);
+    CHECK((a & 0xffu) == 2);
+    CHECK((ddl::detail::stamp_of(a) & 0x1ffu) == (ddl::detail::stamp_of(base) & 0x1ffu));
+    for (std::size_t j = 0; j < i; ++j) CHECK(ddl::detail::stamps_disagree(a, ddl::detail::with_plan_stamp(base, c[j])));
+  }
+  CHECK(ddl::detail::with_plan_stamp(77, c[0]) == 77);  // a program's own tags are left alone
+}
+
+namespace {
+// `calls` all-reduces of `count` floats per placement on every rank of an
+// in-process group, each result checked; returns each rank's plan per
+// placement and its explain report.
+struct tuned_rank {
+  std::string out_of_place, in_place, report;
+};
+std::vector<tuned_rank> tune_on_threads(int n, std::size_t count, int calls, const ddl::options& opts,
+                                        failure_log& log) {
+  std::vector<tuned_rank> seen(static_cast<std::size_t>(n));
+  ddl::local_fabric::run(n, [&](ddl::local_transport& tr) {
+    const int r = tr.rank();
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, opts);
+    std::vector<float> in(count), out(count);
+    for (int k = 0; k < calls; ++k) {
+      for (bool ip : {false, true}) {
+        for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<float>((r + 1) * ((i + k) % 13));
+        if (ip) comm.all_reduce(ddl::host_view(in), ddl::op::sum);
+        else comm.all_reduce(ddl::host_view(std::as_const(in)), ddl::host_view(out), ddl::op::sum);
+        const float* got = ip ? in.data() : out.data();
+        for (std::size_t i = 0; i < count; ++i) {
+          const float want = static_cast<float>(n * (n + 1) / 2 * ((i + k) % 13));
+          if (got[i] != want) {
+            log.add("n=" + std::to_string(n) + " rank " + std::to_string(r) + " call " + std::to_string(k) +
+                    (ip ? " in place" : " out of place") + ": element " + std::to_string(i) + " is " +
+                    std::to_string(got[i]) + ", not " + std::to_string(want));
+            break;
+          }
+        }
+      }
+    }
+    const auto& s = comm.strategy();
+    seen[static_cast<std::size_t>(r)] = {ddl::describe(s.topo(), s.running(count * 4, false)),
+                                         ddl::describe(s.topo(), s.running(count * 4, true)),
+                                         comm.explain(count * 4)};
+  });
+  return seen;
+}
+}  // namespace
+
+TEST_CASE("auto tunes on in-process ranks: exact before, during and after, and every rank settles on one plan") {
+  failure_log log;
+  for (int n : {2, 3, 4, 5}) {
+    for (std::size_t count : {std::size_t{1}, std::size_t{2049}, std::size_t{8192}}) {
+      CAPTURE(n);
+      CAPTURE(count);
+      const int calls = ddl::detail::plan_tuner::most_calls + 3;
+      const auto seen = tune_on_threads(n, count, calls, ddl::options{}, log);
+      for (const auto& s : seen) {
+        CHECK(s.out_of_place == seen[0].out_of_place);
+        CHECK(s.in_place == seen[0].in_place);
+      }
+      // Measured in both placements, and said so by explain (when there was a choice).
+      const auto topo =
+          ddl::topology::uniform(n, ddl::local_transport::default_bandwidth, ddl::local_transport::default_latency);
+      const auto c = ddl::detail::tuning_candidates(topo, count * 4.0, {ddl::candidates::all, true, true}, 3.0, 4);
+      if (c.size() > 1) {
+        CHECK(seen[0].report.find(", in place:") != std::string::npos);
+        CHECK(seen[0].report.find("*") != std::string::npos);
+      }
+    }
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+
+  // DDL_TUNE=0: the model alone, nothing measured.
+  ddl::options off;
+  off.tune_bytes = 0;
+  const auto seen = tune_on_threads(4, 8192, 20, off, log);
+  const auto t4 = ddl::topology::uniform(4, ddl::local_transport::default_bandwidth, ddl::local_transport::default_latency);
+  CHECK(seen[0].report.find("measured") == std::string::npos);
+  CHECK(seen[0].in_place == ddl::describe(t4, ddl::best_plan(t4, 32768, {ddl::candidates::all, true, true})));
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("auto tuning: a rank that runs another plan (here: tuning off on one rank) is a mismatch_error everywhere") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    std::vector<std::string> errors(static_cast<std::size_t>(n));
+    ddl::local_fabric::run(n, [&](ddl::local_transport& tr) {
+      ddl::options o;
+      o.timeout = std::chrono::seconds(20);
+      if (tr.rank() == 0) o.tune_bytes = 0;
+      ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, o);
+      std::vector<float> v(8192, 1.0f);
+      std::string& e = errors[static_cast<std::size_t>(tr.rank())];
+      e = "no error";
+      // The first trial runs the model's plan, as rank 0 does; the next ones differ.
+      for (int k = 0; k < ddl::detail::plan_tuner::most_calls && e == "no error"; ++k) {
+        try {
+          comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+        } catch (const ddl::mismatch_error& x) {
+          e = x.what();
+        } catch (const std::exception& x) {
+          e = std::string("not a mismatch_error: ") + x.what();
+        }
+      }
+    });
+    for (const auto& e : errors) {
+      CAPTURE(e);
+      CHECK(e.find("under auto, the plan") != std::string::npos);
+    }
+  }
 }

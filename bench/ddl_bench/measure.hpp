@@ -49,6 +49,8 @@ struct impl {
   std::function<std::string(std::size_t)> note = [](std::size_t) { return std::string(); };
   std::function<void(std::byte*, std::size_t)> prepare;
   bool ip_block_at_own_offset = true;
+  /// Warm-up calls on top of `-w` (auto's tuning trials, so timed calls run its choice).
+  int extra_warmup = 0;
 };
 
 // The rank's block of `count` elements: equal blocks (counts are multiples of n).
@@ -96,15 +98,24 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
   }
   if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
     if (s.coll == collective::all_reduce) {
+      m.extra_warmup = ddl::detail::plan_tuner::most_calls;
+      // The plans the timed calls ran (measured, else the model's) and the
+      // model's prediction for its own choice.
       m.note = [comm](std::size_t bytes) {
         const auto& strat = comm->strategy();
-        const ddl::plan p = strat.choose(bytes);
-        const ddl::plan ip = strat.choose(bytes, ddl::candidates::all, true);
-        char model[48];
-        std::snprintf(model, sizeof model, " [model %.1f us]", p.seconds * 1e6);
-        std::string note = ddl::describe(strat.topo(), p) + model;
-        if (ip.algo != p.algo || ip.dims != p.dims) note += "; in place " + ddl::describe(strat.topo(), ip);
-        return note;
+        const ddl::plan model = strat.choose(bytes), model_ip = strat.choose(bytes, ddl::candidates::all, true);
+        const ddl::plan p = strat.running(bytes), ip = strat.running(bytes, true);
+        auto same = [](const ddl::plan& a, const ddl::plan& b) { return a.algo == b.algo && a.dims == b.dims; };
+        char pred[48];
+        std::snprintf(pred, sizeof pred, " [model %.1f us]", model.seconds * 1e6);
+        std::string note = ddl::describe(strat.topo(), p);
+        if (!same(ip, p)) note += "; in place " + ddl::describe(strat.topo(), ip);
+        if (!same(p, model) || !same(ip, model_ip)) {
+          note += " (measured; model " + ddl::describe(strat.topo(), model);
+          if (!same(model_ip, model)) note += ", in place " + ddl::describe(strat.topo(), model_ip);
+          note += ")";
+        }
+        return note + pred;
       };
     }
   }
@@ -179,16 +190,17 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
   std::byte* out = out_buf.get();
   std::vector<row> rows(sizes.size());
 
-  auto measure = [&](auto&& prepare, auto&& body) {
+  auto measure = [&](auto&& prepare, auto&& body, int extra_warmup = 0) {
+    const int warmup = s.warmup + extra_warmup;
     std::vector<double> ts;
-    for (int it = 0; it < s.warmup + s.iters; ++it) {
+    for (int it = 0; it < warmup + s.iters; ++it) {
       prepare();
       barrier();
       const auto t0 = std::chrono::steady_clock::now();
       body();
       barrier();
       const auto t1 = std::chrono::steady_clock::now();
-      if (it >= s.warmup) ts.push_back(std::chrono::duration<double>(t1 - t0).count());
+      if (it >= warmup) ts.push_back(std::chrono::duration<double>(t1 - t0).count());
     }
     return median(ts);
   };
@@ -241,12 +253,13 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
         result& res = rw.impls[j];
         if (impls[j].prepare) impls[j].prepare(out, count);
         if (impls[j].oop) {
-          res.t_oop = measure(nothing, [&] { impls[j].oop(in, out, count); });
+          res.t_oop = measure(nothing, [&] { impls[j].oop(in, out, count); }, impls[j].extra_warmup);
           res.wrong_oop = count_wrong(false, impls[j]);
         } else {
           res.t_oop = -1;
         }
-        res.t_ip = measure([&] { std::memcpy(out, in, bytes); }, [&] { impls[j].ip(out, count); });
+        res.t_ip = measure([&] { std::memcpy(out, in, bytes); }, [&] { impls[j].ip(out, count); },
+                           impls[j].extra_warmup);
         res.wrong_ip = count_wrong(true, impls[j]);
         res.note = impls[j].note(bytes);
       }

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// Run-time settings: defaults, environment variables (`DDL_TIMEOUT`,
-/// `DDL_CHUNK_BYTES`, `DDL_PIPELINE_DEPTH`, `DDL_PROGRESS`, `DDL_CHECK`, `DDL_BROADCAST`) and the
+/// `DDL_CHUNK_BYTES`, `DDL_PIPELINE_DEPTH`, `DDL_PROGRESS`, `DDL_CHECK`, `DDL_BROADCAST`,
+/// `DDL_TUNE`) and the
 /// per-communicator options
 /// that override them.
 #include <chrono>
@@ -88,6 +89,11 @@ struct options {
   bool check_calls = false;
   /// The broadcast algorithm (`DDL_BROADCAST`); `automatic` prices them all.
   broadcast_algorithm broadcast = broadcast_algorithm::automatic;
+  /// `auto_strategy` measures its candidates for all-reduces up to this many
+  /// bytes per rank before settling on one per size class (`DDL_TUNE`, e.g.
+  /// `64M`; `0` turns it off: the cost model alone decides). See
+  /// `strategy/tuning.hpp` for what it measures and when it applies.
+  std::size_t tune_bytes = std::size_t{16} << 20;
 
   /// Defaults overridden by the environment variables above when set.
   static options from_env() {
@@ -115,6 +121,7 @@ struct options {
       else
         throw invalid_argument("DDL_BROADCAST='" + v + "' must be 'auto', 'binomial', 'chain' or 'scatter_allgather'");
     }
+    if (const char* u = std::getenv("DDL_TUNE")) o.tune_bytes = detail::parse_bytes("DDL_TUNE", u);
     if (const char* p = std::getenv("DDL_PROGRESS")) {
       const std::string v = p;
       if (v == "thread") o.async_progress = progress::thread;

@@ -4,11 +4,14 @@
 /// this message size on this topology, so a small gradient takes recursive
 /// doubling and a large one the multi-ring. The topology comes from the
 /// constructor, else `DDL_TOPOLOGY`, else one level with the transport's
-/// default link costs.
+/// default link costs. All-reduces up to `options::tune_bytes` then settle
+/// among the model's close candidates by measuring them
+/// (`strategy/tuning.hpp`).
 #include <cstddef>
 #include <string>
 
 #include "ddl/strategy/planner.hpp"
+#include "ddl/strategy/tuning.hpp"
 
 namespace ddl {
 
@@ -113,6 +116,7 @@ class auto_strategy {
     topology_.check(t.size());
     allows_ = plan_for::transport<Transport>();
     last_bytes_ = ~std::size_t{0};
+    tuner_.clear();
   }
   const ddl::topology& topo() const noexcept { return topology_; }
   std::string describe() const { return name; }
@@ -128,9 +132,17 @@ class auto_strategy {
     }
     return last_;
   }
-  /// Every candidate for `bytes`, best first, with predicted times per phase.
+  /// The plan all-reduces of `bytes` run: the measured choice once their
+  /// size class is tuned (`strategy/tuning.hpp`), else the model's (`choose`).
+  plan running(std::size_t bytes, bool in_place = false) const {
+    const plan model = choose(bytes, candidates::all, in_place);
+    const detail::plan_tuner::entry* e = tuner_.decided(bytes, in_place);
+    return e && e->chosen > 0 ? e->candidates[static_cast<std::size_t>(e->chosen)] : model;
+  }
+  /// Every candidate for `bytes`, best first, with predicted times per
+  /// phase; then what was measured so far.
   std::string explain(std::size_t bytes) const {
-    return ddl::explain(topology_, static_cast<double>(bytes), allows_);
+    return ddl::explain(topology_, static_cast<double>(bytes), allows_) + tuner_.report(topology_);
   }
 
   static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
@@ -139,8 +151,14 @@ class auto_strategy {
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
                   const call_context& c) const {
-    detail::run_plan_all_reduce(t, topology_, choose(count * size_of(c.red.type), candidates::all, in == out), direct_,
-                                in, out, count, c);
+    const std::size_t bytes = count * size_of(c.red.type);
+    const plan model = choose(bytes, candidates::all, in == out);
+    auto run = [&](const plan& p, const call_context& cp) {
+      detail::run_plan_all_reduce(t, topology_, p, direct_, in, out, count, cp);
+    };
+    if (!detail::plan_tuner::applies(t, c, bytes)) return run(model, detail::with_plan_stamp(c, model));
+    tuner_.all_reduce(t, topology_, {candidates::all, allows_.peer_memory, in == out, allows_.pipeline}, model, bytes,
+                      c, run);
   }
   /// Reduce-scatter and all-gather: the direct forms where the planner
   /// picks a direct all-reduce for this size, the logarithmic forms where it
@@ -172,6 +190,7 @@ class auto_strategy {
   bool given_ = false;
   plan_for allows_{};  // what the transport allows (set by `validate`)
   mutable detail::direct_pair direct_;
+  mutable detail::plan_tuner tuner_;
   mutable plan last_{};
   mutable std::size_t last_bytes_ = ~std::size_t{0};
   mutable plan_for last_for_{};

@@ -62,8 +62,11 @@ struct tag_offset {
   static constexpr tag addresses = 1, reduced = 2, call_done = 3;
   /// First offset free for user-written strategies (up to 254).
   static constexpr tag user = 128;
-  /// The call check of `options::check_calls` (`DDL_CHECK=1`), before the call's own messages.
+  /// The call check of `options::check_calls` (`DDL_CHECK=1`), a call of its own.
   static constexpr tag check = 255;
+  /// `auto_strategy`'s tuning agreement, after the call's own messages
+  /// (`strategy/tuning.hpp`).
+  static constexpr tag tuning = 255;
 };
 
 /// Local copy of `bytes` (ranges may overlap) in the call's memory.

@@ -12,7 +12,8 @@
 ///     number | bits 0-7: the phase (`tag_offset`)
 ///
 /// The 16-bit stamp: collective (3 bits), dtype (3), op (3), and 7 bits of a
-/// hash of the counts, the root and the strategy's name. Collective, dtype
+/// hash of the counts, the root and the strategy's name (and, in calls
+/// `auto_strategy` tunes, its plan: `strategy/tuning.hpp`). Collective, dtype
 /// and op are named exactly when they differ; the hash catches other
 /// disagreements 127 times in 128 (`DDL_CHECK=1` compares every field before
 /// each call, at the price of an extra round). Tags without bit 63 (a
@@ -111,7 +112,9 @@ inline std::string stamp_mismatch(int me, tag mine, int peer, tag theirs) {
     s += std::string("ranks disagree on the op: ") + who_a + " passed " + name_of(static_cast<op>((a >> 6) & 7u)) +
          ", " + who_b + " passed " + name_of(static_cast<op>((b >> 6) & 7u));
   } else {
-    s += who_a + " and " + who_b + " disagree on the count, the root or the strategy (DDL_CHECK=1 names which)";
+    s += who_a + " and " + who_b +
+         " disagree on the count, the root or the strategy (or, under auto, the plan: the placement or what was "
+         "measured; DDL_CHECK=1 names the first three)";
   }
   return s;
 }

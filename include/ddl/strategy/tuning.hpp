@@ -1,0 +1,252 @@
+#pragma once
+/// \file
+/// `auto_strategy`'s measured choice: the cost model ranks the candidates,
+/// the first calls of each size class time the close ones, and every rank
+/// settles on the plan whose slowest rank was fastest.
+///
+/// Why: the model prices a step by one latency and one bandwidth per level;
+/// what a call really costs also depends on caches, on how many ranks share
+/// a core, on how an all-to-all round compares with a pairwise exchange. On
+/// 4 threads of a 2-core machine the model put recursive doubling first at
+/// 32 KiB where one_shot ran 1.4x faster, and two_shot first at 16-256 KiB
+/// on 8 threads where recursive doubling ran up to 2x faster
+/// (bench/results/shared-memory.md). Measuring a handful of calls once per
+/// size class costs little against a training run's thousands.
+///
+/// How, per size class (all-reduces of [2^k, 2^(k+1)) bytes per rank, in
+/// place and out of place apart):
+///   - candidates: the model's best, then the others it predicts within
+///     `within` times of it, best first, at most `max_candidates` (one
+///     multi-ring at most: its orders differ little);
+///   - `trials` calls each, in turn (c0 c1 c2 c0 c1 c2 ...), every rank the
+///     same candidates in the same order, each timed on each rank; a rank's
+///     figure for a candidate is its least time (the first call of a plan may
+///     allocate, or fault pages in);
+///   - after the last trial, one round in which every rank sends its figures
+///     to every other (`detail::exchange_with_all`, tagged
+///     `tag_offset::tuning` inside the call); every rank then computes the
+///     same choice from the same table: the candidate whose slowest rank was
+///     fastest, unless it beats the model's by less than `margin`, and from
+///     then on runs it for the class (the model's own choice at each size
+///     when that wins).
+/// The candidates are all correct for every size, so a call mid-tuning is
+/// as right as any other; only its speed varies.
+///
+/// Every all-reduce under `auto` carries its plan in its stamp (folded into
+/// the hash bits, `transport/stamp.hpp`): ranks that came to different plans
+/// get `mismatch_error`, never mixed algorithms. That happens when one timed
+/// out in the agreement round (it falls back to the model), and when ranks
+/// differ in placement (in place on some, out of place on others) where
+/// placement changes the plan: as with `MPI_IN_PLACE`, every rank of an
+/// `auto` all-reduce is expected to pass the same placement.
+///
+/// Applies where wall-clock time means something and the figures are cheap
+/// to trade: host memory (device calls are stream-ordered, their host time
+/// is not theirs), a transport that is not a set of fibers in virtual time
+/// (the simulator), 2-`max_ranks` ranks, and `options::tune_bytes`
+/// (`DDL_TUNE`, default 16 MiB, `0` off). Reduce-scatter and all-gather
+/// follow the model.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ddl/core/hash.hpp"
+#include "ddl/strategy/planner.hpp"
+#include "ddl/strategy/step.hpp"
+#include "ddl/transport/cooperative.hpp"
+#include "ddl/transport/stamp.hpp"
+
+namespace ddl::detail {
+
+/// The candidates measured for `bytes`: the model's best first, then the
+/// others predicted within `within` x its time, best first; at most `most`,
+/// and one multi-ring at most.
+inline std::vector<plan> tuning_candidates(const topology& t, double bytes, plan_for q, double within, int most) {
+  std::vector<plan> all = all_plans(t, bytes, q), v;
+  if (all.empty()) return v;
+  v.push_back(all.front());
+  bool ring = all.front().algo == algorithm::multi_ring;
+  for (std::size_t i = 1; i < all.size() && static_cast<int>(v.size()) < most; ++i) {
+    const plan& p = all[i];
+    if (p.seconds > within * all.front().seconds) break;
+    if (p.algo == algorithm::multi_ring) {
+      if (ring) continue;
+      ring = true;
+    }
+    v.push_back(p);
+  }
+  return v;
+}
+
+/// Each candidate's slowest rank: `table` holds `ranks` rows of `stride`
+/// seconds, the first `count` of each a rank's least time per candidate
+/// (infinity: none measured); `worst[j]` gets the largest of column j.
+inline void slowest_of(const double* table, int ranks, int stride, int count, double* worst) {
+  for (int j = 0; j < count; ++j) {
+    worst[j] = 0;
+    for (int r = 0; r < ranks; ++r) worst[j] = std::max(worst[j], table[r * stride + j]);
+  }
+}
+
+/// The candidate whose slowest rank is fastest, unless it beats candidate 0
+/// (the model's) by less than `margin` (its time must be below `margin` x
+/// the model's): then 0.
+inline int tuning_decision(const double* worst, int count, double margin) {
+  int best = 0;
+  for (int j = 1; j < count; ++j)
+    if (worst[j] < worst[best]) best = j;
+  return worst[best] < margin * worst[0] ? best : 0;
+}
+
+/// `base` (a call's tag) with plan `p` folded into its stamp's hash bits, so
+/// ranks running different plans in one call see different stamps.
+inline tag with_plan_stamp(tag base, const plan& p) {
+  if (!is_stamped(base)) return base;
+  std::uint64_t h = fnv1a_u64(static_cast<std::uint64_t>(p.algo), fnv1a_basis);
+  h = fnv1a_u64(p.dims, h);
+  for (std::size_t d = 0; d < p.dims; ++d) {
+    h = fnv1a_u64(static_cast<std::uint64_t>(p.bounds[d + 1]), h);
+    h = fnv1a_u64(static_cast<std::uint64_t>(p.order[d]), h);
+  }
+  h = fnv1a_u64(static_cast<std::uint64_t>(p.segments), h);
+  h ^= h >> 31;
+  return base ^ (tag(h & 0x7fu) << (stamp_shift + 9));
+}
+
+/// `c` with plan `p` folded into its stamp (`with_plan_stamp`).
+inline call_context with_plan_stamp(const call_context& c, const plan& p) {
+  call_context d = c;
+  d.base_tag = with_plan_stamp(c.base_tag, p);
+  return d;
+}
+
+/// One communicator's measured choices (held by its `auto_strategy`).
+class plan_tuner {
+ public:
+  static constexpr int max_candidates = 4;
+  static constexpr int trials = 3;
+  static constexpr double within = 3.0;
+  static constexpr double margin = 0.93;
+  static constexpr int max_ranks = 64;
+  /// The most calls one size class spends measuring.
+  static constexpr int most_calls = max_candidates * trials;
+
+  /// One size class.
+  struct entry {
+    std::vector<plan> candidates;
+    int calls = 0;  ///< trial calls made
+    std::array<double, max_candidates> mine{};   ///< this rank's least seconds per candidate
+    std::array<double, max_candidates> worst{};  ///< after the agreement: the slowest rank's
+    int chosen = -1;                             ///< index into `candidates` once decided
+    std::size_t bytes = 0;                       ///< the size its candidates were priced at
+    bool in_place = false;
+  };
+
+  /// Whether all-reduces of `bytes` on `t`, in memory `c.mem`, are tuned.
+  template <class Transport>
+  static bool applies(const Transport& t, const call_context& c, std::size_t bytes) {
+    if constexpr (has_cooperative<Transport>::value) {
+      return false;  // virtual time
+    } else {
+      return c.opts && bytes > 0 && bytes <= c.opts->tune_bytes && t.size() >= 2 && t.size() <= max_ranks && c.mem &&
+             std::strcmp(c.mem->name, "host") == 0;
+    }
+  }
+
+  /// Runs one all-reduce of `bytes` through `run(plan, context)`: a trial
+  /// while its class is being measured, else the class's choice (`model`,
+  /// the model's plan for exactly this size, when the model's plan won).
+  template <class Transport, class Run>
+  void all_reduce(Transport& t, const topology& topo, plan_for q, const plan& model, std::size_t bytes,
+                  const call_context& c, Run&& run) {
+    entry& e = entries_[key(bytes, q.in_place)];
+    if (e.candidates.empty()) {
+      e.candidates = tuning_candidates(topo, static_cast<double>(bytes), q, within, max_candidates);
+      e.mine.fill(std::numeric_limits<double>::infinity());
+      e.bytes = bytes;
+      e.in_place = q.in_place;
+      if (e.candidates.size() < 2) e.chosen = 0;
+    }
+    if (e.chosen >= 0) {
+      const plan& p = e.chosen == 0 ? model : e.candidates[static_cast<std::size_t>(e.chosen)];
+      run(p, with_plan_stamp(c, p));
+      return;
+    }
+    const int n = static_cast<int>(e.candidates.size());
+    const int i = e.calls++ % n;
+    const plan& p = e.candidates[static_cast<std::size_t>(i)];
+    std::exception_ptr failed;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      run(p, with_plan_stamp(c, p));
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      e.mine[static_cast<std::size_t>(i)] = std::min(e.mine[static_cast<std::size_t>(i)], s);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    // The agreement runs even after a failed trial: a rank that timed out
+    // still sends its figures, so the others are not left waiting for them.
+    if (e.calls == n * trials) {
+      try {
+        agree(t, c, e);
+      } catch (...) {
+        e.chosen = 0;
+        if (!failed) failed = std::current_exception();
+      }
+    }
+    if (failed) std::rethrow_exception(failed);
+  }
+
+  /// The size class of `bytes`, if it has been measured.
+  const entry* decided(std::size_t bytes, bool in_place) const {
+    const auto it = entries_.find(key(bytes, in_place));
+    return it != entries_.end() && it->second.chosen >= 0 && it->second.candidates.size() > 1 ? &it->second : nullptr;
+  }
+  /// One line per measured class: each candidate's slowest-rank time, the choice marked.
+  std::string report(const topology& topo) const {
+    std::string s;
+    char line[160];
+    for (const auto& [k, e] : entries_) {
+      if (e.chosen < 0 || e.candidates.size() < 2) continue;
+      std::snprintf(line, sizeof line, "# measured at %zu bytes%s:", e.bytes, e.in_place ? ", in place" : "");
+      s += line;
+      for (std::size_t j = 0; j < e.candidates.size(); ++j) {
+        std::snprintf(line, sizeof line, " %s%s %.1f us%s", static_cast<int>(j) == e.chosen ? "*" : "",
+                      describe(topo, e.candidates[j]).c_str(), e.worst[j] * 1e6, j + 1 < e.candidates.size() ? "," : "");
+        s += line;
+      }
+      s += "\n";
+    }
+    return s;
+  }
+  void clear() { entries_.clear(); }
+
+ private:
+  static unsigned key(std::size_t bytes, bool in_place) {
+    unsigned k = 0;
+    while (bytes >>= 1) ++k;
+    return 2 * k + (in_place ? 1u : 0u);
+  }
+  template <class Transport>
+  void agree(Transport& t, const call_context& c, entry& e) {
+    const int n = t.size();
+    table_.assign(static_cast<std::size_t>(n) * max_candidates, std::numeric_limits<double>::infinity());
+    std::copy(e.mine.begin(), e.mine.end(), table_.begin() + static_cast<std::ptrdiff_t>(t.rank()) * max_candidates);
+    exchange_with_all(t, reinterpret_cast<std::byte*>(table_.data()), max_candidates * sizeof(double), c,
+                      c.base_tag + tag_offset::tuning, "tuning agreement");
+    const int count = static_cast<int>(e.candidates.size());
+    slowest_of(table_.data(), n, max_candidates, count, e.worst.data());
+    e.chosen = tuning_decision(e.worst.data(), count, margin);
+  }
+  std::map<unsigned, entry> entries_;
+  std::vector<double> table_;
+};
+
+}  // namespace ddl::detail
