@@ -18,10 +18,14 @@
 ///   - candidates: the model's best, then the others it predicts within
 ///     `within` times of it, best first, at most `max_candidates` (one
 ///     multi-ring at most: its orders differ little);
-///   - `trials` calls each, in turn (c0 c1 c2 c0 c1 c2 ...), every rank the
-///     same candidates in the same order, each timed on each rank; a rank's
-///     figure for a candidate is its least time (the first call of a plan may
-///     allocate, or fault pages in);
+///   - `trials` calls each, one candidate after another (c0 c0 c0 c1 c1 c1
+///     ...), every rank the same candidates in the same order, each timed on
+///     each rank; a rank's figure for a candidate is its least time (the
+///     first call of a plan may allocate, fault pages in, or find the caches
+///     as the previous plan left them). Blocks, not turns: the choice will
+///     run call after call, so each is timed that way (taken in turns, ring
+///     looked faster than recursive doubling at 256 KiB on 2 threads and ran
+///     1.4x slower once chosen);
 ///   - after the last trial, one round in which every rank sends its figures
 ///     to every other (`detail::exchange_with_all`, tagged
 ///     `tag_offset::tuning` inside the call); every rank then computes the
@@ -39,6 +43,11 @@
 /// differ in placement (in place on some, out of place on others) where
 /// placement changes the plan: as with `MPI_IN_PLACE`, every rank of an
 /// `auto` all-reduce is expected to pass the same placement.
+///
+/// The choice follows the timings, so it can differ from one run to the
+/// next; plans add in different orders, so a floating-point sum may then
+/// differ in its last bits between runs (never between ranks of one call).
+/// `DDL_TUNE=0` gives run-to-run reproducible sums.
 ///
 /// Applies where wall-clock time means something and the figures are cheap
 /// to trade: host memory (device calls are stream-ordered, their host time
@@ -180,7 +189,7 @@ class plan_tuner {
       return;
     }
     const int n = static_cast<int>(e.candidates.size());
-    const int i = e.calls++ % n;
+    const int i = e.calls++ / trials;
     const plan& p = e.candidates[static_cast<std::size_t>(i)];
     std::exception_ptr failed;
     const auto t0 = std::chrono::steady_clock::now();
