@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -182,6 +183,47 @@ TEST_CASE("mpi: nodes of different sizes fall back to one flat level") {
   std::vector<float> g(333, 1.0f);
   comm.all_reduce(ddl::host_view(g), ddl::op::sum);
   CHECK(g[332] == static_cast<float>(n));
+}
+
+TEST_CASE("mpi: auto measures its candidates across processes: exact through the trials, then one plan on every rank") {
+  const int n = world_size(), r = world_rank();
+  if (n < 2) return;
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  ddl::options o;
+  o.tune_bytes = std::size_t{16} << 20;  // whatever DDL_TUNE says
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t, ddl::auto_strategy(), o);
+  failure_log log;
+  for (std::size_t count : {std::size_t{1}, std::size_t{4099}, std::size_t{40000}}) {
+    std::vector<std::int64_t> g(count), out(count);
+    for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
+      for (std::size_t i = 0; i < count; ++i) g[i] = static_cast<std::int64_t>(i % 1000) * (r + 1) + call;
+      comm.all_reduce(ddl::host_view(g), ddl::host_view(out), ddl::op::sum);  // out of place
+      comm.all_reduce(ddl::host_view(g), ddl::op::sum);                       // in place
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::int64_t want = static_cast<std::int64_t>(i % 1000) * n * (n + 1) / 2 + std::int64_t{call} * n;
+        if (g[i] != want || out[i] != want) {
+          log.add("count " + std::to_string(count) + ", call " + std::to_string(call) + ": wrong at " +
+                  std::to_string(i));
+          break;
+        }
+      }
+    }
+    // Every rank settled on the same plan for each placement.
+    const std::size_t bytes = count * sizeof(std::int64_t);
+    for (bool in_place : {false, true}) {
+      unsigned long long h = std::hash<std::string>{}(ddl::describe(comm.strategy().topo(), comm.strategy().running(bytes, in_place)));
+      unsigned long long lo = h, hi = h;
+      MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+      CHECK(lo == hi);
+    }
+  }
+  // Measured where the model saw rivals within 3x, and explain says so.
+  const ddl::plan_for q = ddl::plan_for::transport<ddl::mpi_transport>();  // out of place
+  if (ddl::detail::tuning_candidates(comm.strategy().topo(), 320000, q, 3.0, 4).size() > 1)
+    CHECK(comm.explain(320000).find("# measured at 320000 bytes:") != std::string::npos);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
 }
 
 TEST_CASE("mpi: a box that does not match the world is the same error on every rank") {
