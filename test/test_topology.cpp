@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -370,8 +371,10 @@ TEST_CASE("auto on in-process ranks: the direct strategies where they win, exact
   REQUIRE(ddl::best_plan(t, 1024, {ddl::candidates::all, true}).algo == ddl::algorithm::one_shot);
   REQUIRE(ddl::best_plan(t, 4e6, {ddl::candidates::all, true}).algo == ddl::algorithm::two_shot);
   failure_log log;
+  ddl::options tuned;  // measured choices: trials of every candidate across the matrix's sizes
+  tuned.tune_bytes = std::size_t{16} << 20;
   for (int n : {3, 8}) {
-    run_matrix<ddl::auto_strategy>(n, matrix_counts(n, 300007), log, ddl::options{},
+    run_matrix<ddl::auto_strategy>(n, matrix_counts(n, 300007), log, tuned,
                                    ddl::auto_strategy(ddl::topology::uniform(n, 4e9, 8e-6)));
   }
   CHECK_MESSAGE(log.count() == 0, log.summary());
@@ -581,7 +584,9 @@ TEST_CASE("auto tunes on in-process ranks: exact before, during and after, and e
       CAPTURE(n);
       CAPTURE(count);
       const int calls = ddl::detail::plan_tuner::most_calls + 3;
-      const auto seen = tune_on_threads(n, count, calls, ddl::options{}, log);
+      ddl::options on;
+      on.tune_bytes = std::size_t{16} << 20;
+      const auto seen = tune_on_threads(n, count, calls, on, log);
       for (const auto& s : seen) {
         CHECK(s.out_of_place == seen[0].out_of_place);
         CHECK(s.in_place == seen[0].in_place);
@@ -598,9 +603,9 @@ TEST_CASE("auto tunes on in-process ranks: exact before, during and after, and e
   }
   CHECK_MESSAGE(log.count() == 0, log.summary());
 
-  // DDL_TUNE=0: the model alone, nothing measured.
+  // Off by default (DDL_TUNE=0): the model alone, nothing measured.
   ddl::options off;
-  off.tune_bytes = 0;
+  CHECK(off.tune_bytes == 0);
   const auto seen = tune_on_threads(4, 8192, 20, off, log);
   const auto t4 = ddl::topology::uniform(4, ddl::local_transport::default_bandwidth, ddl::local_transport::default_latency);
   CHECK(seen[0].report.find("measured") == std::string::npos);
@@ -615,7 +620,7 @@ TEST_CASE("auto tuning: a rank that runs another plan (here: tuning off on one r
     ddl::local_fabric::run(n, [&](ddl::local_transport& tr) {
       ddl::options o;
       o.timeout = std::chrono::seconds(20);
-      if (tr.rank() == 0) o.tune_bytes = 0;
+      o.tune_bytes = tr.rank() == 0 ? 0 : std::size_t{16} << 20;
       ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, o);
       std::vector<float> v(8192, 1.0f);
       std::string& e = errors[static_cast<std::size_t>(tr.rank())];
@@ -636,4 +641,87 @@ TEST_CASE("auto tuning: a rank that runs another plan (here: tuning off on one r
       CHECK(e.find("under auto, the plan") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("tuning: broadcast candidates are the model's choice, then the algorithms priced within 3x") {
+  for (int n : {2, 3, 4, 8}) {
+    const auto topo = ddl::topology::uniform(n, 2e9, 20e-6);
+    for (std::size_t bytes : {std::size_t{4}, std::size_t{4096}, std::size_t{262144}, std::size_t{16} << 20}) {
+      CAPTURE(n);
+      CAPTURE(bytes);
+      const auto c = ddl::detail::tuning_candidates(bytes, topo, 4, 3.0, 4);
+      REQUIRE(!c.empty());
+      const auto model = ddl::broadcast_choice(bytes, topo, 4);
+      CHECK(c.front().algo == model.algo);
+      CHECK(c.front().seconds == model.seconds);
+      CHECK(c.size() <= 3);
+      if (n == 2) CHECK(c.size() == 1);  // only the tree
+      for (const auto& p : c) {
+        CHECK(p.seconds <= 3.0 * c.front().seconds);
+        // No scatter with fewer elements than ranks.
+        if (bytes / 4 < static_cast<std::size_t>(n)) CHECK(p.algo != ddl::broadcast_algorithm::scatter_allgather);
+      }
+      // Each candidate its own stamp.
+      const ddl::tag base = ddl::detail::call_tag(
+          3, ddl::detail::make_stamp(ddl::detail::call_kind::broadcast, ddl::dtype::float32, ddl::op::sum, bytes / 4, 0, 0, "auto"));
+      for (std::size_t i = 0; i < c.size(); ++i)
+        for (std::size_t j = 0; j < i; ++j)
+          CHECK(ddl::detail::stamps_disagree(ddl::detail::with_plan_stamp(base, c[i]), ddl::detail::with_plan_stamp(base, c[j])));
+    }
+  }
+  // 4 ranks, 256 KiB: all three are candidates (the case measured on 4 processes).
+  CHECK(ddl::detail::tuning_candidates(262144, ddl::topology::uniform(4, 2e9, 20e-6), 4, 3.0, 4).size() == 3);
+}
+
+TEST_CASE("broadcast measured on in-process ranks: exact from every root through the trials, one algorithm on every rank") {
+  failure_log log;
+  for (int n : {2, 3, 4, 5}) {
+    for (std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{1000}, std::size_t{70001}}) {
+      CAPTURE(n);
+      CAPTURE(count);
+      std::vector<std::string> chosen(static_cast<std::size_t>(n)), report(static_cast<std::size_t>(n));
+      ddl::local_fabric::run(n, [&](ddl::local_transport& tr) {
+        const int r = tr.rank();
+        ddl::options o;
+        o.tune_bytes = std::size_t{16} << 20;
+        ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, o);
+        std::vector<std::int32_t> v(count);
+        for (int k = 0; k < ddl::detail::plan_tuner::most_calls + 3; ++k) {
+          const int root = k % n;
+          for (std::size_t i = 0; i < count; ++i)
+            v[i] = r == root ? static_cast<std::int32_t>(i * 7 + static_cast<std::size_t>(k)) : -1;
+          comm.broadcast(ddl::host_view(v), root);
+          for (std::size_t i = 0; i < count; ++i)
+            if (v[i] != static_cast<std::int32_t>(i * 7 + static_cast<std::size_t>(k))) {
+              log.add("n=" + std::to_string(n) + " count " + std::to_string(count) + " rank " + std::to_string(r) +
+                      " call " + std::to_string(k) + ": element " + std::to_string(i) + " is " + std::to_string(v[i]));
+              break;
+            }
+        }
+        chosen[static_cast<std::size_t>(r)] = comm.broadcast_plan_for(count * 4, ddl::dtype::int32).describe();
+        report[static_cast<std::size_t>(r)] = comm.explain_broadcast();
+      });
+      for (const auto& s : chosen) CHECK(s == chosen[0]);
+      const auto topo =
+          ddl::topology::uniform(n, ddl::local_transport::default_bandwidth, ddl::local_transport::default_latency);
+      const bool choice = ddl::detail::tuning_candidates(count * 4, topo, 4, 3.0, 4).size() > 1;
+      CAPTURE(report[0]);
+      CHECK((report[0].find("# broadcast measured at " + std::to_string(count * 4) + " bytes:") != std::string::npos) ==
+            choice);
+    }
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+
+  // A forced algorithm is run as forced: nothing measured.
+  ddl::local_fabric::run(4, [&](ddl::local_transport& tr) {
+    ddl::options o;
+    o.tune_bytes = std::size_t{16} << 20;
+    o.broadcast = ddl::broadcast_algorithm::chain;
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, o);
+    std::vector<float> v(70001, static_cast<float>(tr.rank()));
+    for (int k = 0; k < ddl::detail::plan_tuner::most_calls + 1; ++k) comm.broadcast(ddl::host_view(v), 1);
+    CHECK(v[70000] == 1.0f);
+    CHECK(comm.explain_broadcast().empty());
+    CHECK(comm.broadcast_plan_for(70001 * 4).algo == ddl::broadcast_algorithm::chain);
+  });
 }

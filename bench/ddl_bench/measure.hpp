@@ -94,6 +94,7 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
     case collective::broadcast:
       m.ip = [comm, dt](std::byte* buf, std::size_t c) { comm->broadcast(ddl::buffer_view{buf, c, dt, {}}, 0); };
       m.note = [comm, dt](std::size_t bytes) { return comm->broadcast_plan_for(bytes, dt).describe(); };
+      if (o.broadcast == ddl::broadcast_algorithm::automatic) m.extra_warmup = ddl::detail::plan_tuner::most_calls;
       break;
   }
   if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {

@@ -28,6 +28,7 @@
 #include "ddl/strategy/broadcast.hpp"
 #include "ddl/strategy/concept.hpp"
 #include "ddl/strategy/step.hpp"
+#include "ddl/strategy/tuning.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/stamp.hpp"
 
@@ -197,7 +198,12 @@ class communicator {
   /// Every rank's `data` = `root`'s. Small messages take a binomial tree,
   /// large ones a pipelined chain or a scatter + all-gather, whichever the
   /// link costs price cheaper (`ddl::broadcast_choice`, on `link_topology()`;
-  /// `options::broadcast` or `DDL_BROADCAST` forces one).
+  /// `options::broadcast` or `DDL_BROADCAST` forces one). With
+  /// `options::tune_bytes` (`DDL_TUNE`, off by default), up to that size in
+  /// host memory the first calls of each size class
+  /// time the algorithms priced within 3x and every rank keeps the fastest,
+  /// as `auto_strategy` does for all-reduces (`strategy/tuning.hpp`;
+  /// `explain_broadcast()` lists what was measured).
   /// \pre the same count and dtype on every rank; `0 <= root < size()`.
   void broadcast(buffer_view data, int root) {
     checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { check_broadcast(data, root); });
@@ -207,9 +213,14 @@ class communicator {
     checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { check_broadcast(data, root); });
     return submit("broadcast", broadcast_job(data, root), std::move(done));
   }
-  /// The plan `broadcast` follows for `bytes` (for `explain`-style output).
+  /// The plan `broadcast` follows for `bytes`: the measured choice once its
+  /// size class is measured (`strategy/tuning.hpp`), else the model's.
   broadcast_plan broadcast_plan_for(std::size_t bytes, dtype type = dtype::float32) const {
-    return broadcast_choice(bytes, link_topology(), size_of(type), opts_.broadcast);
+    return broadcasts_.running(bytes, false, broadcast_choice(bytes, link_topology(), size_of(type), opts_.broadcast));
+  }
+  /// The broadcast size classes measured so far, one line each (empty if none).
+  std::string explain_broadcast() const {
+    return broadcasts_.report("broadcast ", [](const broadcast_plan& p) { return p.describe(); });
   }
   /// The levels and link costs collectives outside the strategy (broadcast)
   /// are priced on: the strategy's (`auto_strategy`: `DDL_TOPOLOGY`,
@@ -322,17 +333,28 @@ class communicator {
       if (data.count == 0 || size() == 1) return;
       auto c = context("broadcast", data.where, data.type, op::sum, 0,
                        stamp(detail::call_kind::broadcast, data.count, 0, data.type, op::sum, root));
-      const broadcast_plan p = broadcast_plan_for(data.bytes(), data.type);
-      const tag tg = c.base_tag + tag_offset::broadcast;
-      switch (p.algo) {
-        case broadcast_algorithm::chain:
-          detail::chain_broadcast(*transport_, data.byte_data(), data.bytes(), root, p.segments, size_of(data.type), c, tg);
-          break;
-        case broadcast_algorithm::scatter_allgather:
-          detail::scatter_allgather_broadcast(*transport_, data.byte_data(), data.bytes(), root, size_of(data.type), c, tg);
-          break;
-        default: detail::binomial_broadcast(*transport_, data.byte_data(), data.bytes(), root, c, tg);
-      }
+      const std::size_t bytes = data.bytes(), elem = size_of(data.type);
+      const topology topo = link_topology();
+      const broadcast_plan model = broadcast_choice(bytes, topo, elem, opts_.broadcast);
+      auto run = [&](const broadcast_plan& p, const call_context& cp) {
+        const tag tg = cp.base_tag + tag_offset::broadcast;
+        switch (p.algo) {
+          case broadcast_algorithm::chain:
+            detail::chain_broadcast(*transport_, data.byte_data(), bytes, root, p.segments, elem, cp, tg);
+            break;
+          case broadcast_algorithm::scatter_allgather:
+            detail::scatter_allgather_broadcast(*transport_, data.byte_data(), bytes, root, elem, cp, tg);
+            break;
+          default: detail::binomial_broadcast(*transport_, data.byte_data(), bytes, root, cp, tg);
+        }
+      };
+      // Measured like auto's all-reduces (`strategy/tuning.hpp`) unless an
+      // algorithm is forced; the plan is folded into the stamp either way.
+      if (opts_.broadcast != broadcast_algorithm::automatic || !detail::plan_tuner::applies(*transport_, c, bytes))
+        return run(model, detail::with_plan_stamp(c, model));
+      broadcasts_.run(*transport_, bytes, false, model, c, [&] {
+        return detail::tuning_candidates(bytes, topo, elem, detail::plan_tuner::within, detail::plan_tuner::max_candidates);
+      }, run);
     };
   }
   auto barrier_job() {
@@ -604,6 +626,7 @@ class communicator {
   Transport* transport_;
   Strategy strategy_;
   options opts_;
+  detail::measured_choice<broadcast_plan> broadcasts_;  // broadcast's measured choices
   std::uint64_t sequence_ = 0;
   std::vector<fingerprint> fingerprints_;  // the call check's table, reused
   memory_ops mem_ = host_memory_ops();

@@ -89,11 +89,14 @@ struct options {
   bool check_calls = false;
   /// The broadcast algorithm (`DDL_BROADCAST`); `automatic` prices them all.
   broadcast_algorithm broadcast = broadcast_algorithm::automatic;
-  /// `auto_strategy` measures its candidates for all-reduces up to this many
-  /// bytes per rank before settling on one per size class (`DDL_TUNE`, e.g.
-  /// `64M`; `0` turns it off: the cost model alone decides). See
-  /// `strategy/tuning.hpp` for what it measures and when it applies.
-  std::size_t tune_bytes = std::size_t{16} << 20;
+  /// `auto_strategy` measures its candidates for all-reduces, and the
+  /// communicator its broadcast algorithms, up to this many bytes per rank
+  /// before settling on one per size class (`DDL_TUNE`, e.g. `16M`). Off
+  /// (`0`, the cost model alone decides) by default, as PyTorch's
+  /// `cudnn.benchmark`: a choice made from timings can differ between runs,
+  /// and with it the last bits of a float sum, so a training run would not
+  /// repeat itself exactly. See `strategy/tuning.hpp`.
+  std::size_t tune_bytes = 0;
 
   /// Defaults overridden by the environment variables above when set.
   static options from_env() {

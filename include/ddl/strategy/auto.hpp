@@ -4,9 +4,9 @@
 /// this message size on this topology, so a small gradient takes recursive
 /// doubling and a large one the multi-ring. The topology comes from the
 /// constructor, else `DDL_TOPOLOGY`, else one level with the transport's
-/// default link costs. All-reduces up to `options::tune_bytes` then settle
-/// among the model's close candidates by measuring them
-/// (`strategy/tuning.hpp`).
+/// default link costs. With `options::tune_bytes` (`DDL_TUNE`, off by
+/// default), all-reduces up to that size settle among the model's close
+/// candidates by measuring them (`strategy/tuning.hpp`).
 #include <cstddef>
 #include <string>
 
@@ -135,14 +135,13 @@ class auto_strategy {
   /// The plan all-reduces of `bytes` run: the measured choice once their
   /// size class is tuned (`strategy/tuning.hpp`), else the model's (`choose`).
   plan running(std::size_t bytes, bool in_place = false) const {
-    const plan model = choose(bytes, candidates::all, in_place);
-    const detail::plan_tuner::entry* e = tuner_.decided(bytes, in_place);
-    return e && e->chosen > 0 ? e->candidates[static_cast<std::size_t>(e->chosen)] : model;
+    return tuner_.running(bytes, in_place, choose(bytes, candidates::all, in_place));
   }
   /// Every candidate for `bytes`, best first, with predicted times per
   /// phase; then what was measured so far.
   std::string explain(std::size_t bytes) const {
-    return ddl::explain(topology_, static_cast<double>(bytes), allows_) + tuner_.report(topology_);
+    return ddl::explain(topology_, static_cast<double>(bytes), allows_) +
+           tuner_.report("", [&](const plan& p) { return ddl::describe(topology_, p); });
   }
 
   static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
@@ -157,8 +156,11 @@ class auto_strategy {
       detail::run_plan_all_reduce(t, topology_, p, direct_, in, out, count, cp);
     };
     if (!detail::plan_tuner::applies(t, c, bytes)) return run(model, detail::with_plan_stamp(c, model));
-    tuner_.all_reduce(t, topology_, {candidates::all, allows_.peer_memory, in == out, allows_.pipeline}, model, bytes,
-                      c, run);
+    const plan_for q{candidates::all, allows_.peer_memory, in == out, allows_.pipeline};
+    tuner_.run(t, bytes, in == out, model, c, [&] {
+      return detail::tuning_candidates(topology_, static_cast<double>(bytes), q, detail::plan_tuner::within,
+                                       detail::plan_tuner::max_candidates);
+    }, run);
   }
   /// Reduce-scatter and all-gather: the direct forms where the planner
   /// picks a direct all-reduce for this size, the logarithmic forms where it

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
-/// `auto_strategy`'s measured choice: the cost model ranks the candidates,
-/// the first calls of each size class time the close ones, and every rank
-/// settles on the plan whose slowest rank was fastest.
+/// Measured choice, for `auto_strategy`'s all-reduces and the
+/// communicator's broadcasts: the cost model ranks the candidates, the first
+/// calls of each size class time the close ones, and every rank settles on
+/// the plan whose slowest rank was fastest.
 ///
 /// Why: the model prices a step by one latency and one bandwidth per level;
 /// what a call really costs also depends on caches, on how many ranks share
@@ -18,8 +19,10 @@
 ///   - candidates: the model's best, then the others it predicts within
 ///     `within` times of it, best first, at most `max_candidates` (one
 ///     multi-ring at most: its orders differ little);
-///   - `trials` calls each, one candidate after another (c0 c0 c0 c1 c1 c1
-///     ...), every rank the same candidates in the same order, each timed on
+///   - one untimed warm-up call (the model's plan: a class's first call pays
+///     for fresh pages and first contacts between peers), then `trials`
+///     calls each, one candidate after another
+///     (c0 c0 c0 c1 c1 c1 ...), every rank the same candidates in the same order, each timed on
 ///     each rank; a rank's figure for a candidate is its least time (the
 ///     first call of a plan may allocate, fault pages in, or find the caches
 ///     as the previous plan left them). Blocks, not turns: the choice will
@@ -28,7 +31,8 @@
 ///     1.4x slower once chosen);
 ///   - after the last trial, one round in which every rank sends its figures
 ///     to every other (`detail::exchange_with_all`, tagged
-///     `tag_offset::tuning` inside the call); every rank then computes the
+///     `tag_offset::tuning` inside the call, under the trial's stamp); every
+///     rank then computes the
 ///     same choice from the same table: the candidate whose slowest rank was
 ///     fastest, unless it beats the model's by less than `margin`, and from
 ///     then on runs it for the class (the model's own choice at each size
@@ -46,15 +50,26 @@
 ///
 /// The choice follows the timings, so it can differ from one run to the
 /// next; plans add in different orders, so a floating-point sum may then
-/// differ in its last bits between runs (never between ranks of one call).
-/// `DDL_TUNE=0` gives run-to-run reproducible sums.
+/// differ in its last bits between runs (never between ranks of one call),
+/// and SGD grows such differences: the Fashion-MNIST comparison with gloo
+/// (`examples/torch/train_ddp.py --compare`, 4 ranks) stays within 1.4e-6
+/// of gloo's loss over 50 steps on the model's plan and parts by 3.5e-3 when
+/// the ring is measured fastest. Hence off by default, as PyTorch's
+/// `cudnn.benchmark`.
 ///
 /// Applies where wall-clock time means something and the figures are cheap
 /// to trade: host memory (device calls are stream-ordered, their host time
 /// is not theirs), a transport that is not a set of fibers in virtual time
 /// (the simulator), 2-`max_ranks` ranks, and `options::tune_bytes`
-/// (`DDL_TUNE`, default 16 MiB, `0` off). Reduce-scatter and all-gather
+/// (`DDL_TUNE`, e.g. `16M`; off by default). Reduce-scatter and all-gather
 /// follow the model.
+///
+/// Broadcasts (the communicator's, unless `DDL_BROADCAST` forces one) are
+/// measured the same way, per size class of the message: the binomial tree,
+/// the pipelined chain and scatter + all-gather that the model prices within
+/// 3x of its choice (on 2 ranks only the tree). On 4 processes sharing 2
+/// cores the model put scatter + all-gather first at 256 KiB where the tree
+/// ran 1.7x faster (bench/results/mpi-vs-openmpi-mpich-gloo.md).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -67,6 +82,7 @@
 #include <vector>
 
 #include "ddl/core/hash.hpp"
+#include "ddl/strategy/broadcast.hpp"
 #include "ddl/strategy/planner.hpp"
 #include "ddl/strategy/step.hpp"
 #include "ddl/transport/cooperative.hpp"
@@ -114,30 +130,66 @@ inline int tuning_decision(const double* worst, int count, double margin) {
   return worst[best] < margin * worst[0] ? best : 0;
 }
 
-/// `base` (a call's tag) with plan `p` folded into its stamp's hash bits, so
-/// ranks running different plans in one call see different stamps.
-inline tag with_plan_stamp(tag base, const plan& p) {
-  if (!is_stamped(base)) return base;
+/// A plan's identity for the stamp: its algorithm and shape.
+inline std::uint64_t plan_hash(const plan& p) {
   std::uint64_t h = fnv1a_u64(static_cast<std::uint64_t>(p.algo), fnv1a_basis);
   h = fnv1a_u64(p.dims, h);
   for (std::size_t d = 0; d < p.dims; ++d) {
     h = fnv1a_u64(static_cast<std::uint64_t>(p.bounds[d + 1]), h);
     h = fnv1a_u64(static_cast<std::uint64_t>(p.order[d]), h);
   }
-  h = fnv1a_u64(static_cast<std::uint64_t>(p.segments), h);
+  return fnv1a_u64(static_cast<std::uint64_t>(p.segments), h);
+}
+inline std::uint64_t plan_hash(const broadcast_plan& p) {
+  return fnv1a_u64(static_cast<std::uint64_t>(p.segments),
+                   fnv1a_u64(static_cast<std::uint64_t>(p.algo) + 0x100u, fnv1a_basis));
+}
+
+/// `base` (a call's tag) with plan `p` folded into its stamp's hash bits, so
+/// ranks running different plans in one call see different stamps.
+template <class Plan>
+tag with_plan_stamp(tag base, const Plan& p) {
+  if (!is_stamped(base)) return base;
+  std::uint64_t h = plan_hash(p);
   h ^= h >> 31;
   return base ^ (tag(h & 0x7fu) << (stamp_shift + 9));
 }
 
 /// `c` with plan `p` folded into its stamp (`with_plan_stamp`).
-inline call_context with_plan_stamp(const call_context& c, const plan& p) {
+template <class Plan>
+call_context with_plan_stamp(const call_context& c, const Plan& p) {
   call_context d = c;
   d.base_tag = with_plan_stamp(c.base_tag, p);
   return d;
 }
 
-/// One communicator's measured choices (held by its `auto_strategy`).
-class plan_tuner {
+/// The broadcasts measured for `bytes` of `elem_size`-byte elements on
+/// `topo`: the model's choice (`broadcast_choice`) first, then the other
+/// algorithms it prices within `within` x of it, cheapest first, at most
+/// `most`. Chain and scatter + all-gather only where the model would weigh
+/// them (more than 2 ranks; scatter blocks of at least one element).
+inline std::vector<broadcast_plan> tuning_candidates(std::size_t bytes, const topology& topo, std::size_t elem_size,
+                                                     double within, int most) {
+  using algo = broadcast_algorithm;
+  std::vector<broadcast_plan> v{broadcast_choice(bytes, topo, elem_size, algo::binomial)};
+  const std::size_t elems = bytes / std::max<std::size_t>(elem_size, 1);
+  if (topo.size() > 2 && bytes > 0) {
+    v.push_back(broadcast_choice(bytes, topo, elem_size, algo::chain));
+    if (elems >= static_cast<std::size_t>(topo.size()))
+      v.push_back(broadcast_choice(bytes, topo, elem_size, algo::scatter_allgather));
+  }
+  std::stable_sort(v.begin(), v.end(), [](const broadcast_plan& a, const broadcast_plan& b) { return a.seconds < b.seconds; });
+  std::vector<broadcast_plan> out;
+  for (const auto& p : v)
+    if (static_cast<int>(out.size()) < most && p.seconds <= within * v.front().seconds) out.push_back(p);
+  return out;
+}
+
+/// One communicator's measured choices among plans of type `Plan` (`plan`
+/// for `auto_strategy`'s all-reduces, `broadcast_plan` for the
+/// communicator's broadcasts).
+template <class Plan>
+class measured_choice {
  public:
   static constexpr int max_candidates = 4;
   static constexpr int trials = 3;
@@ -145,12 +197,12 @@ class plan_tuner {
   static constexpr double margin = 0.93;
   static constexpr int max_ranks = 64;
   /// The most calls one size class spends measuring.
-  static constexpr int most_calls = max_candidates * trials;
+  static constexpr int most_calls = 1 + max_candidates * trials;
 
   /// One size class.
   struct entry {
-    std::vector<plan> candidates;
-    int calls = 0;  ///< trial calls made
+    std::vector<Plan> candidates;
+    int calls = 0;  ///< calls made while measuring (the warm-up included)
     std::array<double, max_candidates> mine{};   ///< this rank's least seconds per candidate
     std::array<double, max_candidates> worst{};  ///< after the agreement: the slowest rank's
     int chosen = -1;                             ///< index into `candidates` once decided
@@ -158,7 +210,7 @@ class plan_tuner {
     bool in_place = false;
   };
 
-  /// Whether all-reduces of `bytes` on `t`, in memory `c.mem`, are tuned.
+  /// Whether calls of `bytes` on `t`, in memory `c.mem`, are tuned.
   template <class Transport>
   static bool applies(const Transport& t, const call_context& c, std::size_t bytes) {
     if constexpr (has_cooperative<Transport>::value) {
@@ -169,42 +221,53 @@ class plan_tuner {
     }
   }
 
-  /// Runs one all-reduce of `bytes` through `run(plan, context)`: a trial
-  /// while its class is being measured, else the class's choice (`model`,
-  /// the model's plan for exactly this size, when the model's plan won).
-  template <class Transport, class Run>
-  void all_reduce(Transport& t, const topology& topo, plan_for q, const plan& model, std::size_t bytes,
-                  const call_context& c, Run&& run) {
-    entry& e = entries_[key(bytes, q.in_place)];
+  /// Runs one call of `bytes` through `run(plan, context)`: a trial while
+  /// its class is being measured, else the class's choice (`model`, the
+  /// model's plan for exactly this size, when the model's plan won).
+  /// `candidates()` gives the class's candidates, the model's first, when
+  /// the class is first seen.
+  template <class Transport, class Candidates, class Run>
+  void run(Transport& t, std::size_t bytes, bool in_place, const Plan& model, const call_context& c,
+           Candidates&& candidates, Run&& run) {
+    entry& e = entries_[key(bytes, in_place)];
     if (e.candidates.empty()) {
-      e.candidates = tuning_candidates(topo, static_cast<double>(bytes), q, within, max_candidates);
+      e.candidates = candidates();
+      if (static_cast<int>(e.candidates.size()) > max_candidates) e.candidates.resize(max_candidates);
       e.mine.fill(std::numeric_limits<double>::infinity());
       e.bytes = bytes;
-      e.in_place = q.in_place;
+      e.in_place = in_place;
       if (e.candidates.size() < 2) e.chosen = 0;
     }
     if (e.chosen >= 0) {
-      const plan& p = e.chosen == 0 ? model : e.candidates[static_cast<std::size_t>(e.chosen)];
+      const Plan& p = e.chosen == 0 ? model : e.candidates[static_cast<std::size_t>(e.chosen)];
       run(p, with_plan_stamp(c, p));
       return;
     }
+    // Call 0 warms up, untimed (the class's first call pays for pages,
+    // workspace and first contacts between peers, whichever plan runs it);
+    // then `trials` calls of each candidate in turn.
     const int n = static_cast<int>(e.candidates.size());
-    const int i = e.calls++ / trials;
-    const plan& p = e.candidates[static_cast<std::size_t>(i)];
+    const int k = e.calls++;
+    const int i = k == 0 ? 0 : (k - 1) / trials;
+    const Plan& p = e.candidates[static_cast<std::size_t>(i)];
+    // The trial and the agreement after it carry the plan's stamp: a rank
+    // still receiving the trial's messages must not see the agreement's as
+    // a message of this call under another stamp (a mismatch).
+    const call_context cp = with_plan_stamp(c, p);
     std::exception_ptr failed;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      run(p, with_plan_stamp(c, p));
+      run(p, cp);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      e.mine[static_cast<std::size_t>(i)] = std::min(e.mine[static_cast<std::size_t>(i)], s);
+      if (k > 0) e.mine[static_cast<std::size_t>(i)] = std::min(e.mine[static_cast<std::size_t>(i)], s);
     } catch (...) {
       failed = std::current_exception();
     }
     // The agreement runs even after a failed trial: a rank that timed out
     // still sends its figures, so the others are not left waiting for them.
-    if (e.calls == n * trials) {
+    if (e.calls == 1 + n * trials) {
       try {
-        agree(t, c, e);
+        agree(t, cp, e);
       } catch (...) {
         e.chosen = 0;
         if (!failed) failed = std::current_exception();
@@ -218,22 +281,30 @@ class plan_tuner {
     const auto it = entries_.find(key(bytes, in_place));
     return it != entries_.end() && it->second.chosen >= 0 && it->second.candidates.size() > 1 ? &it->second : nullptr;
   }
-  /// One line per measured class: each candidate's slowest-rank time, the choice marked.
-  std::string report(const topology& topo) const {
+  /// One line per measured class: each candidate's slowest-rank time, the
+  /// choice marked; `what` starts the line ("# <what>measured at ..."),
+  /// `describe(plan)` names a candidate.
+  template <class Describe>
+  std::string report(const char* what, Describe&& describe) const {
     std::string s;
     char line[160];
     for (const auto& [k, e] : entries_) {
       if (e.chosen < 0 || e.candidates.size() < 2) continue;
-      std::snprintf(line, sizeof line, "# measured at %zu bytes%s:", e.bytes, e.in_place ? ", in place" : "");
+      std::snprintf(line, sizeof line, "# %smeasured at %zu bytes%s:", what, e.bytes, e.in_place ? ", in place" : "");
       s += line;
       for (std::size_t j = 0; j < e.candidates.size(); ++j) {
         std::snprintf(line, sizeof line, " %s%s %.1f us%s", static_cast<int>(j) == e.chosen ? "*" : "",
-                      describe(topo, e.candidates[j]).c_str(), e.worst[j] * 1e6, j + 1 < e.candidates.size() ? "," : "");
+                      describe(e.candidates[j]).c_str(), e.worst[j] * 1e6, j + 1 < e.candidates.size() ? "," : "");
         s += line;
       }
       s += "\n";
     }
     return s;
+  }
+  /// The plan calls of `bytes` now run: the class's measured choice, else `model`.
+  Plan running(std::size_t bytes, bool in_place, const Plan& model) const {
+    const entry* e = decided(bytes, in_place);
+    return e && e->chosen > 0 ? e->candidates[static_cast<std::size_t>(e->chosen)] : model;
   }
   void clear() { entries_.clear(); }
 
@@ -257,5 +328,8 @@ class plan_tuner {
   std::map<unsigned, entry> entries_;
   std::vector<double> table_;
 };
+
+/// `auto_strategy`'s all-reduce choices.
+using plan_tuner = measured_choice<plan>;
 
 }  // namespace ddl::detail
