@@ -1,5 +1,5 @@
 #!/bin/bash
-# Tuned Open MPI, auto with its measured choice (DDL_TUNE=16M, the default) and
+# Tuned Open MPI, auto with its measured choice (DDL_TUNE=16M) and
 # without (DDL_TUNE=0), alternating; run from the repository root after
 # building build/dev.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
