@@ -350,10 +350,10 @@ class communicator {
       };
       // Measured like auto's all-reduces (`strategy/tuning.hpp`) unless an
       // algorithm is forced; the plan is folded into the stamp either way.
-      if (opts_.broadcast != broadcast_algorithm::automatic || !detail::plan_tuner::applies(*transport_, c, bytes))
+      if (opts_.broadcast != broadcast_algorithm::automatic || !broadcast_tuner::applies(*transport_, c, bytes))
         return run(model, detail::with_plan_stamp(c, model));
       broadcasts_.run(*transport_, bytes, false, model, c, [&] {
-        return detail::tuning_candidates(bytes, topo, elem, detail::plan_tuner::within, detail::plan_tuner::max_candidates);
+        return detail::tuning_candidates(bytes, topo, elem, broadcast_tuner::within, broadcast_tuner::max_candidates);
       }, run);
     };
   }
@@ -626,7 +626,8 @@ class communicator {
   Transport* transport_;
   Strategy strategy_;
   options opts_;
-  detail::measured_choice<broadcast_plan> broadcasts_;  // broadcast's measured choices
+  using broadcast_tuner = detail::measured_choice<broadcast_plan>;
+  broadcast_tuner broadcasts_;  // broadcast's measured choices
   std::uint64_t sequence_ = 0;
   std::vector<fingerprint> fingerprints_;  // the call check's table, reused
   memory_ops mem_ = host_memory_ops();

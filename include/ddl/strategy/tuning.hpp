@@ -277,11 +277,6 @@ class measured_choice {
     if (failed) std::rethrow_exception(failed);
   }
 
-  /// The size class of `bytes`, if it has been measured.
-  const entry* decided(std::size_t bytes, bool in_place) const {
-    const auto it = entries_.find(key(bytes, in_place));
-    return it != entries_.end() && it->second.chosen >= 0 && it->second.candidates.size() > 1 ? &it->second : nullptr;
-  }
   /// One line per measured class: each candidate's slowest-rank time, the
   /// choice marked; `what` starts the line ("# <what>measured at ..."),
   /// `describe(plan)` names a candidate.
@@ -304,8 +299,10 @@ class measured_choice {
   }
   /// The plan calls of `bytes` now run: the class's measured choice, else `model`.
   Plan running(std::size_t bytes, bool in_place, const Plan& model) const {
-    const entry* e = decided(bytes, in_place);
-    return e && e->chosen > 0 ? e->candidates[static_cast<std::size_t>(e->chosen)] : model;
+    const auto it = entries_.find(key(bytes, in_place));
+    return it != entries_.end() && it->second.chosen > 0
+               ? it->second.candidates[static_cast<std::size_t>(it->second.chosen)]
+               : model;
   }
   void clear() { entries_.clear(); }
 

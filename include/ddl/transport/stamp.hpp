@@ -12,8 +12,9 @@
 ///     number | bits 0-7: the phase (`tag_offset`)
 ///
 /// The 16-bit stamp: collective (3 bits), dtype (3), op (3), and 7 bits of a
-/// hash of the counts, the root and the strategy's name (and, in calls
-/// `auto_strategy` tunes, its plan: `strategy/tuning.hpp`). Collective, dtype
+/// hash of the counts, the root and the strategy's name (and, in
+/// `auto_strategy`'s all-reduces and in broadcasts, the plan run:
+/// `strategy/tuning.hpp`). Collective, dtype
 /// and op are named exactly when they differ; the hash catches other
 /// disagreements 127 times in 128 (`DDL_CHECK=1` compares every field before
 /// each call, at the price of an extra round). Tags without bit 63 (a
