@@ -68,11 +68,14 @@ int main(int argc, char** argv) {
   ddl::topology topo;
   std::string found;
   int rank = 0;
+#ifdef DDL_BENCH_MPI
+  ddl::plan_for mpi_allowed;  // what auto weighs over MPI (set by run_mpi)
+#endif
   try {
     if (s.transport == "mpi") {
 #ifdef DDL_BENCH_MPI
       MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-      rows = run_mpi(s, labels, topo, found);
+      rows = run_mpi(s, labels, topo, found, mpi_allowed);
 #else
       usage("this ddl-bench was built without MPI (configure with DDL_ENABLE_MPI=ON)");
 #endif
@@ -89,7 +92,7 @@ int main(int argc, char** argv) {
     // What auto weighs over the transport.
     ddl::plan_for allowed = ddl::plan_for::transport<ddl::local_transport>();
 #ifdef DDL_BENCH_MPI
-    if (s.transport == "mpi") allowed = ddl::plan_for::transport<ddl::mpi_transport>();
+    if (s.transport == "mpi") allowed = mpi_allowed;
 #endif
     for (const auto& rw : rows)
       std::printf("%s\n", ddl::explain(topo, static_cast<double>(rw.bytes), allowed).c_str());

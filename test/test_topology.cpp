@@ -317,11 +317,13 @@ TEST_CASE("auto: every size on a three-level topology equals the exact reference
 }
 
 TEST_CASE("planner: the direct strategies, priced by memory traffic, only where ranks share memory") {
-  // One level of in-process ranks: B = 4 GB/s, sigma = 8 us, M = 2 B.
-  const double b = 4e9, a = 8e-6, m = ddl::cost::direct_read_factor * b;
-  for (int n : {2, 4, 8}) {
+  // One level of in-process ranks: B = 4 GB/s, a latency of 8 us, M = 2 B;
+  // a synchronisation round costs ceil(log2 n) latencies.
+  const double b = 4e9, m = ddl::cost::direct_read_factor * b;
+  for (int n : {2, 3, 4, 8}) {
     CAPTURE(n);
-    const auto t = ddl::topology::uniform(n, b, a);
+    const double a = 8e-6 * (n == 2 ? 1 : n <= 4 ? 2 : 3);
+    const auto t = ddl::topology::uniform(n, b, 8e-6);
     for (double bytes : {4096.0, 1e6, 64e6}) {
       CAPTURE(bytes);
       double one = -1, two = -1;
@@ -335,10 +337,11 @@ TEST_CASE("planner: the direct strategies, priced by memory traffic, only where 
         CHECK(!(p.algo == ddl::algorithm::one_shot || p.algo == ddl::algorithm::two_shot));
     }
   }
-  // 8 ranks: one_shot for the smallest messages (2 rounds, where recursive
-  // doubling takes 3), two_shot for large ones (least traffic).
-  const auto t8 = ddl::topology::uniform(8, b, a);
-  CHECK(ddl::best_plan(t8, 1024, {ddl::candidates::all, true}).algo == ddl::algorithm::one_shot);
+  // 8 ranks: recursive doubling for the smallest messages (3 steps, where
+  // one_shot's 2 rounds wait on all 8 ranks: level on 8 threads, measured),
+  // two_shot for large ones (least traffic).
+  const auto t8 = ddl::topology::uniform(8, b, 8e-6);
+  CHECK(ddl::best_plan(t8, 1024, {ddl::candidates::all, true}).algo == ddl::algorithm::recursive_doubling);
   CHECK(ddl::best_plan(t8, 64e6, {ddl::candidates::all, true}).algo == ddl::algorithm::two_shot);
   CHECK(ddl::best_plan(t8, 64e6).algo != ddl::algorithm::two_shot);
   const std::string e = ddl::explain(t8, 64e6, {ddl::candidates::all, true});
@@ -367,9 +370,16 @@ TEST_CASE("planner: in place, recursive doubling pays for its copy back (odd exc
 }
 
 TEST_CASE("auto on in-process ranks: the direct strategies where they win, exact at every size and on 1-8 ranks") {
-  const auto t = ddl::topology::uniform(8, 4e9, 8e-6);
-  REQUIRE(ddl::best_plan(t, 1024, {ddl::candidates::all, true}).algo == ddl::algorithm::one_shot);
-  REQUIRE(ddl::best_plan(t, 4e6, {ddl::candidates::all, true}).algo == ddl::algorithm::two_shot);
+  // The matrix's sizes cross both direct strategies: two_shot chosen on 8
+  // ranks, one_shot measured among the close candidates on 3 (1009 floats).
+  REQUIRE(ddl::best_plan(ddl::topology::uniform(8, 4e9, 8e-6), 4e6, {ddl::candidates::all, true}).algo ==
+          ddl::algorithm::two_shot);
+  bool one_measured = false;
+  for (const auto& p : ddl::detail::tuning_candidates(ddl::topology::uniform(3, 4e9, 8e-6), 1009 * 4.0,
+                                                      {ddl::candidates::all, true}, ddl::detail::plan_tuner::within,
+                                                      ddl::detail::plan_tuner::max_candidates))
+    one_measured = one_measured || p.algo == ddl::algorithm::one_shot;
+  REQUIRE(one_measured);
   failure_log log;
   ddl::options tuned;  // measured choices: trials of every candidate across the matrix's sizes
   tuned.tune_bytes = std::size_t{16} << 20;

@@ -150,11 +150,16 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
     else if (name == "recursive_doubling") impls.push_back(make_impl("ddl:rec_doubling", t, ddl::recursive_doubling{}, opts, s));
     else if (name == "halving_doubling") impls.push_back(make_impl("ddl:halv_doubling", t, ddl::halving_doubling{}, opts, s));
     else if (name == "one_shot" || name == "two_shot") {
-      if constexpr (ddl::has_peer_memory_v<Transport>) {
-        if (name == "one_shot") impls.push_back(make_impl("ddl:one_shot", t, ddl::one_shot{}, opts, s));
-        else impls.push_back(make_impl("ddl:two_shot", t, ddl::two_shot{}, opts, s));
+      if constexpr (ddl::reaches_peers_v<Transport>) {
+        if (ddl::peers_reachable(t)) {
+          if (name == "one_shot") impls.push_back(make_impl("ddl:one_shot", t, ddl::one_shot{}, opts, s));
+          else impls.push_back(make_impl("ddl:two_shot", t, ddl::two_shot{}, opts, s));
+        } else if (!s.all_strategies) {
+          usage(name + " reads peers' buffers: over MPI every rank must be on one machine, with cross-memory "
+                "attach allowed (not DDL_MPI_CMA=0)");
+        }
       } else if (!s.all_strategies) {
-        usage(name + " reads peers' buffers in place: it runs on --transport local only");
+        usage(name + " reads peers' buffers: it runs on --transport local or mpi only");
       }
     } else if (name == "auto") impls.push_back(make_impl("ddl:auto", t, ddl::auto_strategy(topo), opts, s));
     else {

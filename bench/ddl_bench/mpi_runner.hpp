@@ -106,10 +106,13 @@ struct gloo_baseline {
 };
 #endif
 
-inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& labels, ddl::topology& topo, std::string& found) {
+inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& labels, ddl::topology& topo, std::string& found,
+                                ddl::plan_for& allowed) {
   ddl::mpi_cluster cluster(MPI_COMM_WORLD);
   auto& t = cluster.transport();
   found = cluster.report();
+  allowed = ddl::plan_for::transport(t);
+  if (t.peers_readable() && t.size() > 1) found += "; ranks read each other's memory (cross-memory attach)";
   topo = cluster.topo();
   if (!s.dims.empty()) {  // --dims re-shapes the detected costs' extents
     ddl::topology shaped;

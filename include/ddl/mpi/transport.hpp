@@ -17,10 +17,12 @@
 
 #include <chrono>
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -276,6 +278,7 @@ class mpi_transport {
     reported_.assign(static_cast<std::size_t>(size_), -1e300);
     find_eager_peers();
     find_processes();
+    find_readable_peers();
     post_notice_receive();
   }
   ~mpi_transport() {
@@ -367,6 +370,29 @@ class mpi_transport {
   /// be the same on every rank).
   std::size_t eager_bytes(int peer) const noexcept {
     return peer >= 0 && peer < size_ && on_node_[static_cast<std::size_t>(peer)] ? eager_ : 0;
+  }
+
+  /// Whether every rank can read every other's memory (`read_peer`): all
+  /// ranks on this machine and Linux's cross-memory attach allowed between
+  /// them (tried on every pair at construction; the ranks agree on the
+  /// answer). Then the direct strategies (`one_shot`, `two_shot`) run over
+  /// MPI too and `auto` weighs them. `DDL_MPI_CMA=0` (on any rank) says no.
+  bool peers_readable() const noexcept { return readable_; }
+
+  /// Copies `bytes` at `src`, an address rank `peer` sent, out of that
+  /// rank's process into `dst` (`process_vm_readv`: one copy, no message).
+  /// The caller's protocol keeps the peer's buffer alive meanwhile (the
+  /// direct strategies: until every rank has passed the phase's end).
+  void read_peer(int peer, std::byte* dst, const std::byte* src, std::size_t bytes) {
+    refuse_if_broken();
+    if (!readable_ || peer < 0 || peer >= size_)
+      throw invalid_argument("mpi_transport: rank " + std::to_string(rank_) + " cannot read rank " +
+                             std::to_string(peer) + "'s memory (peers_readable() is false)");
+    const int err = detail::read_process_memory(procs_[static_cast<std::size_t>(peer)].pid, dst, src, bytes);
+    if (err == 0) return;
+    const std::string what = err == ESRCH ? process_of(peer) + " has exited" : std::strerror(err);
+    throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " could not read " + std::to_string(bytes) +
+                          " bytes of rank " + std::to_string(peer) + "'s buffer: " + what);
   }
 
   request isend(int peer, const_bytes data, tag t) {
@@ -654,7 +680,34 @@ class mpi_transport {
       if (p.machine == machine_ && detail::state_of(p, machine_) == detail::process_state::gone) p.machine = 0;
   }
 
+  // Whether every rank reads every other's memory (see `peers_readable`):
+  // each rank tries to read a word of every peer (all on this machine), and
+  // the ranks agree on the least answer. Collective over comm_.
+  void find_readable_peers() {
+    const char* env = std::getenv("DDL_MPI_CMA");
+    int ok = !(env && std::strcmp(env, "0") == 0) && machine_ != 0;
+    probe_word_ = 0x64646c0000000000ull ^ static_cast<std::uint64_t>(procs_[static_cast<std::size_t>(rank_)].pid);
+    struct where {
+      std::uint64_t address, value;
+    } me{reinterpret_cast<std::uintptr_t>(&probe_word_), probe_word_};
+    std::vector<where> all(static_cast<std::size_t>(size_));
+    DDL_MPI_CHECK(MPI_Allgather(&me, sizeof me, MPI_BYTE, all.data(), sizeof me, MPI_BYTE, comm_));
+    for (int p = 0; p < size_ && ok; ++p) {
+      const auto i = static_cast<std::size_t>(p);
+      if (p == rank_) continue;
+      std::uint64_t seen = 0;
+      ok = procs_[i].machine == machine_ &&
+           detail::read_process_memory(procs_[i].pid, &seen, reinterpret_cast<const void*>(all[i].address),
+                                       sizeof seen) == 0 &&
+           seen == all[i].value;
+    }
+    DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm_));
+    readable_ = ok != 0;
+  }
+
   MPI_Comm comm_ = MPI_COMM_NULL;
+  bool readable_ = false;          // see peers_readable
+  std::uint64_t probe_word_ = 0;   // read by the peers at construction (find_readable_peers)
   std::vector<detail::process_id> procs_;  // per rank: its process
   std::uint64_t machine_ = 0;              // this process's machine (`detail::process_id`)
   double next_look_ = 0;                   // when `check_alive` looks again (steady seconds)

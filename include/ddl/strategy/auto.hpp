@@ -27,7 +27,7 @@ constexpr bool is_direct(const plan& p) { return p.algo == algorithm::one_shot |
 
 [[noreturn]] inline void no_peer_memory(const plan& p) {
   throw invalid_argument(std::string("plan ") + name_of(p.algo) +
-                         " reads peers' buffers in place; this transport's ranks do not share memory");
+                         " reads peers' buffers; this transport's ranks can neither share nor read them");
 }
 
 /// Runs plan `p` (any algorithm) on topology `topo`.
@@ -40,7 +40,7 @@ void run_plan_all_reduce(Transport& t, const topology& topo, const plan& p, dire
     case algorithm::multi_ring: pipelined_multi_ring_all_reduce(t, box_of(topo, p), p.segments, in, out, count, c); return;
     case algorithm::one_shot:
     case algorithm::two_shot:
-      if constexpr (has_peer_memory_v<Transport>) {
+      if constexpr (reaches_peers_v<Transport>) {
         if (p.algo == algorithm::one_shot) direct.one.all_reduce(t, in, out, count, c);
         else direct.two.all_reduce(t, in, out, count, c);
         return;
@@ -70,7 +70,7 @@ template <class Transport>
 void run_plan_reduce_scatter(Transport& t, const topology& topo, const plan& p, const ring_box& box,
                              direct_pair& direct, const std::byte* in, std::byte* work, std::byte* out,
                              std::size_t count, const call_context& c) {
-  if constexpr (has_peer_memory_v<Transport>) {
+  if constexpr (reaches_peers_v<Transport>) {
     if (is_direct(p)) return direct.two.reduce_scatter(t, in, work, out, count, c);
   }
   if (logarithmic(topo, p, t.size())) return halving_reduce_scatter(t, in, work, out, count, c);
@@ -81,7 +81,7 @@ void run_plan_reduce_scatter(Transport& t, const topology& topo, const plan& p, 
 template <class Transport>
 void run_plan_all_gather(Transport& t, const topology& topo, const plan& p, const ring_box& box, direct_pair& direct,
                          const std::byte* own, std::byte* out, std::size_t count, const call_context& c) {
-  if constexpr (has_peer_memory_v<Transport>) {
+  if constexpr (reaches_peers_v<Transport>) {
     if (is_direct(p)) return direct.two.all_gather(t, own, out, count, c);
   }
   if (logarithmic(topo, p, t.size())) return doubling_all_gather(t, own, out, count, c);
@@ -114,7 +114,7 @@ class auto_strategy {
       if (!given_) topology_ = topology::from_env(t.size(), topology::uniform(t.size(), L::bandwidth, L::latency));
     }
     topology_.check(t.size());
-    allows_ = plan_for::transport<Transport>();
+    allows_ = plan_for::transport(t);
     last_bytes_ = ~std::size_t{0};
     tuner_.clear();
   }

@@ -28,8 +28,8 @@ enum class candidates : std::uint8_t { all, multi_ring_only };
 /// (ranks share memory; the call is in place).
 struct plan_for {
   candidates which = candidates::all;
-  /// The ranks read each other's buffers (`ddl::has_peer_memory_v<Transport>`):
-  /// the direct strategies are candidates.
+  /// The ranks read each other's buffers (`ddl::peers_reachable(t)`: shared
+  /// memory, or `read_peer` on one machine): the direct strategies are candidates.
   bool peer_memory = false;
   /// `in == out`: the copies an in-place call adds are priced
   /// (`cost::in_place_extra`).
@@ -40,10 +40,17 @@ struct plan_for {
   constexpr plan_for(candidates w = candidates::all, bool peer = false, bool inplace = false,
                      bool pipelined = false) noexcept
       : which(w), peer_memory(peer), in_place(inplace), pipeline(pipelined) {}
-  /// What transport `T` allows: the candidates `auto_strategy` weighs over it.
+  /// What any transport of type `T` allows (the direct strategies only
+  /// where its ranks share memory; whether `read_peer` works is known of an
+  /// instance, below).
   template <class T>
   static constexpr plan_for transport(candidates w = candidates::all, bool inplace = false) noexcept {
     return plan_for(w, has_peer_memory_v<T>, inplace, detail::can_pipeline_v<T>);
+  }
+  /// What transport `t` allows: the candidates `auto_strategy` weighs over it.
+  template <class T>
+  static plan_for transport(const T& t, candidates w = candidates::all, bool inplace = false) {
+    return plan_for(w, peers_reachable(t), inplace, detail::can_pipeline_v<T>);
   }
   constexpr bool operator==(const plan_for& o) const noexcept {
     return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline;

@@ -46,6 +46,16 @@
 ///     receiving rank (threads of one process). Strategies that read their
 ///     peers' buffers in place (`ddl::one_shot`, `ddl::two_shot`) need it and
 ///     fail to compile without it; point-to-point strategies never look;
+///   - `void read_peer(int peer, std::byte* dst, const std::byte* src,
+///     std::size_t bytes)` with `bool peers_readable() const` — ranks in
+///     separate address spaces that can still read each other's memory (MPI
+///     ranks of one machine, through Linux's cross-memory attach):
+///     `read_peer` copies `bytes` at `src`, an address rank `peer` sent in a
+///     message, into this rank's `dst` (throws `transport_error` when it
+///     cannot: the peer exited); `peers_readable()` says whether every rank
+///     of the group can read every other (the same answer on every rank).
+///     The direct strategies then run too, fetching their peers' blocks
+///     chunk by chunk instead of reading them in place;
 ///   - `static constexpr bool stream_ordered` — transfers are queued in order
 ///     on a device stream and the calls only enqueue them: cutting a slice
 ///     into pipelined chunks overlaps nothing and costs host API calls per
@@ -148,6 +158,14 @@ template <class T>
 struct has_peer_memory<T, std::enable_if_t<T::peer_memory>> : std::true_type {};
 
 template <class T, class = void>
+struct has_read_peer : std::false_type {};
+template <class T>
+struct has_read_peer<T, std::void_t<decltype(std::declval<T&>().read_peer(0, static_cast<std::byte*>(nullptr),
+                                                                          static_cast<const std::byte*>(nullptr),
+                                                                          std::size_t{})),
+                                    decltype(bool{std::declval<const T&>().peers_readable()})>> : std::true_type {};
+
+template <class T, class = void>
 struct has_stream_order : std::false_type {};
 template <class T>
 struct has_stream_order<T, std::enable_if_t<T::stream_ordered>> : std::true_type {};
@@ -196,6 +214,31 @@ inline constexpr bool accepts_device_memory_v = detail::has_device_memory<T>::va
 /// True when `T`'s ranks can read each other's buffers in place (`peer_memory`).
 template <class T>
 inline constexpr bool has_peer_memory_v = detail::has_peer_memory<T>::value;
+
+/// True when `T`'s ranks may read each other's memory by copying it
+/// (`read_peer`, `peers_readable`).
+template <class T>
+inline constexpr bool has_read_peer_v = detail::has_read_peer<T>::value;
+
+/// True when `T`'s ranks can get at each other's buffers, in place
+/// (`peer_memory`) or by `read_peer`: the direct strategies compile over it.
+template <class T>
+inline constexpr bool reaches_peers_v = has_peer_memory_v<T> || has_read_peer_v<T>;
+
+/// Whether every rank of `t`'s group can get at its peers' buffers now:
+/// always with `peer_memory`, `t.peers_readable()` with `read_peer`.
+template <class T>
+bool peers_reachable(const T& t) {
+  if constexpr (has_peer_memory_v<T>) {
+    (void)t;
+    return true;
+  } else if constexpr (has_read_peer_v<T>) {
+    return t.peers_readable();
+  } else {
+    (void)t;
+    return false;
+  }
+}
 
 /// True when `T` queues its transfers in order on a device stream (one
 /// message per slice; see `stream_ordered` above).

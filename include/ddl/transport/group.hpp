@@ -42,6 +42,15 @@ class group_view {
     return parent_->irecv_reduce(parent_rank(peer), dst, local, r, t);
   }
   void wait(request& r, deadline d) { parent_->wait(r, d); }
+  template <class T = Transport, std::enable_if_t<has_read_peer_v<T>, int> = 0>
+  void read_peer(int peer, std::byte* dst, const std::byte* src, std::size_t bytes) {
+    parent_->read_peer(parent_rank(peer), dst, src, bytes);
+  }
+  /// The parent's answer: every rank of it reads every other, so the members do.
+  template <class T = Transport, std::enable_if_t<has_read_peer_v<T>, int> = 0>
+  bool peers_readable() const {
+    return parent_->peers_readable();
+  }
 
  private:
   Transport* parent_ = nullptr;
