@@ -94,34 +94,48 @@ TEST_CASE("mpi: every strategy passes the matrix") {
   mpi_matrix(t, ddl::auto_strategy{}, 300007);
 }
 
-TEST_CASE("mpi: one_shot and two_shot read their peers' memory on one machine, or are refused on every rank") {
+TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or refused on every rank") {
   {
     ddl::mpi_transport t(MPI_COMM_WORLD);
     // The ranks agree on the answer (it decides which plans auto weighs).
-    int readable = t.peers_readable(), lo = readable;
+    int shared = t.stages_shared(), lo = shared;
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    CHECK(lo == readable);
-    CHECK(ddl::plan_for::transport(t).peer_memory == t.peers_readable());
-    if (t.peers_readable()) {
-      // Counts past several fetch chunks (256 KiB from each peer), every
-      // dtype and op, in place and out of place, bit-identical on every rank.
+    CHECK(lo == shared);
+    CHECK(ddl::plan_for::transport(t).peer_memory == t.stages_shared());
+    if (t.stages_shared()) {
+      // Every dtype and op, in place and out of place, bit-identical on
+      // every rank; the stages grow as the counts do.
       mpi_matrix(t, ddl::two_shot{}, 300007);
       mpi_matrix(t, ddl::one_shot{}, 70001);
-      // A peer's memory read at an address it never sent: a clear error, no crash.
+      // A peer's stage read further than it was grown: a clear error, no SIGBUS.
       if (t.size() > 1) {
-        std::byte b[8];
-        CHECK_THROWS_AS(t.read_peer((t.rank() + 1) % t.size(), b, nullptr, sizeof b), ddl::transport_error);
+        const int peer = (t.rank() + 1) % t.size();
+        CHECK_THROWS_AS(t.peer_stage(peer, std::size_t{1} << 40), ddl::transport_error);
+        CHECK(t.peer_stage(peer, 8) != nullptr);
+      }
+      // Ranks that disagree on the count: mismatch_error on every rank (the
+      // stages' sizes are compared before any is read).
+      if (t.size() > 1) {
+        ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(t);
+        std::vector<float> v(world_rank() == 0 ? 1000 : 1001, 1.0f);
+        std::string what;
+        try {
+          comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+        } catch (const ddl::error& e) {
+          what = e.what();
+        }
+        CHECK_MESSAGE(what.find("mismatch") != std::string::npos, what);
       }
     } else {
-      MESSAGE("cross-memory attach is not allowed here: only the refusal is checked");
+      MESSAGE("shared memory between the ranks is not allowed here: only the refusal is checked");
     }
   }
   // Turned off (or refused by the system): the direct strategies are a clear
   // error at construction on every rank, and auto does not weigh them.
-  setenv("DDL_MPI_CMA", world_rank() == 0 ? "0" : "1", 1);  // one rank's no is every rank's
+  setenv("DDL_MPI_SHM", world_rank() == 0 ? "0" : "1", 1);  // one rank's no is every rank's
   {
     ddl::mpi_transport t(MPI_COMM_WORLD);
-    CHECK_FALSE(t.peers_readable());
+    CHECK_FALSE(t.stages_shared());
     CHECK_FALSE(ddl::plan_for::transport(t).peer_memory);
     std::string what;
     try {
@@ -130,16 +144,15 @@ TEST_CASE("mpi: one_shot and two_shot read their peers' memory on one machine, o
       what = e.what();
     }
     CHECK(what.find("cannot") != std::string::npos);
-    CHECK(what.find("DDL_MPI_CMA=0") != std::string::npos);
-    std::byte b[8];
-    CHECK_THROWS_AS(t.read_peer(0, b, b, sizeof b), ddl::invalid_argument);
+    CHECK(what.find("DDL_MPI_SHM=0") != std::string::npos);
+    CHECK_THROWS_AS(t.stage(64), ddl::invalid_argument);
     ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
     CHECK(comm.explain(64 << 20).find("two_shot") == std::string::npos);
     std::vector<float> v(1001, 1.0f);
     comm.all_reduce(ddl::host_view(v), ddl::op::sum);
     CHECK(v[1000] == static_cast<float>(t.size()));
   }
-  unsetenv("DDL_MPI_CMA");
+  unsetenv("DDL_MPI_SHM");
 }
 
 TEST_CASE("mpi: slices of a few eager messages are cut alike on both sides of every step") {

@@ -155,8 +155,8 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
           if (name == "one_shot") impls.push_back(make_impl("ddl:one_shot", t, ddl::one_shot{}, opts, s));
           else impls.push_back(make_impl("ddl:two_shot", t, ddl::two_shot{}, opts, s));
         } else if (!s.all_strategies) {
-          usage(name + " reads peers' buffers: over MPI every rank must be on one machine, with cross-memory "
-                "attach allowed (not DDL_MPI_CMA=0)");
+          usage(name + " reads peers' memory: over MPI every rank must be on one machine, sharing memory "
+                "(not DDL_MPI_SHM=0)");
         }
       } else if (!s.all_strategies) {
         usage(name + " reads peers' buffers: it runs on --transport local or mpi only");

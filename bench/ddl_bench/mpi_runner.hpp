@@ -112,7 +112,7 @@ inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& lab
   auto& t = cluster.transport();
   found = cluster.report();
   allowed = ddl::plan_for::transport(t);
-  if (t.peers_readable() && t.size() > 1) found += "; ranks read each other's memory (cross-memory attach)";
+  if (t.stages_shared() && t.size() > 1) found += "; ranks share memory (stages)";
   topo = cluster.topo();
   if (!s.dims.empty()) {  // --dims re-shapes the detected costs' extents
     ddl::topology shaped;

@@ -32,6 +32,7 @@
 #include "ddl/core/error.hpp"
 #include "ddl/detail/event.hpp"
 #include "ddl/transport/process.hpp"
+#include "ddl/transport/shared_stages.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
 
@@ -213,6 +214,12 @@ class mpi_transport {
   /// Link costs the planner assumes without `DDL_TOPOLOGY` or a probe.
   static constexpr double default_bandwidth = 2e9;
   static constexpr double default_latency = 20e-6;
+  /// The direct strategies through shared stages copy at memory speed, not
+  /// at the rate of messages the link costs describe: priced at 8x the link
+  /// bandwidth (`cost::price_direct`; 4 ranks on 2 cores, 1 MiB: two_shot
+  /// 147 us where 2x priced its copies alone at 577 us; 8 ranks, 64 KiB-64 MiB:
+  /// 1.6-2.2x faster than halving-doubling, bench/results/mpi-vs-openmpi-mpich-gloo.md).
+  static constexpr double direct_read_factor = 8.0;
 
   /// What a request refers to (`transport/request.hpp`).
   struct request_fields {
@@ -278,7 +285,7 @@ class mpi_transport {
     reported_.assign(static_cast<std::size_t>(size_), -1e300);
     find_eager_peers();
     find_processes();
-    find_readable_peers();
+    find_stages();
     post_notice_receive();
   }
   ~mpi_transport() {
@@ -372,27 +379,26 @@ class mpi_transport {
     return peer >= 0 && peer < size_ && on_node_[static_cast<std::size_t>(peer)] ? eager_ : 0;
   }
 
-  /// Whether every rank can read every other's memory (`read_peer`): all
-  /// ranks on this machine and Linux's cross-memory attach allowed between
-  /// them (tried on every pair at construction; the ranks agree on the
-  /// answer). Then the direct strategies (`one_shot`, `two_shot`) run over
-  /// MPI too and `auto` weighs them. `DDL_MPI_CMA=0` (on any rank) says no.
-  bool peers_readable() const noexcept { return readable_; }
-
-  /// Copies `bytes` at `src`, an address rank `peer` sent, out of that
-  /// rank's process into `dst` (`process_vm_readv`: one copy, no message).
-  /// The caller's protocol keeps the peer's buffer alive meanwhile (the
-  /// direct strategies: until every rank has passed the phase's end).
-  void read_peer(int peer, std::byte* dst, const std::byte* src, std::size_t bytes) {
+  /// Whether every rank maps every other's stage (shared memory: all ranks
+  /// on this machine, and each may open the others' through `/proc`; tried
+  /// on every pair at construction, the ranks agree on the answer). Then the
+  /// direct strategies (`one_shot`, `two_shot`) run over MPI too, and `auto`
+  /// weighs them. `DDL_MPI_SHM=0` (on any rank) says no.
+  bool stages_shared() const noexcept { return stages_.shared(); }
+  /// This rank's stage, at least `bytes` long (see the Transport concept):
+  /// an anonymous shared-memory file (`memfd`), grown, never shrunk. One
+  /// collective at a time uses it.
+  std::byte* stage(std::size_t bytes) {
     refuse_if_broken();
-    if (!readable_ || peer < 0 || peer >= size_)
-      throw invalid_argument("mpi_transport: rank " + std::to_string(rank_) + " cannot read rank " +
-                             std::to_string(peer) + "'s memory (peers_readable() is false)");
-    const int err = detail::read_process_memory(procs_[static_cast<std::size_t>(peer)].pid, dst, src, bytes);
-    if (err == 0) return;
-    const std::string what = err == ESRCH ? process_of(peer) + " has exited" : std::strerror(err);
-    throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " could not read " + std::to_string(bytes) +
-                          " bytes of rank " + std::to_string(peer) + "'s buffer: " + what);
+    return stages_.own(bytes, "mpi_transport: rank " + std::to_string(rank_));
+  }
+  /// Rank `peer`'s stage as mapped here, its first `bytes` (it has grown
+  /// its stage that far and said so). Mapped once, again only when longer.
+  const std::byte* peer_stage(int peer, std::size_t bytes) {
+    refuse_if_broken();
+    if (peer < 0 || peer >= size_)
+      throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
+    return stages_.peer(peer, bytes, "mpi_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
   }
 
   request isend(int peer, const_bytes data, tag t) {
@@ -680,34 +686,25 @@ class mpi_transport {
       if (p.machine == machine_ && detail::state_of(p, machine_) == detail::process_state::gone) p.machine = 0;
   }
 
-  // Whether every rank reads every other's memory (see `peers_readable`):
-  // each rank tries to read a word of every peer (all on this machine), and
-  // the ranks agree on the least answer. Collective over comm_.
-  void find_readable_peers() {
-    const char* env = std::getenv("DDL_MPI_CMA");
-    int ok = !(env && std::strcmp(env, "0") == 0) && machine_ != 0;
-    probe_word_ = 0x64646c0000000000ull ^ static_cast<std::uint64_t>(procs_[static_cast<std::size_t>(rank_)].pid);
-    struct where {
-      std::uint64_t address, value;
-    } me{reinterpret_cast<std::uintptr_t>(&probe_word_), probe_word_};
-    std::vector<where> all(static_cast<std::size_t>(size_));
-    DDL_MPI_CHECK(MPI_Allgather(&me, sizeof me, MPI_BYTE, all.data(), sizeof me, MPI_BYTE, comm_));
-    for (int p = 0; p < size_ && ok; ++p) {
-      const auto i = static_cast<std::size_t>(p);
-      if (p == rank_) continue;
-      std::uint64_t seen = 0;
-      ok = procs_[i].machine == machine_ &&
-           detail::read_process_memory(procs_[i].pid, &seen, reinterpret_cast<const void*>(all[i].address),
-                                       sizeof seen) == 0 &&
-           seen == all[i].value;
-    }
+  // Every rank's stage file, and whether every rank opens every other's
+  // (see `stages_shared`). Collective over comm_.
+  void find_stages() {
+    const char* env = std::getenv("DDL_MPI_SHM");
+    const bool wanted = !(env && std::strcmp(env, "0") == 0) && machine_ != 0;
+    const detail::shared_stages::file mine = wanted ? stages_.create() : detail::shared_stages::file{};
+    std::vector<detail::shared_stages::file> all(static_cast<std::size_t>(size_));
+    DDL_MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm_));
+    int ok = wanted && mine.fd >= 0;
+    for (int p = 0; p < size_ && ok; ++p)
+      if (p != rank_)
+        ok = procs_[static_cast<std::size_t>(p)].machine == machine_ &&
+             stages_.open_peer(p, procs_[static_cast<std::size_t>(p)].pid, all[static_cast<std::size_t>(p)], size_);
     DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm_));
-    readable_ = ok != 0;
+    stages_.agree(ok != 0);
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  bool readable_ = false;          // see peers_readable
-  std::uint64_t probe_word_ = 0;   // read by the peers at construction (find_readable_peers)
+  detail::shared_stages stages_;  // see stages_shared
   std::vector<detail::process_id> procs_;  // per rank: its process
   std::uint64_t machine_ = 0;              // this process's machine (`detail::process_id`)
   double next_look_ = 0;                   // when `check_alive` looks again (steady seconds)

@@ -124,7 +124,9 @@ class auto_strategy {
   /// The plan for `bytes` per rank (cached for the last size asked); `in_place`
   /// prices the copies an in-place call adds.
   plan choose(std::size_t bytes, candidates which = candidates::all, bool in_place = false) const {
-    const plan_for q{which, allows_.peer_memory, in_place, allows_.pipeline};
+    plan_for q = allows_;
+    q.which = which;
+    q.in_place = in_place;
     if (bytes != last_bytes_ || q != last_for_) {
       last_ = best_plan(topology_, static_cast<double>(bytes), q);
       last_bytes_ = bytes;
@@ -156,7 +158,8 @@ class auto_strategy {
       detail::run_plan_all_reduce(t, topology_, p, direct_, in, out, count, cp);
     };
     if (!detail::plan_tuner::applies(t, c, bytes)) return run(model, detail::with_plan_stamp(c, model));
-    const plan_for q{candidates::all, allows_.peer_memory, in == out, allows_.pipeline};
+    plan_for q = allows_;
+    q.in_place = in == out;
     tuner_.run(t, bytes, in == out, model, c, [&] {
       return detail::tuning_candidates(topology_, static_cast<double>(bytes), q, detail::plan_tuner::within,
                                        detail::plan_tuner::max_candidates);

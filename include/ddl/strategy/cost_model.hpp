@@ -37,7 +37,7 @@
 ///    halving and the doubling): t = sum 2 (S / 2^(k+1) / B_flow + alpha),
 ///    plus the same fold.
 ///  * Direct strategies (ranks that read each other's buffers, on transports
-///    with `peer_memory` or `read_peer`; `direct.hpp`): with sigma one
+///    with `peer_memory` or shared stages; `direct.hpp`): with sigma one
 ///    synchronisation round, a small message to every peer and from every
 ///    peer, priced as ceil(log2 n) of the largest latency (a round waits on
 ///    all n ranks, which costs about what a dissemination barrier's steps do:
@@ -261,13 +261,18 @@ constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double by
 /// per byte; a direct reduction streams n buffers at once. 2 reproduces the
 /// ranking measured on 4 threads (bench/results/shared-memory.md): two_shot
 /// level with halving-doubling from 4 MiB, ahead of it from 64 KiB to 1 MiB,
-/// one_shot level with recursive doubling at 4 KiB.
+/// one_shot level with recursive doubling at 4 KiB. A transport may declare
+/// its own (`static constexpr double direct_read_factor`, see
+/// `plan_for::direct_read`): where B is the rate of its messages and the
+/// direct strategies copy at memory speed (MPI's shared stages), it is larger.
 inline constexpr double direct_read_factor = 2.0;
 
 /// Fills `p.seconds` and `p.phase` for `one_shot` or `two_shot`: the
 /// reduction (and, for two_shot, the gather) priced by memory traffic, plus
 /// one synchronisation round per phase boundary, on the slowest level.
-constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes) {
+/// `factor` is M / B (`direct_read_factor` unless the transport says).
+constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes,
+                            double factor = direct_read_factor) {
   int n = 1;
   double b = 0, sigma = 0;
   for (std::size_t l = 0; l < k; ++l) {
@@ -283,7 +288,7 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
   int rounds = 0;  // ceil(log2 n) latencies per synchronisation round
   while ((1 << rounds) < n) ++rounds;
   sigma *= rounds;
-  const double m = direct_read_factor * b;
+  const double m = factor * b;
   if (p.algo == algorithm::one_shot) {
     p.phase[0] = 2 * sigma + (n + 1) * bytes / m;
     p.phases = 1;
@@ -295,10 +300,11 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
   for (std::size_t i = 0; i < p.phases; ++i) p.seconds += p.phase[i];
 }
 
-/// Predicted seconds of `p` (any algorithm) for `bytes` per rank; fills its phases.
-constexpr void price(const level* lv, std::size_t k, plan& p, double bytes) {
+/// Predicted seconds of `p` (any algorithm) for `bytes` per rank; fills its
+/// phases. `direct` is the direct strategies' M / B (`price_direct`).
+constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, double direct = direct_read_factor) {
   if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes);
-  else if (p.algo == algorithm::one_shot || p.algo == algorithm::two_shot) price_direct(lv, k, p, bytes);
+  else if (p.algo == algorithm::one_shot || p.algo == algorithm::two_shot) price_direct(lv, k, p, bytes, direct);
   else price_doubling(lv, k, p, bytes);
 }
 

@@ -1,12 +1,11 @@
 #pragma once
 /// \file
-/// Direct collectives for ranks that can read each other's buffers: in place
-/// (a transport with `peer_memory`: threads of one process), or by copying
-/// them (`read_peer`: MPI ranks of one machine, through cross-memory attach;
-/// a rank then fetches its peers' blocks into a scratch chunk by chunk, at
-/// most `detail::fetch_bytes` from each, and reduces them from there while
-/// they are in its cache). Instead of passing slices around a ring, a rank
-/// reads what it needs straight out of its peers' buffers, all n at once:
+/// Direct collectives for ranks that can read each other's memory: their
+/// buffers in place (a transport with `peer_memory`: threads of one
+/// process), or stages they share (`peer_stage`: MPI ranks of one machine;
+/// each rank first copies into its stage what its peers will read, and they
+/// read it from there). Instead of passing slices around a ring, a rank
+/// reads what it needs straight out of its peers' memory, all n at once:
 ///
 ///  * `ddl::one_shot` all-reduce: every rank reads every rank's whole input
 ///    and reduces it itself. Least latency: for small messages. Up to
@@ -23,9 +22,11 @@
 ///    reading block j of all n inputs at once (a direct reduce-scatter), then
 ///    every rank copies each reduced block from its owner (a direct
 ///    all-gather). Three synchronisations; (3n-1) S / n bytes per rank, where
-///    the ring moves 5 (n-1) S / n: for large messages. Over MPI it also
-///    skips what the ring's messages cost there (each lands in a scratch
-///    ring and is reduced from it in a second pass).
+///    the ring moves 5 (n-1) S / n: for large messages. Through stages add
+///    2 (n+1) S / n (the copy in, the reduced block copied out for the
+///    peers); over MPI that still beats its messages, each a kernel copy
+///    between processes at a quarter of memcpy's rate here
+///    (bench/results/mpi-vs-openmpi-mpich-gloo.md).
 ///  * `reduce_scatter` and `all_gather` (both strategies): the direct forms,
 ///    one synchronisation each besides the address exchange.
 ///
@@ -74,8 +75,8 @@ class direct_base {
   void validate(const Transport& t) {
     require_peer_access<Transport>();
     if (!peers_reachable(t))
-      throw invalid_argument("one_shot and two_shot read their peers' buffers, and this transport's ranks cannot "
-                             "(MPI: ranks on more than one machine, cross-memory attach refused, or DDL_MPI_CMA=0); "
+      throw invalid_argument("one_shot and two_shot read their peers' memory, and this transport's ranks cannot "
+                             "(MPI: ranks on more than one machine, shared memory refused, or DDL_MPI_SHM=0); "
                              "use ring, multi_ring or auto");
   }
   static std::size_t reduce_scatter_workspace(std::size_t, dtype, int) { return 0; }
@@ -92,8 +93,9 @@ class direct_base {
       local_finalize(c, out, count, 1);
       return;
     }
+    if constexpr (!has_peer_memory_v<Transport>) stage_input(t, in, count, mine, c);
     share_addresses(t, in, out, "direct reduce-scatter", c);
-    reduce_block(t, mine, out, c);
+    reduce_block(mine, out, c);
     local_finalize(c, out, mine.size, n);
     end_of_phase(t, c, tag_offset::call_done, "direct reduce-scatter: peers reading");
   }
@@ -108,11 +110,18 @@ class direct_base {
       local_copy(c, out + mine.offset * es, own, mine.size * es);
       return;
     }
+    if constexpr (!has_peer_memory_v<Transport>) {  // peers read this rank's block where it lies in its stage
+      stage_bytes_ = count * es;
+      stage_ = t.stage(stage_bytes_);
+      local_copy(c, stage_ + mine.offset * es, own, mine.size * es);
+    }
     share_addresses(t, own, out, "direct all-gather", c);
     for (int k = 0; k < n; ++k) {
       const int p = (r + k) % n;
       const block b = block_of(count, n, p);
-      copy_from(t, p, out + b.offset * es, peers_[static_cast<std::size_t>(p)].in, b.size * es, c);
+      const std::byte* from = peers_[static_cast<std::size_t>(p)].in;  // its block (in place), its stage (staged)
+      if (!has_peer_memory_v<Transport> && k > 0) from += b.offset * es;
+      local_copy(c, out + b.offset * es, from, b.size * es);
     }
     end_of_phase(t, c, tag_offset::call_done, "direct all-gather: peers reading");
   }
@@ -122,101 +131,77 @@ class direct_base {
   static constexpr void require_peer_access() {
     static_assert(reaches_peers_v<Transport>,
                   "ddl: one_shot and two_shot read their peers' buffers in place and need a transport whose ranks "
-                  "share memory ('static constexpr bool peer_memory = true', e.g. ddl::local_transport) or can "
-                  "read it ('read_peer', e.g. ddl::mpi_transport); over other transports use ring, multi_ring "
+                  "share memory ('static constexpr bool peer_memory = true', e.g. ddl::local_transport) or "
+                  "stages ('peer_stage', e.g. ddl::mpi_transport); over other transports use ring, multi_ring "
                   "or auto");
   }
 
   struct addresses {
     const std::byte* in;
-    std::byte* out;
+    const std::byte* out;
     const std::byte* staged;   // one_shot: this call's input, copied into the rank's stage; null: none
     std::uint64_t generation;  // one_shot: which staged call this is (the same on every rank in step)
     std::atomic<std::uint64_t>* done;  // one_shot: bumped by each peer once it has read `staged`
+    std::uint64_t bytes;               // over `peer_stage`: the call's bytes in the rank's stage
   };
 
   /// Trades (in, out, staged, generation) with every peer; afterwards
-  /// `peers_[p]` holds rank p's.
+  /// `peers_[p]` holds rank p's. Over `peer_stage` transports, the peers'
+  /// `in` and `out` then point into their stages as mapped here (this
+  /// rank's own stay its buffers), once every rank says the same size.
   template <class Transport>
   void share_addresses(Transport& t, const std::byte* in, std::byte* out, const char* what, const call_context& c,
                        const std::byte* staged = nullptr, std::uint64_t generation = 0,
                        std::atomic<std::uint64_t>* done = nullptr) {
     require_peer_access<Transport>();
-    if constexpr (!has_peer_memory_v<Transport>) {
-      if (std::strcmp(c.mem->name, "host") != 0)
-        throw invalid_argument(std::string(c.strategy) + ": over this transport a rank reads its peers' host " +
-                               "memory only (buffers in " + c.mem->name + " memory); use ring or auto");
-    }
     if (!c.mem->reduce_many)
       throw invalid_argument(std::string(c.strategy) + ": buffers in " + c.mem->name +
                              " memory offer no n-way reduction (memory_ops::reduce_many); use ring or auto");
     const auto n = static_cast<std::size_t>(t.size());
     if (peers_.size() != n) {
-      peers_.assign(n, addresses{nullptr, nullptr, nullptr, 0, nullptr});
+      peers_.assign(n, addresses{nullptr, nullptr, nullptr, 0, nullptr, 0});
       sources_.assign(n, nullptr);
     }
-    peers_[static_cast<std::size_t>(t.rank())] = addresses{in, out, staged, generation, done};
+    peers_[static_cast<std::size_t>(t.rank())] = addresses{in, out, staged, generation, done, stage_bytes_};
     exchange_with_all(t, reinterpret_cast<std::byte*>(peers_.data()), sizeof(addresses), c,
                       c.base_tag + tag_offset::addresses, what);
-  }
-
-  /// Block `b` of every rank's input (its staged copy with `staged`), reduced
-  /// in rank order into `dst`. Over `read_peer` the peers' parts are fetched
-  /// into `scratch_` a chunk at a time (`fetch_bytes` from each peer), this
-  /// rank's own read where it lies; the same order of operands either way.
-  template <class Transport>
-  void reduce_block(Transport& t, const block& b, std::byte* dst, const call_context& c, bool staged = false) {
-    const std::size_t es = size_of(c.red.type);
-    const int n = static_cast<int>(peers_.size());
-    if constexpr (has_peer_memory_v<Transport>) {
-      (void)t;
-      for (std::size_t p = 0; p < peers_.size(); ++p)
-        sources_[p] = (staged ? peers_[p].staged : peers_[p].in) + b.offset * es;
-      c.mem->reduce_many(c.mem->ctx, dst, sources_.data(), n, b.size, c.red);
-    } else {
-      (void)staged;  // stages are for ranks of one process
-      const std::size_t per = std::max<std::size_t>(1, fetch_bytes(n) / es);
-      const std::size_t need = per * es * static_cast<std::size_t>(n - 1);
-      if (scratch_.size() < need) scratch_.resize(need);  // kept: allocated (and first touched) once
-      for (std::size_t off = 0; off < b.size; off += per) {
-        const std::size_t m = std::min(per, b.size - off);
-        std::byte* slot = scratch_.data();
-        for (int p = 0; p < n; ++p) {
-          const std::byte* at = peers_[static_cast<std::size_t>(p)].in + (b.offset + off) * es;
-          if (p == t.rank()) {
-            sources_[static_cast<std::size_t>(p)] = at;
-            continue;
-          }
-          t.read_peer(p, slot, at, m * es);
-          sources_[static_cast<std::size_t>(p)] = slot;
-          slot += per * es;
-        }
-        c.mem->reduce_many(c.mem->ctx, dst + off * es, sources_.data(), n, m, c.red);
+    if constexpr (!has_peer_memory_v<Transport>) {
+      for (std::size_t p = 0; p < n; ++p) {
+        if (p == static_cast<std::size_t>(t.rank())) continue;
+        if (peers_[p].bytes != stage_bytes_)
+          throw mismatch_error(std::string(what) + ": rank " + std::to_string(p) + " called with " +
+                               std::to_string(peers_[p].bytes) + " bytes and rank " + std::to_string(t.rank()) +
+                               " with " + std::to_string(stage_bytes_) + " (count or dtype)");
+        const std::byte* at = t.peer_stage(static_cast<int>(p), stage_bytes_);
+        peers_[p].in = at;
+        peers_[p].out = at;
       }
     }
   }
 
-  /// Bytes fetched from each peer per chunk over `read_peer`: together about
-  /// 1 MiB (stays in cache until reduced), 16-256 KiB from each. (4 MPI ranks,
-  /// 64 MiB in place: 256 KiB chunks ran 1.6x `MPI_Allreduce`, 16 KiB ones
-  /// 1.1x, where the system call per chunk shows.)
-  static constexpr std::size_t fetch_bytes(int n) {
-    const std::size_t each = (std::size_t{1} << 20) / static_cast<std::size_t>(n > 1 ? n - 1 : 1);
-    return std::clamp<std::size_t>(each, std::size_t{16} << 10, std::size_t{256} << 10) / 64 * 64;
+  /// Over `peer_stage`: this call's `count` elements of `in` into this
+  /// rank's stage at their own offsets, all but block `skip` (which only
+  /// this rank reads, from `in`).
+  template <class Transport>
+  void stage_input(Transport& t, const std::byte* in, std::size_t count, const block& skip, const call_context& c) {
+    const std::size_t es = size_of(c.red.type);
+    if (std::strcmp(c.mem->name, "host") != 0)
+      throw invalid_argument(std::string(c.strategy) + ": stages hold host memory only (buffers in " + c.mem->name +
+                             " memory); use ring or auto");
+    stage_bytes_ = count * es;
+    stage_ = t.stage(stage_bytes_);
+    const std::size_t from = skip.offset * es, to = (skip.offset + skip.size) * es;
+    if (from > 0) local_copy(c, stage_, in, from);
+    if (to < stage_bytes_) local_copy(c, stage_ + to, in + to, stage_bytes_ - to);
   }
 
-  /// `bytes` at `src` in rank `p`'s memory (an address it sent) into `dst`.
-  template <class Transport>
-  static void copy_from(Transport& t, int p, std::byte* dst, const std::byte* src, std::size_t bytes,
-                        const call_context& c) {
-    if constexpr (has_peer_memory_v<Transport>) {
-      (void)t;
-      (void)p;
-      local_copy(c, dst, src, bytes);
-    } else {
-      if (p == t.rank()) local_copy(c, dst, src, bytes);
-      else if (bytes > 0) t.read_peer(p, dst, src, bytes);
-    }
+  /// Block `b` of every rank's input (its staged copy with `staged`), reduced
+  /// in rank order into `dst`.
+  void reduce_block(const block& b, std::byte* dst, const call_context& c, bool staged = false) {
+    const std::size_t es = size_of(c.red.type);
+    for (std::size_t p = 0; p < peers_.size(); ++p)
+      sources_[p] = (staged ? peers_[p].staged : peers_[p].in) + b.offset * es;
+    c.mem->reduce_many(c.mem->ctx, dst, sources_.data(), static_cast<int>(sources_.size()), b.size, c.red);
   }
 
   /// Returns once every rank has reached this point.
@@ -227,7 +212,8 @@ class direct_base {
 
   std::vector<addresses> peers_;
   std::vector<const std::byte*> sources_;
-  std::vector<std::byte> scratch_;  // over `read_peer`: the peers' chunks being reduced
+  std::byte* stage_ = nullptr;    // over `peer_stage`: this call's stage (the transport's memory)
+  std::size_t stage_bytes_ = 0;   // over `peer_stage`: the call's bytes in it; 0 otherwise
 };
 
 /// one_shot's stage (host memory, ranks of one process): two slots, used by
@@ -389,6 +375,16 @@ struct one_shot : detail::direct_base {
       local_copy(c, out, in, bytes);
       return;
     }
+    if constexpr (!has_peer_memory_v<Transport>) {
+      // Through the transport's stages: the whole input copied in, read by
+      // every peer from there, so the result may go straight to `out`.
+      stage_input(t, in, count, block{0, 0}, c);
+      share_addresses(t, in, out, "one-shot: addresses", c);
+      reduce_block(block{0, count}, out, c);
+      end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
+      local_finalize(c, out, count, n);
+      return;
+    }
     try {
       // Stage this call's input: slot `generation_ % 2`, its counter reset
       // (no peer reads it now: each finished with it before entering the
@@ -412,7 +408,7 @@ struct one_shot : detail::direct_base {
         latest = std::max(latest, a.generation);
       }
       if (all_staged) {
-        reduce_block(t, block{0, count}, out, c, true);
+        reduce_block(block{0, count}, out, c, true);
         for (std::size_t p = 0; p < peers_.size(); ++p)
           if (p != static_cast<std::size_t>(t.rank())) peers_[p].done->fetch_add(1, std::memory_order_release);
         stage_.expect_reads(slot, static_cast<std::uint64_t>(n - 1));
@@ -422,7 +418,7 @@ struct one_shot : detail::direct_base {
       }
       const bool in_place = in == out;
       std::byte* dst = in_place ? c.work : out;
-      reduce_block(t, block{0, count}, dst, c);
+      reduce_block(block{0, count}, dst, c);
       // One tag whether in place or not: ranks may differ in that.
       end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
       if (in_place) local_copy(c, out, dst, bytes);
@@ -458,17 +454,20 @@ struct two_shot : detail::direct_base {
       local_copy(c, out, in, count * es);
       return;
     }
-    share_addresses(t, in, out, "two-shot: addresses", c);
     const block mine = block_of(count, n, r);
+    if constexpr (!has_peer_memory_v<Transport>) stage_input(t, in, count, mine, c);
+    share_addresses(t, in, out, "two-shot: addresses", c);
     // Only rank r reads block r of any buffer until the phase ends, so the
     // result may overwrite block r of an in-place buffer.
-    reduce_block(t, mine, out + mine.offset * es, c);
+    reduce_block(mine, out + mine.offset * es, c);
     local_finalize(c, out + mine.offset * es, mine.size, n);
+    if constexpr (!has_peer_memory_v<Transport>)  // where the peers gather it from
+      local_copy(c, stage_ + mine.offset * es, out + mine.offset * es, mine.size * es);
     end_of_phase(t, c, tag_offset::reduced, "two-shot: reduce phase");
     for (int k = 1; k < n; ++k) {
       const int p = (r + k) % n;
       const block b = block_of(count, n, p);
-      copy_from(t, p, out + b.offset * es, peers_[static_cast<std::size_t>(p)].out + b.offset * es, b.size * es, c);
+      local_copy(c, out + b.offset * es, peers_[static_cast<std::size_t>(p)].out + b.offset * es, b.size * es);
     }
     end_of_phase(t, c, tag_offset::call_done, "two-shot: peers reading");
   }

@@ -20,6 +20,18 @@
 
 namespace ddl {
 
+namespace detail {
+/// A transport's `direct_read_factor` where it declares one.
+template <class T, class = void>
+struct direct_read_of {
+  static constexpr double value = cost::direct_read_factor;
+};
+template <class T>
+struct direct_read_of<T, std::void_t<decltype(T::direct_read_factor)>> {
+  static constexpr double value = T::direct_read_factor;
+};
+}  // namespace detail
+
 /// Which candidates a planner may choose.
 enum class candidates : std::uint8_t { all, multi_ring_only };
 
@@ -29,7 +41,7 @@ enum class candidates : std::uint8_t { all, multi_ring_only };
 struct plan_for {
   candidates which = candidates::all;
   /// The ranks read each other's buffers (`ddl::peers_reachable(t)`: shared
-  /// memory, or `read_peer` on one machine): the direct strategies are candidates.
+  /// memory, or stages shared on one machine): the direct strategies are candidates.
   bool peer_memory = false;
   /// `in == out`: the copies an in-place call adds are priced
   /// (`cost::in_place_extra`).
@@ -37,23 +49,32 @@ struct plan_for {
   /// The transport completes requests without blocking (`ddl::detail::can_pipeline_v`):
   /// multi-rings pipelined across their levels are candidates.
   bool pipeline = false;
+  /// The direct strategies' memory bandwidth as a multiple of the links'
+  /// (`cost::price_direct`): the transport's `direct_read_factor` where it
+  /// declares one, else `cost::direct_read_factor`.
+  double direct_read = cost::direct_read_factor;
   constexpr plan_for(candidates w = candidates::all, bool peer = false, bool inplace = false,
                      bool pipelined = false) noexcept
       : which(w), peer_memory(peer), in_place(inplace), pipeline(pipelined) {}
   /// What any transport of type `T` allows (the direct strategies only
-  /// where its ranks share memory; whether `read_peer` works is known of an
+  /// where its ranks share memory; whether stages are shared is known of an
   /// instance, below).
   template <class T>
   static constexpr plan_for transport(candidates w = candidates::all, bool inplace = false) noexcept {
-    return plan_for(w, has_peer_memory_v<T>, inplace, detail::can_pipeline_v<T>);
+    plan_for q(w, has_peer_memory_v<T>, inplace, detail::can_pipeline_v<T>);
+    q.direct_read = detail::direct_read_of<T>::value;
+    return q;
   }
   /// What transport `t` allows: the candidates `auto_strategy` weighs over it.
   template <class T>
   static plan_for transport(const T& t, candidates w = candidates::all, bool inplace = false) {
-    return plan_for(w, peers_reachable(t), inplace, detail::can_pipeline_v<T>);
+    plan_for q = transport<T>(w, inplace);
+    q.peer_memory = peers_reachable(t);
+    return q;
   }
   constexpr bool operator==(const plan_for& o) const noexcept {
-    return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline;
+    return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline &&
+           direct_read == o.direct_read;
   }
   constexpr bool operator!=(const plan_for& o) const noexcept { return !(*this == o); }
 };
@@ -125,7 +146,7 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
       if (!q.peer_memory && (a == algorithm::one_shot || a == algorithm::two_shot)) continue;
       plan p{};
       p.algo = a;
-      cost::price(lv, k, p, bytes);
+      cost::price(lv, k, p, bytes, q.direct_read);
       if (q.in_place) p.seconds += cost::in_place_extra(lv, k, p, bytes);
       f(p);
     }

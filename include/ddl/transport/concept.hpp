@@ -46,16 +46,17 @@
 ///     receiving rank (threads of one process). Strategies that read their
 ///     peers' buffers in place (`ddl::one_shot`, `ddl::two_shot`) need it and
 ///     fail to compile without it; point-to-point strategies never look;
-///   - `void read_peer(int peer, std::byte* dst, const std::byte* src,
-///     std::size_t bytes)` with `bool peers_readable() const` — ranks in
-///     separate address spaces that can still read each other's memory (MPI
-///     ranks of one machine, through Linux's cross-memory attach):
-///     `read_peer` copies `bytes` at `src`, an address rank `peer` sent in a
-///     message, into this rank's `dst` (throws `transport_error` when it
-///     cannot: the peer exited); `peers_readable()` says whether every rank
-///     of the group can read every other (the same answer on every rank).
-///     The direct strategies then run too, fetching their peers' blocks
-///     chunk by chunk instead of reading them in place;
+///   - `std::byte* stage(std::size_t bytes)`, `const std::byte*
+///     peer_stage(int peer, std::size_t bytes)` and `bool stages_shared()
+///     const` — ranks in separate address spaces that share memory through
+///     stages (MPI ranks of one machine): `stage` is this rank's, at least
+///     `bytes` long (grown when shorter, its address may then change; host
+///     memory, kept for the transport's life); `peer_stage` is rank `peer`'s
+///     as mapped in this process, for its first `bytes` (the peer has grown
+///     it that far and said so in a message); `stages_shared()` says
+///     whether every rank can map every other's (the same answer on every
+///     rank). The direct strategies then run too: each rank copies into its
+///     stage what its peers read;
 ///   - `static constexpr bool stream_ordered` — transfers are queued in order
 ///     on a device stream and the calls only enqueue them: cutting a slice
 ///     into pipelined chunks overlaps nothing and costs host API calls per
@@ -158,12 +159,12 @@ template <class T>
 struct has_peer_memory<T, std::enable_if_t<T::peer_memory>> : std::true_type {};
 
 template <class T, class = void>
-struct has_read_peer : std::false_type {};
+struct has_peer_stage : std::false_type {};
 template <class T>
-struct has_read_peer<T, std::void_t<decltype(std::declval<T&>().read_peer(0, static_cast<std::byte*>(nullptr),
-                                                                          static_cast<const std::byte*>(nullptr),
-                                                                          std::size_t{})),
-                                    decltype(bool{std::declval<const T&>().peers_readable()})>> : std::true_type {};
+struct has_peer_stage<
+    T, std::enable_if_t<std::is_same_v<decltype(std::declval<T&>().stage(std::size_t{})), std::byte*> &&
+                        std::is_same_v<decltype(std::declval<T&>().peer_stage(0, std::size_t{})), const std::byte*> &&
+                        std::is_same_v<decltype(std::declval<const T&>().stages_shared()), bool>>> : std::true_type {};
 
 template <class T, class = void>
 struct has_stream_order : std::false_type {};
@@ -215,25 +216,25 @@ inline constexpr bool accepts_device_memory_v = detail::has_device_memory<T>::va
 template <class T>
 inline constexpr bool has_peer_memory_v = detail::has_peer_memory<T>::value;
 
-/// True when `T`'s ranks may read each other's memory by copying it
-/// (`read_peer`, `peers_readable`).
+/// True when `T`'s ranks may share memory through stages (`stage`,
+/// `peer_stage`, `stages_shared`).
 template <class T>
-inline constexpr bool has_read_peer_v = detail::has_read_peer<T>::value;
+inline constexpr bool has_peer_stage_v = detail::has_peer_stage<T>::value;
 
-/// True when `T`'s ranks can get at each other's buffers, in place
-/// (`peer_memory`) or by `read_peer`: the direct strategies compile over it.
+/// True when `T`'s ranks can get at each other's memory, their buffers in
+/// place (`peer_memory`) or shared stages: the direct strategies compile over it.
 template <class T>
-inline constexpr bool reaches_peers_v = has_peer_memory_v<T> || has_read_peer_v<T>;
+inline constexpr bool reaches_peers_v = has_peer_memory_v<T> || has_peer_stage_v<T>;
 
-/// Whether every rank of `t`'s group can get at its peers' buffers now:
-/// always with `peer_memory`, `t.peers_readable()` with `read_peer`.
+/// Whether every rank of `t`'s group can get at its peers' memory now:
+/// always with `peer_memory`, `t.stages_shared()` with stages.
 template <class T>
 bool peers_reachable(const T& t) {
   if constexpr (has_peer_memory_v<T>) {
     (void)t;
     return true;
-  } else if constexpr (has_read_peer_v<T>) {
-    return t.peers_readable();
+  } else if constexpr (has_peer_stage_v<T>) {
+    return t.stages_shared();
   } else {
     (void)t;
     return false;

@@ -42,14 +42,18 @@ class group_view {
     return parent_->irecv_reduce(parent_rank(peer), dst, local, r, t);
   }
   void wait(request& r, deadline d) { parent_->wait(r, d); }
-  template <class T = Transport, std::enable_if_t<has_read_peer_v<T>, int> = 0>
-  void read_peer(int peer, std::byte* dst, const std::byte* src, std::size_t bytes) {
-    parent_->read_peer(parent_rank(peer), dst, src, bytes);
+  template <class T = Transport, std::enable_if_t<has_peer_stage_v<T>, int> = 0>
+  std::byte* stage(std::size_t bytes) {
+    return parent_->stage(bytes);
   }
-  /// The parent's answer: every rank of it reads every other, so the members do.
-  template <class T = Transport, std::enable_if_t<has_read_peer_v<T>, int> = 0>
-  bool peers_readable() const {
-    return parent_->peers_readable();
+  template <class T = Transport, std::enable_if_t<has_peer_stage_v<T>, int> = 0>
+  const std::byte* peer_stage(int peer, std::size_t bytes) {
+    return parent_->peer_stage(parent_rank(peer), bytes);
+  }
+  /// The parent's answer: every rank of it maps every other's stage, so the members do.
+  template <class T = Transport, std::enable_if_t<has_peer_stage_v<T>, int> = 0>
+  bool stages_shared() const {
+    return parent_->stages_shared();
   }
 
  private:

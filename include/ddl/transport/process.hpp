@@ -11,8 +11,6 @@
 /// `boot_id`) and pid namespace it lives in, so processes of two hosts, or
 /// of two containers on one host, are never compared by pid. Linux only;
 /// elsewhere `this_process()` has no machine and nothing is watched.
-#include <cerrno>
-#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +18,6 @@
 #include <string>
 
 #if defined(__linux__)
-#include <sys/uio.h>
 #include <unistd.h>
 #endif
 
@@ -118,38 +115,6 @@ inline process_state state_of(const process_id& p, std::uint64_t my_machine) {
   (void)p;
   (void)my_machine;
   return process_state::unknown;
-#endif
-}
-
-/// Copies `bytes` at `src` in process `pid`'s address space into `dst`
-/// (Linux's cross-memory attach, `process_vm_readv`: one copy by the kernel,
-/// allowed where this process may ptrace the other: same user, and Yama's
-/// `ptrace_scope` 0, or CAP_SYS_PTRACE). Returns 0, or the errno that
-/// stopped it (ESRCH: no such process; EFAULT: `src` not mapped there;
-/// EPERM: not allowed; ENOSYS elsewhere than Linux).
-inline int read_process_memory(std::int64_t pid, void* dst, const void* src, std::size_t bytes) noexcept {
-#if defined(__linux__)
-  auto* to = static_cast<char*>(dst);
-  auto from = reinterpret_cast<std::uintptr_t>(src);
-  while (bytes > 0) {
-    iovec local{to, bytes};
-    iovec remote{reinterpret_cast<void*>(from), bytes};
-    const ssize_t got = ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (got == 0) return EFAULT;  // a partial read stops at a page it could not read
-    to += got;
-    from += static_cast<std::uintptr_t>(got);
-    bytes -= static_cast<std::size_t>(got);
-  }
-  return 0;
-#else
-  (void)pid;
-  (void)dst;
-  (void)src;
-  return bytes == 0 ? 0 : ENOSYS;
 #endif
 }
 
