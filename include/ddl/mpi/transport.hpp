@@ -376,7 +376,7 @@ class mpi_transport {
   /// `DDL_MPI_EAGER_BYTES` sets it for every peer (0 turns it off; it must
   /// be the same on every rank).
   std::size_t eager_bytes(int peer) const noexcept {
-    return peer >= 0 && peer < size_ && on_node_[static_cast<std::size_t>(peer)] ? eager_ : 0;
+    return peer >= 0 && peer < size_ && (eager_everywhere_ || on_node_[static_cast<std::size_t>(peer)]) ? eager_ : 0;
   }
 
   /// Whether every rank maps every other's stage (shared memory: all ranks
@@ -648,14 +648,6 @@ class mpi_transport {
   // (see `eager_bytes`). Collective over comm_.
   void find_eager_peers() {
     on_node_.assign(static_cast<std::size_t>(size_), 0);
-    if (const char* v = std::getenv("DDL_MPI_EAGER_BYTES")) {
-      eager_ = detail::parse_bytes("DDL_MPI_EAGER_BYTES", v);
-      on_node_.assign(static_cast<std::size_t>(size_), 1);
-      return;
-    }
-    const std::size_t limit = detail::mpi_node_eager_limit();
-    constexpr std::size_t header = 128;  // Open MPI's match and fragment headers, rounded up
-    eager_ = limit > 2 * header ? (limit - header) / 64 * 64 : 0;
     MPI_Comm node = MPI_COMM_NULL;
     DDL_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     MPI_Group all = MPI_GROUP_NULL, mine = MPI_GROUP_NULL;
@@ -671,6 +663,14 @@ class mpi_transport {
     MPI_Group_free(&mine);
     MPI_Group_free(&all);
     MPI_Comm_free(&node);
+    if (const char* v = std::getenv("DDL_MPI_EAGER_BYTES")) {
+      eager_ = detail::parse_bytes("DDL_MPI_EAGER_BYTES", v);
+      eager_everywhere_ = true;
+      return;
+    }
+    const std::size_t limit = detail::mpi_node_eager_limit();
+    constexpr std::size_t header = 128;  // Open MPI's match and fragment headers, rounded up
+    eager_ = limit > 2 * header ? (limit - header) / 64 * 64 : 0;
   }
 
   // Every rank's process (`transport/process.hpp`), so a wait on a peer of this
@@ -687,7 +687,10 @@ class mpi_transport {
   }
 
   // Every rank's stage file, and whether every rank opens every other's
-  // (see `stages_shared`). Collective over comm_.
+  // (see `stages_shared`): only where MPI puts every rank on this rank's
+  // node too (MPI_COMM_TYPE_SHARED), so ranks MPI keeps apart, as the
+  // emulated hosts of bench/cluster (network namespaces of one machine, a
+  // hostname each), stay apart. Collective over comm_.
   void find_stages() {
     const char* env = std::getenv("DDL_MPI_SHM");
     const bool wanted = !(env && std::strcmp(env, "0") == 0) && machine_ != 0;
@@ -697,7 +700,7 @@ class mpi_transport {
     int ok = wanted && mine.fd >= 0;
     for (int p = 0; p < size_ && ok; ++p)
       if (p != rank_)
-        ok = procs_[static_cast<std::size_t>(p)].machine == machine_ &&
+        ok = on_node_[static_cast<std::size_t>(p)] && procs_[static_cast<std::size_t>(p)].machine == machine_ &&
              stages_.open_peer(p, procs_[static_cast<std::size_t>(p)].pid, all[static_cast<std::size_t>(p)], size_);
     DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm_));
     stages_.agree(ok != 0);
@@ -709,8 +712,9 @@ class mpi_transport {
   std::uint64_t machine_ = 0;              // this process's machine (`detail::process_id`)
   double next_look_ = 0;                   // when `check_alive` looks again (steady seconds)
   int gone_peer_ = -1;                     // the awaited peer the last look found gone; -1: none
-  std::vector<char> on_node_;  // per rank: on this rank's node
-  std::size_t eager_ = 0;      // eager payload between ranks of one node (bytes)
+  std::vector<char> on_node_;     // per rank: on this rank's node (as MPI sees nodes: MPI_COMM_TYPE_SHARED)
+  std::size_t eager_ = 0;         // eager payload between ranks of one node (bytes)
+  bool eager_everywhere_ = false;  // DDL_MPI_EAGER_BYTES: for every peer
   int rank_ = 0, size_ = 1, tag_ub_ = 32767;
   int tag_bits_ = 15, call_bits_ = 0;  // see mpi_tag
   // Failure notices: their own communicator, one receive from any rank
