@@ -102,6 +102,7 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     CHECK(lo == shared);
     CHECK(ddl::plan_for::transport(t).peer_memory == t.stages_shared());
+    CHECK(ddl::plan_for::transport(t).direct_read == ddl::mpi_transport::direct_read_factor);
     if (t.stages_shared()) {
       // Every dtype and op, in place and out of place, bit-identical on
       // every rank; the stages grow as the counts do.

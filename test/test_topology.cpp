@@ -349,6 +349,29 @@ TEST_CASE("planner: the direct strategies, priced by memory traffic, only where 
   CHECK(e.find("one_shot") != std::string::npos);
 }
 
+TEST_CASE("planner: a transport's direct_read_factor prices the direct strategies (MPI's shared stages: 8x its links)") {
+  // 4 ranks on a crowded node's default costs (2.5 GB/s, 20 us a step).
+  const auto t = ddl::topology::uniform(4, 2.5e9, 20e-6);
+  ddl::plan_for threads{ddl::candidates::all, true};
+  ddl::plan_for stages = threads;
+  stages.direct_read = 8;
+  CHECK(threads.direct_read == ddl::cost::direct_read_factor);
+  CHECK(threads != stages);  // a cache key of auto's: they must not share a plan
+  double two2 = 0, two8 = 0;
+  for (const auto& p : ddl::all_plans(t, 1e6, threads))
+    if (p.algo == ddl::algorithm::two_shot) two2 = p.seconds;
+  for (const auto& p : ddl::all_plans(t, 1e6, stages))
+    if (p.algo == ddl::algorithm::two_shot) two8 = p.seconds;
+  // 3 rounds of 2 latencies, then (3n-1) S / (n M) with M = factor x B.
+  CHECK(two2 == doctest::Approx(6 * 20e-6 + 11.0 / 4 * 1e6 / (2 * 2.5e9)));
+  CHECK(two8 == doctest::Approx(6 * 20e-6 + 11.0 / 4 * 1e6 / (8 * 2.5e9)));
+  // At 256 KiB the stages' price makes a direct strategy the plan; at 2x it is not.
+  CHECK(!ddl::detail::is_direct(ddl::best_plan(t, 262144, threads)));
+  CHECK(ddl::detail::is_direct(ddl::best_plan(t, 262144, stages)));
+  // Below a few KiB recursive doubling stays the plan either way.
+  CHECK(ddl::best_plan(t, 1024, stages).algo == ddl::algorithm::recursive_doubling);
+}
+
 TEST_CASE("planner: in place, recursive doubling pays for its copy back (odd exchange counts) and one_shot for its own") {
   const double b = 4e9, a = 8e-6, bytes = 64e6;
   for (int n : {2, 4, 8}) {
