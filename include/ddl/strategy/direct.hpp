@@ -111,9 +111,8 @@ class direct_base {
       return;
     }
     if constexpr (!has_peer_memory_v<Transport>) {  // peers read this rank's block where it lies in its stage
-      stage_bytes_ = count * es;
-      stage_ = t.stage(stage_bytes_);
-      local_copy(c, stage_ + mine.offset * es, own, mine.size * es);
+      open_stage(t, count * es, c);
+      local_copy(c, shared_stage_ + mine.offset * es, own, mine.size * es);
     }
     share_addresses(t, own, out, "direct all-gather", c);
     for (int k = 0; k < n; ++k) {
@@ -179,20 +178,27 @@ class direct_base {
     }
   }
 
+  /// Over `peer_stage`: this rank's stage for a call of `bytes` (`shared_stage_`,
+  /// `stage_bytes_`); its buffers must be host memory.
+  template <class Transport>
+  void open_stage(Transport& t, std::size_t bytes, const call_context& c) {
+    if (std::strcmp(c.mem->name, "host") != 0)
+      throw invalid_argument(std::string(c.strategy) + ": stages hold host memory only (buffers in " + c.mem->name +
+                             " memory); use ring or auto");
+    stage_bytes_ = bytes;
+    shared_stage_ = t.stage(bytes);
+  }
+
   /// Over `peer_stage`: this call's `count` elements of `in` into this
   /// rank's stage at their own offsets, all but block `skip` (which only
   /// this rank reads, from `in`).
   template <class Transport>
   void stage_input(Transport& t, const std::byte* in, std::size_t count, const block& skip, const call_context& c) {
     const std::size_t es = size_of(c.red.type);
-    if (std::strcmp(c.mem->name, "host") != 0)
-      throw invalid_argument(std::string(c.strategy) + ": stages hold host memory only (buffers in " + c.mem->name +
-                             " memory); use ring or auto");
-    stage_bytes_ = count * es;
-    stage_ = t.stage(stage_bytes_);
+    open_stage(t, count * es, c);
     const std::size_t from = skip.offset * es, to = (skip.offset + skip.size) * es;
-    if (from > 0) local_copy(c, stage_, in, from);
-    if (to < stage_bytes_) local_copy(c, stage_ + to, in + to, stage_bytes_ - to);
+    if (from > 0) local_copy(c, shared_stage_, in, from);
+    if (to < stage_bytes_) local_copy(c, shared_stage_ + to, in + to, stage_bytes_ - to);
   }
 
   /// Block `b` of every rank's input (its staged copy with `staged`), reduced
@@ -212,8 +218,8 @@ class direct_base {
 
   std::vector<addresses> peers_;
   std::vector<const std::byte*> sources_;
-  std::byte* stage_ = nullptr;    // over `peer_stage`: this call's stage (the transport's memory)
-  std::size_t stage_bytes_ = 0;   // over `peer_stage`: the call's bytes in it; 0 otherwise
+  std::byte* shared_stage_ = nullptr;  // over `peer_stage`: this call's stage (the transport's memory)
+  std::size_t stage_bytes_ = 0;        // over `peer_stage`: the call's bytes in it; 0 otherwise
 };
 
 /// one_shot's stage (host memory, ranks of one process): two slots, used by
@@ -383,52 +389,52 @@ struct one_shot : detail::direct_base {
       reduce_block(block{0, count}, out, c);
       end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
       local_finalize(c, out, count, n);
-      return;
-    }
-    try {
-      // Stage this call's input: slot `generation_ % 2`, its counter reset
-      // (no peer reads it now: each finished with it before entering the
-      // call this rank has seen them all in since).
-      const std::byte* staged = nullptr;
-      detail::stage_memory::counter* done = nullptr;
-      const std::size_t slot = generation_ % 2;
-      if (has_peer_memory_v<Transport> && through_stage(bytes, in == out) && std::strcmp(c.mem->name, "host") == 0) {
-        stage_.reserve(bytes, stage_limit);
-        done = stage_.done(slot);
-        done->store(0, std::memory_order_relaxed);
-        local_copy(c, stage_.slot(slot), in, bytes);
-        staged = stage_.slot(slot);
-      }
-      share_addresses(t, in, out, "one-shot: addresses", c, staged, generation_, done);
-      stage_.reads_over();  // every peer has entered this call: no read of an earlier one is pending
-      bool all_staged = true;
-      std::uint64_t latest = 0;
-      for (const auto& a : peers_) {
-        all_staged = all_staged && a.staged && a.generation == generation_;
-        latest = std::max(latest, a.generation);
-      }
-      if (all_staged) {
-        reduce_block(block{0, count}, out, c, true);
-        for (std::size_t p = 0; p < peers_.size(); ++p)
-          if (p != static_cast<std::size_t>(t.rank())) peers_[p].done->fetch_add(1, std::memory_order_release);
-        stage_.expect_reads(slot, static_cast<std::uint64_t>(n - 1));
+    } else {
+      try {
+        // Stage this call's input: slot `generation_ % 2`, its counter reset
+        // (no peer reads it now: each finished with it before entering the
+        // call this rank has seen them all in since).
+        const std::byte* staged = nullptr;
+        detail::stage_memory::counter* done = nullptr;
+        const std::size_t slot = generation_ % 2;
+        if (through_stage(bytes, in == out) && std::strcmp(c.mem->name, "host") == 0) {
+          stage_.reserve(bytes, stage_limit);
+          done = stage_.done(slot);
+          done->store(0, std::memory_order_relaxed);
+          local_copy(c, stage_.slot(slot), in, bytes);
+          staged = stage_.slot(slot);
+        }
+        share_addresses(t, in, out, "one-shot: addresses", c, staged, generation_, done);
+        stage_.reads_over();  // every peer has entered this call: no read of an earlier one is pending
+        bool all_staged = true;
+        std::uint64_t latest = 0;
+        for (const auto& a : peers_) {
+          all_staged = all_staged && a.staged && a.generation == generation_;
+          latest = std::max(latest, a.generation);
+        }
+        if (all_staged) {
+          reduce_block(block{0, count}, out, c, true);
+          for (std::size_t p = 0; p < peers_.size(); ++p)
+            if (p != static_cast<std::size_t>(t.rank())) peers_[p].done->fetch_add(1, std::memory_order_release);
+          stage_.expect_reads(slot, static_cast<std::uint64_t>(n - 1));
+          local_finalize(c, out, count, n);
+          ++generation_;
+          return;
+        }
+        const bool in_place = in == out;
+        std::byte* dst = in_place ? c.work : out;
+        reduce_block(block{0, count}, dst, c);
+        // One tag whether in place or not: ranks may differ in that.
+        end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
+        if (in_place) local_copy(c, out, dst, bytes);
         local_finalize(c, out, count, n);
-        ++generation_;
-        return;
+        // Every rank saw the same table and has left it behind (the phase's
+        // end): they all continue from the same generation, any slot free.
+        generation_ = latest + 1;
+      } catch (...) {
+        stage_.retire();
+        throw;
       }
-      const bool in_place = in == out;
-      std::byte* dst = in_place ? c.work : out;
-      reduce_block(block{0, count}, dst, c);
-      // One tag whether in place or not: ranks may differ in that.
-      end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
-      if (in_place) local_copy(c, out, dst, bytes);
-      local_finalize(c, out, count, n);
-      // Every rank saw the same table and has left it behind (the phase's
-      // end): they all continue from the same generation, any slot free.
-      generation_ = latest + 1;
-    } catch (...) {
-      stage_.retire();
-      throw;
     }
   }
 
@@ -462,7 +468,7 @@ struct two_shot : detail::direct_base {
     reduce_block(mine, out + mine.offset * es, c);
     local_finalize(c, out + mine.offset * es, mine.size, n);
     if constexpr (!has_peer_memory_v<Transport>)  // where the peers gather it from
-      local_copy(c, stage_ + mine.offset * es, out + mine.offset * es, mine.size * es);
+      local_copy(c, shared_stage_ + mine.offset * es, out + mine.offset * es, mine.size * es);
     end_of_phase(t, c, tag_offset::reduced, "two-shot: reduce phase");
     for (int k = 1; k < n; ++k) {
       const int p = (r + k) % n;

@@ -246,7 +246,7 @@ class measured_choice {
     }
     // Call 0 warms up, untimed (the class's first call pays for pages,
     // workspace and first contacts between peers, whichever plan runs it);
-    // then `trials` calls of each candidate in turn.
+    // then `trials` calls of each candidate, one candidate after another.
     const int n = static_cast<int>(e.candidates.size());
     const int k = e.calls++;
     const int i = k == 0 ? 0 : (k - 1) / trials;
