@@ -156,6 +156,67 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
   unsetenv("DDL_MPI_SHM");
 }
 
+TEST_CASE("mpi: one_shot's small calls synchronise through counters in the stages, in step with every other call") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  if (!t.stages_shared() || t.size() < 2) return;
+  constexpr std::size_t limit = ddl::one_shot::flagged_limit;
+  const int n = t.size(), me = t.rank();
+  // The planner prices one round up to the limit, two above it.
+  CHECK(ddl::plan_for::transport(t).one_round_bytes == limit);
+  CHECK(ddl::plan_for::transport(ddl::group_view<ddl::mpi_transport>(t, 0, 1, n)).one_round_bytes == 0);
+  // Up to the limit (double: 8192 elements are exactly the limit) and past
+  // it (8193 doubles: the call synchronised by messages), every dtype and op.
+  mpi_matrix(t, ddl::one_shot{}, limit / 8);
+  mpi_matrix(t, ddl::one_shot{}, limit / 8 + 1);
+  // Flagged calls interleaved with calls synchronised by messages, and with
+  // another communicator's flagged calls on the same transport: each slot is
+  // written again only once every peer has read it.
+  {
+    ddl::communicator<ddl::one_shot, ddl::mpi_transport> a(t), b(t);
+    ddl::communicator<ddl::two_shot, ddl::mpi_transport> c(t);
+    std::vector<std::int64_t> x(1001), y(3), z(40009);
+    for (int it = 0; it < 60; ++it) {
+      std::fill(x.begin(), x.end(), it + me);
+      std::fill(y.begin(), y.end(), 2 * it - me);
+      std::fill(z.begin(), z.end(), me);
+      a.all_reduce(ddl::host_view(x), ddl::op::sum);
+      b.all_reduce(ddl::host_view(y), ddl::op::sum);
+      if (it % 3 == 0) c.all_reduce(ddl::host_view(z), ddl::op::max);
+      const std::int64_t ranks = n * (n - 1) / 2;
+      REQUIRE(x.front() == n * it + ranks);
+      REQUIRE(x.back() == n * it + ranks);
+      REQUIRE(y[2] == 2 * n * it - ranks);
+      if (it % 3 == 0) REQUIRE(z[40008] == n - 1);
+    }
+  }
+  // Ranks that disagree are a mismatch_error on every rank, at once: a count
+  // under the limit on every rank, a dtype, and a count one rank takes past
+  // the limit (it runs the call synchronised by messages: the others see its
+  // message of the call under another stamp).
+  for (int variant : {0, 1, 2}) {
+    CAPTURE(variant);
+    ddl::mpi_transport fresh(MPI_COMM_WORLD);  // the group is given up after a mismatch
+    ddl::options o = ddl::options::from_env();
+    o.timeout = std::chrono::seconds(30);
+    ddl::communicator<ddl::one_shot, ddl::mpi_transport> comm(fresh, ddl::one_shot{}, o);
+    const bool odd = me == 0;
+    std::vector<float> f(odd && variant == 0 ? 1001 : odd && variant == 2 ? limit : 1000, 1.0f);
+    std::vector<std::int32_t> i(1000, 1);
+    const auto outcome = mismatch_outcome([&] {
+      if (odd && variant == 1) comm.all_reduce(ddl::host_view(i), ddl::op::sum);
+      else comm.all_reduce(ddl::host_view(f), ddl::op::sum);
+      return std::string("returned");
+    });
+    CAPTURE(outcome.first);
+    CHECK(outcome.first.find("mismatch") != std::string::npos);
+    if (variant == 0 && n == 2)
+      CHECK(outcome.first.find(me == 0 ? "rank 0 passed 1001, rank 1 passed 1000" : "rank 1 passed 1000, rank 0 passed 1001") != std::string::npos);
+    if (variant == 1) CHECK(outcome.first.find("ranks disagree on the dtype") != std::string::npos);
+    CHECK(outcome.second < 5.0);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
 TEST_CASE("mpi: slices of a few eager messages are cut alike on both sides of every step") {
   if (world_size() > 1) {  // what this MPI says by itself: the tests run on one node (one rank has no
                            // shared-memory transport)

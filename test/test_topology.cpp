@@ -372,6 +372,37 @@ TEST_CASE("planner: a transport's direct_read_factor prices the direct strategie
   CHECK(ddl::best_plan(t, 1024, stages).algo == ddl::algorithm::recursive_doubling);
 }
 
+TEST_CASE("planner: one_shot through counters in the stages is one round up to its limit, two above it") {
+  // 2, 4 and 8 ranks on a crowded node's costs (2.5 GB/s, 20 us a step), the stages' 8x.
+  for (int n : {2, 4, 8}) {
+    CAPTURE(n);
+    const auto t = ddl::topology::uniform(n, 2.5e9, 20e-6);
+    ddl::plan_for stages{ddl::candidates::all, true};
+    stages.direct_read = 8;
+    ddl::plan_for flagged = stages;
+    flagged.one_round_bytes = 65536;
+    CHECK(flagged != stages);  // a cache key of auto's
+    const double sigma = 20e-6 * (n == 2 ? 1 : n == 4 ? 2 : 3), m = 8 * 2.5e9;
+    auto one_shot = [&](double bytes, ddl::plan_for q) {
+      for (const auto& p : ddl::all_plans(t, bytes, q))
+        if (p.algo == ddl::algorithm::one_shot) return p.seconds;
+      return -1.0;
+    };
+    for (double bytes : {8.0, 4096.0, 65536.0}) {
+      CAPTURE(bytes);
+      CHECK(one_shot(bytes, flagged) == doctest::Approx(sigma + (n + 1) * bytes / m));
+      CHECK(one_shot(bytes, stages) == doctest::Approx(2 * sigma + (n + 1) * bytes / m));
+      // In place it adds nothing (the input goes into the stage either way).
+      ddl::plan_for ip = flagged;
+      ip.in_place = true;
+      CHECK(one_shot(bytes, ip) == doctest::Approx(one_shot(bytes, flagged)));
+      // Level with recursive doubling's steps at worst: the plan for small calls.
+      CHECK(ddl::best_plan(t, bytes, flagged).algo == ddl::algorithm::one_shot);
+    }
+    CHECK(one_shot(65537, flagged) == doctest::Approx(2 * sigma + (n + 1) * 65537.0 / m));
+  }
+}
+
 TEST_CASE("planner: in place, recursive doubling pays for its copy back (odd exchange counts) and one_shot for its own") {
   const double b = 4e9, a = 8e-6, bytes = 64e6;
   for (int n : {2, 4, 8}) {

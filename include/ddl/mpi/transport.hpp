@@ -19,12 +19,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <thread>
 #include <vector>
 
@@ -390,6 +392,7 @@ class mpi_transport {
   /// collective at a time uses it.
   std::byte* stage(std::size_t bytes) {
     refuse_if_broken();
+    if (std::byte* s = stages_.own_mapped(bytes)) return s;
     return stages_.own(bytes, "mpi_transport: rank " + std::to_string(rank_));
   }
   /// Rank `peer`'s stage as mapped here, its first `bytes` (it has grown
@@ -398,6 +401,7 @@ class mpi_transport {
     refuse_if_broken();
     if (peer < 0 || peer >= size_)
       throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
+    if (const std::byte* s = stages_.peer_mapped(peer, bytes)) return s;
     return stages_.peer(peer, bytes, "mpi_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
   }
 
@@ -466,21 +470,47 @@ class mpi_transport {
         return;
       }
       if (polls % 16 == 15) look_around(req);
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= until) {
-        const int peer = req.peer_;
-        taint("timeout waiting for rank " + std::to_string(peer));
-        req.release();
-        const double waited = std::chrono::duration<double>(now - start).count();
-        std::vector<int> silent = report_timeout(detail::timeout_grace(waited));
-        std::string note = stopped_ranks(peer, silent);
-        throw timeout_error(peer, "", "", waited, std::move(silent), std::move(note));
-      }
+      if (const auto now = std::chrono::steady_clock::now(); now >= until) timed_out(req, start, now);
+      wait_more.pause();
+    }
+  }
+
+  /// Polls `ready()` (a look at rank `peer`'s stage, e.g. a counter it
+  /// raises there) until it returns true, as `wait` waits for a message of
+  /// `peer` tagged `awaited`: the same back-off, deadline and
+  /// `timeout_error`, a peer's abort notice, the peer's process exiting, and
+  /// a message of the peer's in this call under another stamp (it runs
+  /// another collective, count or strategy) ending the wait with
+  /// `mismatch_error`. The Transport concept's `wait_until`.
+  template <class Ready>
+  void wait_until(int peer, Ready&& ready, deadline until, tag awaited) {
+    refuse_if_broken();
+    request req;  // looked around with, never posted
+    req.peer_ = peer;
+    req.tag_ = awaited;
+    const auto start = std::chrono::steady_clock::now();
+    detail::backoff wait_more(64, 448);
+    for (unsigned polls = 0;; ++polls) {
+      if (ready()) return;
+      if (polls % 16 == 15) look_around(req, ready);
+      if (const auto now = std::chrono::steady_clock::now(); now >= until) timed_out(req, start, now);
       wait_more.pause();
     }
   }
 
  private:
+  // A wait on `req` since `start` passed its deadline at `now`: withdrawn,
+  // the timeout reported to the peers, `timeout_error` thrown.
+  [[noreturn]] void timed_out(request& req, std::chrono::steady_clock::time_point start,
+                              std::chrono::steady_clock::time_point now) {
+    const int peer = req.peer_;
+    taint("timeout waiting for rank " + std::to_string(peer));
+    req.release();
+    const double waited = std::chrono::duration<double>(now - start).count();
+    std::vector<int> silent = report_timeout(detail::timeout_grace(waited));
+    std::string note = stopped_ranks(peer, silent);
+    throw timeout_error(peer, "", "", waited, std::move(silent), std::move(note));
+  }
   static constexpr int abort_tag = 0, timeout_tag = 1;
   void post_notice_receive() {
     DDL_MPI_CHECK(
@@ -520,7 +550,8 @@ class mpi_transport {
   // (throws); so does an awaited peer on this machine whose process has
   // exited (`check_alive`); the peer's message of this call under another
   // stamp is a mismatch (`check_stamp`).
-  void look_around(request& req) {
+  template <class Ready = std::nullptr_t>
+  void look_around(request& req, Ready&& ready = nullptr) {
     if (broken()) {
       taint(broken_);
       const int peer = req.peer_;
@@ -528,8 +559,8 @@ class mpi_transport {
       throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
                             std::to_string(peer) + ": " + broken_);
     }
-    check_alive(req);
-    check_stamp(req);
+    check_alive(req, ready);
+    check_stamp(req, ready);
   }
   // After a timeout: which of the awaited peer and the silent ranks are
   // stopped processes on this machine (SIGSTOP, a debugger), said as a note.
@@ -558,7 +589,8 @@ class mpi_transport {
   // `transport_error` naming it; the communicator then gives the group up,
   // so ranks of other machines learn it from this one. Only the awaited
   // peer counts: another rank may have finished its calls and left.
-  void check_alive(request& req) {
+  template <class Ready = std::nullptr_t>
+  void check_alive(request& req, Ready&& ready = nullptr) {
     const auto peer = static_cast<std::size_t>(req.peer_);
     if (peer >= procs_.size() || procs_[peer].machine != machine_ || machine_ == 0) return;
     const double now = detail::steady_seconds();
@@ -569,13 +601,16 @@ class mpi_transport {
       gone_peer_ = gone ? req.peer_ : -1;
       return;
     }
-    // Seen gone on two looks at least 0.1 s apart (`next_look_`).
+    // Seen gone on two looks at least 0.1 s apart (`next_look_`); a wait on
+    // its stage asks once more (it may have raised its counter, then left).
+    if constexpr (!std::is_null_pointer_v<std::decay_t<Ready>>)
+      if (ready()) return;
     const std::string why = process_of(req.peer_) + " has exited";
-    const bool send = req.send_;
+    const char* doing = !req.active() ? "see its stage" : req.send_ ? "send to it" : "receive from it";
     taint(why);
     req.release();
     throw transport_error("mpi_transport: rank " + std::to_string(rank_) + ": " + why + " while this rank waited to " +
-                          (send ? "send to it" : "receive from it"));
+                          doing);
   }
   // While a receive or a send waits: is the peer's oldest unmatched message
   // one of this call under another stamp (`transport/stamp.hpp`)? Then the
@@ -587,7 +622,14 @@ class mpi_transport {
   // messages in order, so a receive found this call's message first, and a
   // send was taken, which the test after the probe sees. Any other rank's
   // message could be such a newer call while the awaited peer is late.)
-  void check_stamp(request& req) {
+  //
+  // A wait on a peer's stage (`wait_until`, `ready` given) found such a
+  // message: the peer may have raised its counter and moved on to the
+  // same-numbered call of another communicator sharing this transport
+  // before sending it (the counter is raised first), so `ready` is asked
+  // again before this is called a mismatch.
+  template <class Ready = std::nullptr_t>
+  void check_stamp(request& req, Ready&& ready = nullptr) {
     if (call_bits_ < 1 || !detail::is_stamped(req.tag_)) return;
     int flag = 0;
     MPI_Status st;
@@ -600,6 +642,8 @@ class mpi_transport {
       DDL_MPI_CHECK(MPI_Test(&req.r_, &done, MPI_STATUS_IGNORE));
       if (done) return;
     }
+    if constexpr (!std::is_null_pointer_v<std::decay_t<Ready>>)
+      if (ready()) return;
     const std::string why = detail::stamp_mismatch(rank_, req.tag_, req.peer_, found);
     taint(why);  // first, so a stranded send's message says why the call failed
     req.release();

@@ -44,7 +44,11 @@
 ///    4 threads on 2 cores, one round 9-11 us, one exchange 3-4.5 us; 8 MPI
 ///    ranks, ~50 us against ~33), and M = `direct_read_factor` B_min the
 ///    bandwidth one rank gets reading several buffers at once,
-///      one_shot: 2 sigma + (n+1) S / M,  two_shot: 3 sigma + (3n-1) S / (n M).
+///      one_shot: 2 sigma + (n+1) S / M,  two_shot: 3 sigma + (3n-1) S / (n M);
+///    one_shot synchronised through counters in shared stages (small calls
+///    over MPI: `one_shot::flagged_limit`) is one round, sigma + (n+1) S / M
+///    (measured: 2 ranks 1.1 us, 4 ranks 12-19 us, 8 ranks 39-43 us at 8 B-4
+///    KiB, level with or under recursive doubling's ceil(log2 n) exchanges).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -270,9 +274,10 @@ inline constexpr double direct_read_factor = 2.0;
 /// Fills `p.seconds` and `p.phase` for `one_shot` or `two_shot`: the
 /// reduction (and, for two_shot, the gather) priced by memory traffic, plus
 /// one synchronisation round per phase boundary, on the slowest level.
-/// `factor` is M / B (`direct_read_factor` unless the transport says).
+/// `factor` is M / B (`direct_read_factor` unless the transport says);
+/// `one_round`: one_shot synchronises once (through counters in stages).
 constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes,
-                            double factor = direct_read_factor) {
+                            double factor = direct_read_factor, bool one_round = false) {
   int n = 1;
   double b = 0, sigma = 0;
   for (std::size_t l = 0; l < k; ++l) {
@@ -290,7 +295,7 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
   sigma *= rounds;
   const double m = factor * b;
   if (p.algo == algorithm::one_shot) {
-    p.phase[0] = 2 * sigma + (n + 1) * bytes / m;
+    p.phase[0] = (one_round ? 1 : 2) * sigma + (n + 1) * bytes / m;
     p.phases = 1;
   } else {
     p.phase[0] = 2 * sigma + (n + 1) * bytes / n / m;      // reduce own block from n buffers
@@ -301,10 +306,13 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
 }
 
 /// Predicted seconds of `p` (any algorithm) for `bytes` per rank; fills its
-/// phases. `direct` is the direct strategies' M / B (`price_direct`).
-constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, double direct = direct_read_factor) {
+/// phases. `direct` is the direct strategies' M / B, `one_round` whether
+/// one_shot synchronises once (`price_direct`).
+constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, double direct = direct_read_factor,
+                     bool one_round = false) {
   if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes);
-  else if (p.algo == algorithm::one_shot || p.algo == algorithm::two_shot) price_direct(lv, k, p, bytes, direct);
+  else if (p.algo == algorithm::one_shot || p.algo == algorithm::two_shot)
+    price_direct(lv, k, p, bytes, direct, one_round);
   else price_doubling(lv, k, p, bytes);
 }
 

@@ -53,6 +53,11 @@ struct plan_for {
   /// (`cost::price_direct`): the transport's `direct_read_factor` where it
   /// declares one, else `cost::direct_read_factor`.
   double direct_read = cost::direct_read_factor;
+  /// Bytes up to which one_shot synchronises through counters in shared
+  /// stages (`one_shot::flagged_limit` over a transport with `wait_until`
+  /// whose stages are shared; 0: never): priced as one round, and in place
+  /// as nothing extra (the input is copied into the stage either way).
+  std::size_t one_round_bytes = 0;
   constexpr plan_for(candidates w = candidates::all, bool peer = false, bool inplace = false,
                      bool pipelined = false) noexcept
       : which(w), peer_memory(peer), in_place(inplace), pipeline(pipelined) {}
@@ -70,11 +75,13 @@ struct plan_for {
   static plan_for transport(const T& t, candidates w = candidates::all, bool inplace = false) {
     plan_for q = transport<T>(w, inplace);
     q.peer_memory = peers_reachable(t);
+    if constexpr (has_wait_until_v<T>)
+      if (q.peer_memory) q.one_round_bytes = one_shot::flagged_limit;
     return q;
   }
   constexpr bool operator==(const plan_for& o) const noexcept {
     return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline &&
-           direct_read == o.direct_read;
+           direct_read == o.direct_read && one_round_bytes == o.one_round_bytes;
   }
   constexpr bool operator!=(const plan_for& o) const noexcept { return !(*this == o); }
 };
@@ -146,8 +153,9 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
       if (!q.peer_memory && (a == algorithm::one_shot || a == algorithm::two_shot)) continue;
       plan p{};
       p.algo = a;
-      cost::price(lv, k, p, bytes, q.direct_read);
-      if (q.in_place) p.seconds += cost::in_place_extra(lv, k, p, bytes);
+      const bool one_round = a == algorithm::one_shot && bytes <= static_cast<double>(q.one_round_bytes);
+      cost::price(lv, k, p, bytes, q.direct_read, one_round);
+      if (q.in_place && !one_round) p.seconds += cost::in_place_extra(lv, k, p, bytes);
       f(p);
     }
   }

@@ -55,8 +55,19 @@
 ///     as mapped in this process, for its first `bytes` (the peer has grown
 ///     it that far and said so in a message); `stages_shared()` says
 ///     whether every rank can map every other's (the same answer on every
-///     rank). The direct strategies then run too: each rank copies into its
+///     rank). Every stage holds at least its first 4 KiB from the start
+///     (zeroed), so peers may map and watch them before the owner's first
+///     call. The direct strategies then run too: each rank copies into its
 ///     stage what its peers read;
+///   - `void wait_until(int peer, F ready, ddl::deadline, ddl::tag awaited)`
+///     (with stages; `F` a callable returning bool) — polls `ready()`, a
+///     look at `peer`'s stage, until it returns true, with everything `wait`
+///     does while it waits for a message of `peer` tagged `awaited` (the
+///     deadline and `timeout_error`, aborts, a dead peer, a peer's message of
+///     the call under another stamp). With it `ddl::one_shot` synchronises
+///     small calls through counters in the stages, without a message. A
+///     transport offers it only where every rank's stage serves one group
+///     (`group_view` does not forward it);
 ///   - `static constexpr bool stream_ordered` — transfers are queued in order
 ///     on a device stream and the calls only enqueue them: cutting a slice
 ///     into pipelined chunks overlaps nothing and costs host API calls per
@@ -167,6 +178,12 @@ struct has_peer_stage<
                         std::is_same_v<decltype(std::declval<const T&>().stages_shared()), bool>>> : std::true_type {};
 
 template <class T, class = void>
+struct has_wait_until : std::false_type {};
+template <class T>
+struct has_wait_until<T, std::void_t<decltype(std::declval<T&>().wait_until(0, std::declval<bool (*)()>(), deadline{},
+                                                                            tag{}))>> : std::true_type {};
+
+template <class T, class = void>
 struct has_stream_order : std::false_type {};
 template <class T>
 struct has_stream_order<T, std::enable_if_t<T::stream_ordered>> : std::true_type {};
@@ -220,6 +237,10 @@ inline constexpr bool has_peer_memory_v = detail::has_peer_memory<T>::value;
 /// `peer_stage`, `stages_shared`).
 template <class T>
 inline constexpr bool has_peer_stage_v = detail::has_peer_stage<T>::value;
+
+/// True when `T` has stages and can wait on a peer's (`wait_until`).
+template <class T>
+inline constexpr bool has_wait_until_v = has_peer_stage_v<T> && detail::has_wait_until<T>::value;
 
 /// True when `T`'s ranks can get at each other's memory, their buffers in
 /// place (`peer_memory`) or shared stages: the direct strategies compile over it.

@@ -47,12 +47,20 @@ class shared_stages {
   /// Whether every peer's stage is open here (`agree`).
   bool shared() const noexcept { return shared_; }
 
-  /// Creates this process's stage (empty); `fd` -1 where it cannot.
+  /// Bytes every stage holds from its creation (zeroed): its first page.
+  /// A peer may map and watch them before the owner's first call.
+  static constexpr std::size_t page = std::size_t{64} << 10;
+
+  /// Creates this process's stage (one page, zeroed); `fd` -1 where it cannot.
   file create() {
     file f;
 #if defined(__linux__)
     fd_ = ::memfd_create("ddl-stage", MFD_CLOEXEC);
     struct stat st {};
+    if (fd_ >= 0 && ::ftruncate(fd_, static_cast<off_t>(page)) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
     if (fd_ >= 0 && ::fstat(fd_, &st) == 0) {
       f.fd = fd_;
       f.dev = static_cast<std::uint64_t>(st.st_dev);
@@ -100,7 +108,6 @@ class shared_stages {
     if (!shared_) throw invalid_argument(who + ": no shared stages here (stages_shared() is false)");
     if (own_.at && bytes <= own_.len) return own_.at;
 #if defined(__linux__)
-    constexpr std::size_t page = std::size_t{64} << 10;
     std::size_t len = (bytes + page - 1) / page * page;
     if (len < 2 * own_.len) len = 2 * own_.len;
     if (len == 0) len = page;
@@ -117,6 +124,19 @@ class shared_stages {
 #else
     throw invalid_argument(who + ": shared stages need Linux");
 #endif
+  }
+
+  /// This process's stage when it is mapped and at least `bytes` long,
+  /// else null (then `own` grows it): the fast path, no error text built.
+  std::byte* own_mapped(std::size_t bytes) const noexcept {
+    return shared_ && own_.at && bytes <= own_.len ? own_.at : nullptr;
+  }
+  /// Rank `p`'s stage when it is mapped here for at least `bytes`, else null
+  /// (then `peer` maps it): the fast path.
+  const std::byte* peer_mapped(int p, std::size_t bytes) const noexcept {
+    if (!shared_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size()) return nullptr;
+    const mapping& m = peers_[static_cast<std::size_t>(p)].map;
+    return m.at && bytes <= m.len ? m.at : nullptr;
   }
 
   /// Rank `p`'s stage as mapped here, at least its first `bytes`. `who`
