@@ -190,10 +190,11 @@ TEST_CASE("mpi: one_shot's small calls synchronise through counters in the stage
     }
   }
   // Ranks that disagree are a mismatch_error on every rank, at once: a count
-  // under the limit on every rank, a dtype, and a count one rank takes past
-  // the limit (it runs the call synchronised by messages: the others see its
-  // message of the call under another stamp).
-  for (int variant : {0, 1, 2}) {
+  // under the limit on every rank, a dtype, a count one rank takes past the
+  // limit (it runs the call synchronised by messages: the others see its
+  // message of the call under another stamp), and a reduce-scatter (its
+  // direct form is flagged too) against all-reduces.
+  for (int variant : {0, 1, 2, 3}) {
     CAPTURE(variant);
     ddl::mpi_transport fresh(MPI_COMM_WORLD);  // the group is given up after a mismatch
     ddl::options o = ddl::options::from_env();
@@ -202,8 +203,12 @@ TEST_CASE("mpi: one_shot's small calls synchronise through counters in the stage
     const bool odd = me == 0;
     std::vector<float> f(odd && variant == 0 ? 1001 : odd && variant == 2 ? limit : 1000, 1.0f);
     std::vector<std::int32_t> i(1000, 1);
+    std::vector<float> block(1000 / static_cast<std::size_t>(n) + 1);
     const auto outcome = mismatch_outcome([&] {
       if (odd && variant == 1) comm.all_reduce(ddl::host_view(i), ddl::op::sum);
+      else if (odd && variant == 3)
+        comm.reduce_scatter(ddl::host_view(std::as_const(f)),
+                            ddl::host_view(block.data(), ddl::block_of(1000, n, 0).size), ddl::op::sum);
       else comm.all_reduce(ddl::host_view(f), ddl::op::sum);
       return std::string("returned");
     });
@@ -212,6 +217,7 @@ TEST_CASE("mpi: one_shot's small calls synchronise through counters in the stage
     if (variant == 0 && n == 2)
       CHECK(outcome.first.find(me == 0 ? "rank 0 passed 1001, rank 1 passed 1000" : "rank 1 passed 1000, rank 0 passed 1001") != std::string::npos);
     if (variant == 1) CHECK(outcome.first.find("ranks disagree on the dtype") != std::string::npos);
+    if (variant == 3) CHECK(outcome.first.find("ranks disagree on the collective") != std::string::npos);
     CHECK(outcome.second < 5.0);
     MPI_Barrier(MPI_COMM_WORLD);
   }

@@ -90,23 +90,6 @@ struct detect_options {
 };
 
 namespace detail {
-/// How many cores the ranks of `comm` may run on: the CPUs of the union of
-/// their affinity masks (a launcher may bind each rank to one core; nodes
-/// are taken to number their cores alike), else the machine's count.
-inline int usable_cores(MPI_Comm comm) {
-  constexpr int words = 16;  // CPUs 0-1023
-  std::uint64_t mask[words] = {};
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    for (int c = 0; c < words * 64 && c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) mask[c / 64] |= std::uint64_t{1} << (c % 64);
-  DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mask, words, MPI_UINT64_T, MPI_BOR, comm));
-  int cores = 0;
-  for (std::uint64_t w : mask) cores += __builtin_popcountll(w);
-  return cores > 0 ? cores : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
 inline node_layout detect_nodes(MPI_Comm comm, int colour) {
   int rank = 0, size = 1;
   DDL_MPI_CHECK(MPI_Comm_rank(comm, &rank));

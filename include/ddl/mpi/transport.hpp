@@ -14,6 +14,7 @@
 ///   communicator's pre-allocated scratch ring and reduce them there, while
 ///   the next chunks are in flight.
 #include <mpi.h>
+#include <sched.h>
 
 #include <chrono>
 #include <algorithm>
@@ -136,6 +137,23 @@ inline std::string first_mpi_failure() {
   auto& r = mpi_failures();
   std::lock_guard<std::mutex> lock(r.m);
   return r.first;
+}
+
+/// How many cores the ranks of `comm` may run on: the CPUs of the union of
+/// their affinity masks (a launcher may bind each rank to one core; nodes
+/// are taken to number their cores alike), else the machine's count.
+inline int usable_cores(MPI_Comm comm) {
+  constexpr int words = 16;  // CPUs 0-1023
+  std::uint64_t mask[words] = {};
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < words * 64 && c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) mask[c / 64] |= std::uint64_t{1} << (c % 64);
+  DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, mask, words, MPI_UINT64_T, MPI_BOR, comm));
+  int cores = 0;
+  for (std::uint64_t w : mask) cores += __builtin_popcountll(w);
+  return cores > 0 ? cores : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 }  // namespace detail
 
@@ -288,6 +306,11 @@ class mpi_transport {
     find_eager_peers();
     find_processes();
     find_stages();
+    // Ranks sharing stages that outnumber their cores yield at once while
+    // they wait on a peer's stage: a spinning rank holds the core the rank
+    // it waits for needs (8 ranks on 2 cores, 8 B: 36 us a call, 41-44
+    // spinning first).
+    if (detail::usable_cores(comm_) < size_) stage_spins_ = 0;
     post_notice_receive();
   }
   ~mpi_transport() {
@@ -489,7 +512,7 @@ class mpi_transport {
     req.peer_ = peer;
     req.tag_ = awaited;
     const auto start = std::chrono::steady_clock::now();
-    detail::backoff wait_more(64, 448);
+    detail::backoff wait_more(stage_spins_, 448);
     for (unsigned polls = 0;; ++polls) {
       if (ready()) return;
       if (polls % 16 == 15) look_around(req, ready);
@@ -752,6 +775,7 @@ class mpi_transport {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   detail::shared_stages stages_;  // see stages_shared
+  unsigned stage_spins_ = 64;     // `wait_until`'s busy polls before it yields
   std::vector<detail::process_id> procs_;  // per rank: its process
   std::uint64_t machine_ = 0;              // this process's machine (`detail::process_id`)
   double next_look_ = 0;                   // when `check_alive` looks again (steady seconds)

@@ -112,6 +112,15 @@ class direct_base {
       local_finalize(c, out, count, 1);
       return;
     }
+    if constexpr (has_wait_until_v<Transport>) {
+      if (count * es <= flagged_limit) {  // one round through the stages' counters
+        flagged_round(t, in, count * es, count * es, c);
+        for (auto& from : sources_) from += mine.offset * es;
+        if (mine.size > 0) c.mem->reduce_many(c.mem->ctx, out, sources_.data(), n, mine.size, c.red);
+        local_finalize(c, out, mine.size, n);
+        return;
+      }
+    }
     if constexpr (!has_peer_memory_v<Transport>) stage_input(t, in, count, mine, c);
     share_addresses(t, in, out, "direct reduce-scatter", c);
     reduce_block(mine, out, c);
@@ -128,6 +137,17 @@ class direct_base {
     if (n == 1) {
       local_copy(c, out + mine.offset * es, own, mine.size * es);
       return;
+    }
+    if constexpr (has_wait_until_v<Transport>) {
+      if (count * es <= flagged_limit) {  // one round through the stages' counters: each slot holds its block
+        flagged_round(t, own, mine.size * es, count * es, c);
+        for (int k = 0; k < n; ++k) {
+          const int p = (r + k) % n;
+          const block b = block_of(count, n, p);
+          local_copy(c, out + b.offset * es, k == 0 ? own : sources_[static_cast<std::size_t>(p)], b.size * es);
+        }
+        return;
+      }
     }
     if constexpr (!has_peer_memory_v<Transport>) {  // peers read this rank's block where it lies in its stage
       open_stage(t, count * es, c);
@@ -222,6 +242,76 @@ class direct_base {
     const std::size_t from = skip.offset * es, to = (skip.offset + skip.size) * es;
     if (from > 0) local_copy(c, shared_stage_, in, from);
     if (to < stage_bytes_) local_copy(c, shared_stage_ + to, in + to, stage_bytes_ - to);
+  }
+
+  /// Over stages a transport can wait on (`wait_until`), for calls of at
+  /// most `flagged_limit` bytes: one synchronisation without a message. Rank
+  /// r's k-th such call copies `bytes` of `src` into slot k % 2 of its stage,
+  /// writes the call's stamp (its bytes `call_bytes`, its tag) beside it and
+  /// raises its counter to k; it then waits for each peer's counter to reach
+  /// k and checks the peer's stamp against its own (`mismatch_error` naming
+  /// the field and both ranks). Afterwards `sources_[p]` is rank p's slot
+  /// (this rank's own too). A rank writes slot k % 2 again in call k + 2,
+  /// which it enters only after every peer raised its counter to k + 1, so
+  /// after each had finished reading call k.
+  template <class Transport>
+  void flagged_round(Transport& t, const std::byte* src, std::size_t bytes, std::uint64_t call_bytes,
+                     const call_context& c) {
+    const int n = t.size(), r = t.rank();
+    require_host(c);
+    std::byte* mine = t.stage(stage_prefix);
+    auto* counter = reinterpret_cast<std::uint64_t*>(mine);
+    const std::uint64_t k = __atomic_load_n(counter, __ATOMIC_RELAXED) + 1;
+    const std::size_t s = k % 2;
+    const std::uint64_t stamp[2] = {call_bytes, c.base_tag};
+    std::memcpy(mine + 64 * (s + 1), stamp, sizeof stamp);
+    std::byte* slot = mine + stage_header + s * flagged_limit;
+    if (bytes > 0) local_copy(c, slot, src, bytes);
+    __atomic_store_n(counter, k, __ATOMIC_RELEASE);
+    if (sources_.size() != static_cast<std::size_t>(n)) sources_.assign(static_cast<std::size_t>(n), nullptr);
+    sources_[static_cast<std::size_t>(r)] = slot;
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(c.opts->timeout);
+    for (int d = 1; d < n; ++d) {
+      const int p = (r + d) % n;
+      const auto* theirs = reinterpret_cast<const std::uint64_t*>(t.peer_stage(p, stage_header));
+      try {
+        t.wait_until(p, [theirs, k] { return __atomic_load_n(theirs, __ATOMIC_ACQUIRE) >= k; }, until, c.base_tag);
+      } catch (const timeout_error& e) {
+        throw timeout_error(e.peer(), std::string(c.strategy) + " " + phase_name{"peers' stages", 0, 1}.str(),
+                            c.collective, e.waited(), e.silent(), e.note());
+      }
+      const std::byte* at = t.peer_stage(p, stage_prefix);  // grown that far before it raised its counter
+      std::uint64_t their[2];
+      std::memcpy(their, at + 64 * (s + 1), sizeof their);
+      check_stamp(r, stamp, p, their, size_of(c.red.type), c);
+      sources_[static_cast<std::size_t>(p)] = at + stage_header + s * flagged_limit;
+    }
+  }
+
+  // A flagged call's stamps, this rank's (`me`) against peer `p`'s: the
+  // same tag (collective, dtype, op, a hash of the count, root and strategy,
+  // the call's number) and the same bytes, else `mismatch_error` naming the
+  // field (as the messages' stamps do) and both ranks.
+  static void check_stamp(int me, const std::uint64_t (&mine)[2], int p, const std::uint64_t (&theirs)[2],
+                          std::size_t esize, const call_context& c) {
+    const bool same_call = detail::call_of(mine[1]) == detail::call_of(theirs[1]);
+    const bool fields_differ = ((detail::stamp_of(mine[1]) ^ detail::stamp_of(theirs[1])) & 0x1ffu) != 0;
+    std::string why;
+    if (same_call && fields_differ)  // the collective, dtype or op
+      why = detail::stamp_mismatch(me, mine[1], p, theirs[1]);
+    else if (theirs[0] != mine[0])
+      why = std::string(detail::mismatch_words) + detail::describe_tag(mine[1]) +
+            ": ranks disagree on the input count: rank " + std::to_string(me) + " passed " +
+            std::to_string(mine[0] / esize) + ", rank " + std::to_string(p) + " passed " +
+            std::to_string(theirs[0] / esize);
+    else if (detail::stamps_disagree(mine[1], theirs[1]))
+      why = detail::stamp_mismatch(me, mine[1], p, theirs[1]);
+    else if (theirs[1] != mine[1])
+      why = std::string(detail::mismatch_words) + "rank " + std::to_string(me) + " is in " +
+            detail::describe_tag(mine[1]) + ", rank " + std::to_string(p) + " in " + detail::describe_tag(theirs[1]) +
+            " (communicators sharing a transport called in different orders?)";
+    if (!why.empty()) throw mismatch_error(std::string(c.strategy) + ": " + why);
   }
 
   /// Block `b` of every rank's input (its staged copy with `staged`), reduced
@@ -469,75 +559,15 @@ struct one_shot : detail::direct_base {
 
  private:
   /// A call of at most `flagged_limit` bytes over stages a transport can
-  /// wait on (`wait_until`), without a message: rank r's k-th such call
-  /// copies its input into slot k % 2 of its stage, writes the call's stamp
-  /// (bytes, tag) beside it and raises its counter to k; it then waits for
-  /// each peer's counter to reach k, checks the peer's stamp against its
-  /// own, and reduces every rank's slot, in rank order, into `out`. A rank
-  /// writes slot k % 2 again in call k + 2, which it enters only after every
-  /// peer raised its counter to k + 1, so after each peer had finished
-  /// reading call k.
+  /// wait on: one round through the stages' counters (`flagged_round`),
+  /// then every rank's slot reduced, in rank order, into `out`.
   template <class Transport>
   void all_reduce_flagged(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
                           const call_context& c) {
-    const int n = t.size(), r = t.rank();
     const std::size_t bytes = count * size_of(c.red.type);
-    require_host(c);
-    std::byte* mine = t.stage(stage_prefix);
-    auto* counter = reinterpret_cast<std::uint64_t*>(mine);
-    const std::uint64_t k = __atomic_load_n(counter, __ATOMIC_RELAXED) + 1;
-    const std::size_t s = k % 2;
-    const std::uint64_t stamp[2] = {bytes, c.base_tag};
-    std::memcpy(mine + 64 * (s + 1), stamp, sizeof stamp);
-    std::byte* slot = mine + stage_header + s * flagged_limit;
-    if (bytes > 0) local_copy(c, slot, in, bytes);
-    __atomic_store_n(counter, k, __ATOMIC_RELEASE);
-    if (sources_.size() != static_cast<std::size_t>(n)) sources_.assign(static_cast<std::size_t>(n), nullptr);
-    sources_[static_cast<std::size_t>(r)] = slot;
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(c.opts->timeout);
-    for (int d = 1; d < n; ++d) {
-      const int p = (r + d) % n;
-      const auto* theirs = reinterpret_cast<const std::uint64_t*>(t.peer_stage(p, stage_header));
-      try {
-        t.wait_until(p, [theirs, k] { return __atomic_load_n(theirs, __ATOMIC_ACQUIRE) >= k; }, until, c.base_tag);
-      } catch (const timeout_error& e) {
-        throw timeout_error(e.peer(), std::string(c.strategy) + " " + phase_name{"one-shot: peers' stages", 0, 1}.str(),
-                            c.collective, e.waited(), e.silent(), e.note());
-      }
-      const std::byte* at = t.peer_stage(p, stage_prefix);  // grown that far before it raised its counter
-      std::uint64_t their[2];
-      std::memcpy(their, at + 64 * (s + 1), sizeof their);
-      check_stamp(r, stamp, p, their, size_of(c.red.type));
-      sources_[static_cast<std::size_t>(p)] = at + stage_header + s * flagged_limit;
-    }
-    if (bytes > 0) c.mem->reduce_many(c.mem->ctx, out, sources_.data(), n, count, c.red);
-    local_finalize(c, out, count, n);
-  }
-
-  // A flagged call's stamps, this rank's (`me`) against peer `p`'s: the
-  // same tag (collective, dtype, op, a hash of the count, root and strategy,
-  // the call's number) and the same bytes, else `mismatch_error` naming the
-  // field (as the messages' stamps do) and both ranks.
-  static void check_stamp(int me, const std::uint64_t (&mine)[2], int p, const std::uint64_t (&theirs)[2],
-                          std::size_t esize) {
-    const bool same_call = detail::call_of(mine[1]) == detail::call_of(theirs[1]);
-    const bool fields_differ = ((detail::stamp_of(mine[1]) ^ detail::stamp_of(theirs[1])) & 0x1ffu) != 0;
-    std::string why;
-    if (same_call && fields_differ)  // the collective, dtype or op
-      why = detail::stamp_mismatch(me, mine[1], p, theirs[1]);
-    else if (theirs[0] != mine[0])
-      why = std::string(detail::mismatch_words) + detail::describe_tag(mine[1]) +
-            ": ranks disagree on the input count: rank " + std::to_string(me) + " passed " +
-            std::to_string(mine[0] / esize) + ", rank " + std::to_string(p) + " passed " +
-            std::to_string(theirs[0] / esize);
-    else if (detail::stamps_disagree(mine[1], theirs[1]))
-      why = detail::stamp_mismatch(me, mine[1], p, theirs[1]);
-    else if (theirs[1] != mine[1])
-      why = std::string(detail::mismatch_words) + "rank " + std::to_string(me) + " is in " +
-            detail::describe_tag(mine[1]) + ", rank " + std::to_string(p) + " in " + detail::describe_tag(theirs[1]) +
-            " (communicators sharing a transport called in different orders?)";
-    if (!why.empty()) throw mismatch_error("one_shot: " + why);
+    flagged_round(t, in, bytes, bytes, c);
+    if (bytes > 0) c.mem->reduce_many(c.mem->ctx, out, sources_.data(), t.size(), count, c.red);
+    local_finalize(c, out, count, t.size());
   }
 
   detail::stage_memory stage_;
