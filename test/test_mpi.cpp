@@ -805,7 +805,7 @@ TEST_CASE("mpi roots: a broadcast whose ranks name different roots is a mismatch
 TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job, or every survivor names it") {
   // Run by test/job_ends.py only (DDL_TEST_DIE=kill|exit|survive), which
   // checks the job ends within seconds and the output names the rank. Rank
-  // 2 dies at iteration 20 of a loop of 1 MiB all-reduces; survivors that
+  // 2 dies at iteration 20 of a loop of all-reduces; survivors that
   // see an error before the launcher ends the job print it and return.
   // `survive`: a SIGKILL under a launcher that keeps the job running (Open
   // MPI's `mpirun --enable-recovery`): a survivor waiting on rank 2 sees its
@@ -823,17 +823,22 @@ TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job, o
   ddl::options o;
   o.timeout = std::chrono::seconds(how == "survive" ? 30 : 60);
   ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t, ddl::auto_strategy(), o);
-  std::vector<float> g(std::size_t{1} << 18, 1.0f);
+  // Each iteration a 1 MiB all-reduce and a 64 B one: ranks sharing stages
+  // run the small one through the stages' counters (no message), and rank 2
+  // dies between the two, so the survivors find it gone while they wait on
+  // its stage.
+  std::vector<float> g(std::size_t{1} << 18, 1.0f), small(16, 1.0f);
   for (int it = 0; it < 100000; ++it) {
-    if (r == 2 && it == 20) {
-      std::printf("ddl test: rank 2 dies (%s) at %.3f\n", how.c_str(),
-                  std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-      std::fflush(stdout);
-      if (how != "exit") std::raise(SIGKILL);
-      std::_Exit(3);
-    }
     try {
       comm.all_reduce(ddl::host_view(g), ddl::op::max);
+      if (r == 2 && it == 20) {
+        std::printf("ddl test: rank 2 dies (%s) at %.3f\n", how.c_str(),
+                    std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+        std::fflush(stdout);
+        if (how != "exit") std::raise(SIGKILL);
+        std::_Exit(3);
+      }
+      comm.all_reduce(ddl::host_view(small), ddl::op::sum);
     } catch (const ddl::error& e) {
       std::printf("ddl test: rank %d got: %s\n", r, e.what());
       std::fflush(stdout);
