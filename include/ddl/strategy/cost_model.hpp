@@ -47,8 +47,9 @@
 ///      one_shot: 2 sigma + (n+1) S / M,  two_shot: 3 sigma + (3n-1) S / (n M);
 ///    one_shot synchronised through counters in shared stages (small calls
 ///    over MPI: `one_shot::flagged_limit`) is one round, sigma + (n+1) S / M
-///    (measured: 2 ranks 1.1 us, 4 ranks 12-19 us, 8 ranks 39-43 us at 8 B-4
-///    KiB, level with or under recursive doubling's ceil(log2 n) exchanges).
+///    (measured over MPI at 8 B-4 KiB: 2 ranks 0.6-1.0 us, 4 ranks 11.5-12.8,
+///    8 ranks 34-41; recursive doubling's exchanges 0.8-1.5, 14-22, 39-56:
+///    bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-25).
 #include <array>
 #include <cstddef>
 #include <cstdint>

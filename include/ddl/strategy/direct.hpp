@@ -23,8 +23,9 @@
 ///    all: each rank copies its input into a slot of its stage and raises a
 ///    counter there, waits for its peers' counters, checks their calls'
 ///    stamps against its own and reduces their slots (`all_reduce_flagged`);
-///    1.1 us for 2 ranks at 8 B where `MPI_Allreduce` takes 1.6-2
-///    (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+///    0.6 us for 2 ranks at 8 B where `MPI_Allreduce` takes 1.6
+///    (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-25). The direct
+///    reduce-scatter and all-gather take the same round up to that size.
 ///  * `ddl::two_shot` all-reduce: rank j reduces block j (`ddl::block_of`)
 ///    reading block j of all n inputs at once (a direct reduce-scatter), then
 ///    every rank copies each reduced block from its owner (a direct
