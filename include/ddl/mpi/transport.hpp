@@ -77,6 +77,10 @@ inline void stranded_send(int rank, int peer) noexcept {
                "job ends now (MPI_Abort; DDL_MPI_STRANDED=release hands the send to MPI instead)\n",
                rank, peer, why.empty() ? "" : " (", why.c_str(), why.empty() ? "" : ")");
   std::fflush(stderr);
+  // Give the launcher a moment to forward the text: MPICH's ends every
+  // process at the first MPI_Abort and may drop what is still in its pipes
+  // (seen once in 40+ runs of mpi.roots.n4 under load: an empty output).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   MPI_Abort(MPI_COMM_WORLD, 70);
 }
 
