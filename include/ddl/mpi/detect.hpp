@@ -158,7 +158,7 @@ class mpi_cluster {
       // Ranks outnumbering the cores they may run on: a step costs a
       // process switch, not a memory hop, and the ranks' copies share the
       // cores (each flow of a step where all move data gets cores / ranks).
-      const int cores = detail::usable_cores(transport_->comm());
+      const int cores = transport_->cores();
       const bool crowded = ppn > cores;
       const double node_latency = crowded ? std::max(o.node_latency, o.oversubscribed_latency) : o.node_latency;
       const double node_bandwidth = crowded ? o.node_bandwidth * cores / ppn : o.node_bandwidth;

@@ -314,7 +314,8 @@ class mpi_transport {
     // they wait on a peer's stage: a spinning rank holds the core the rank
     // it waits for needs (8 ranks on 2 cores, 8 B: 36 us a call, 41-44
     // spinning first).
-    if (detail::usable_cores(comm_) < size_) stage_spins_ = 0;
+    cores_ = detail::usable_cores(comm_);
+    if (cores_ < size_) stage_spins_ = 0;
     post_notice_receive();
   }
   ~mpi_transport() {
@@ -383,6 +384,9 @@ class mpi_transport {
   int size() const noexcept { return size_; }
   /// ddl's private duplicate of the user's communicator.
   MPI_Comm comm() const noexcept { return comm_; }
+  /// How many cores the group's ranks may run on (`detail::usable_cores`,
+  /// found at construction).
+  int cores() const noexcept { return cores_; }
 
   /// A communicator's progress thread may drive this transport when MPI was
   /// initialised with `MPI_THREAD_SERIALIZED` or better (`ddl::mpi_session`
@@ -780,6 +784,7 @@ class mpi_transport {
   MPI_Comm comm_ = MPI_COMM_NULL;
   detail::shared_stages stages_;  // see stages_shared
   unsigned stage_spins_ = 64;     // `wait_until`'s busy polls before it yields
+  int cores_ = 1;                 // see `cores`
   std::vector<detail::process_id> procs_;  // per rank: its process
   std::uint64_t machine_ = 0;              // this process's machine (`detail::process_id`)
   double next_look_ = 0;                   // when `check_alive` looks again (steady seconds)
