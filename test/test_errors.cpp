@@ -293,12 +293,22 @@ void stamps_catch_mismatches(int n) {
   }, slowest);
   expect(e, "ranks disagree on the collective");
   // count: the last rank passes one element more (a size mismatch when the
-  // stamps' hash cannot tell; never a normal return).
+  // stamps' hash cannot tell; never a normal return). Calls synchronised
+  // through the stages (one_shot up to its flagged limit) compare the
+  // counts themselves and name both.
   e = unchecked_run<Strategy>(n, [&](auto& comm, int r) {
     std::vector<float> g(r == odd ? 1001 : 1000, 1.0f);
     comm.all_reduce(ddl::host_view(g), ddl::op::sum);
   }, slowest);
-  expect(e, "disagree on the count, the root or the strategy");
+  // auto takes one_shot there when its model says so.
+  const bool flagged = std::is_same_v<Strategy, ddl::one_shot> ||
+                       (std::is_same_v<Strategy, ddl::auto_strategy> && contains(e[0], "input count"));
+  if (flagged) {
+    expect(e, "ranks disagree on the input count: rank ");
+    for (const auto& m : e) CHECK((contains(m, "passed 1000") && contains(m, "passed 1001")));
+  } else {
+    expect(e, "disagree on the count, the root or the strategy");
+  }
 }
 }  // namespace
 
@@ -333,6 +343,40 @@ TEST_CASE("without DDL_CHECK: a collective, dtype, op or count one rank disagree
   CHECK(outcome[0] != 0);
   CHECK(outcome[1] != 0);
   CHECK(outcome[2] == -1);
+}
+
+TEST_CASE("without DDL_CHECK: one_shot ranks on both sides of the stages' counter limit are a mismatch_error at once") {
+  // The last rank passes one float past `one_shot::flagged_limit` and so runs
+  // the call synchronised by messages; the others wait on its stage counter
+  // and see its message of the call under another stamp. And a direct
+  // reduce-scatter (flagged too) against all-reduces.
+  constexpr std::size_t limit = ddl::one_shot::flagged_limit / sizeof(float);
+  for (int n : {2, 3, 4}) {
+    CAPTURE(n);
+    double slowest = 0;
+    auto e = unchecked_run<ddl::one_shot>(n, [&](auto& comm, int r) {
+      std::vector<float> g(r == n - 1 ? limit + 1 : limit, 1.0f);
+      comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+    }, slowest);
+    for (const auto& m : e) {
+      CAPTURE(m);
+      CHECK(contains(m, "call mismatch: "));
+      CHECK(!contains(m, "not a mismatch_error"));
+    }
+    CHECK(slowest < 5.0);
+    e = unchecked_run<ddl::one_shot>(n, [&](auto& comm, int r) {
+      std::vector<float> g(1000, 1.0f), block(1000);
+      if (r == n - 1)
+        comm.reduce_scatter(ddl::host_view(std::as_const(g)),
+                            ddl::host_view(block.data(), ddl::block_of(1000, n, r).size), ddl::op::sum);
+      else comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+    }, slowest);
+    for (const auto& m : e) {
+      CAPTURE(m);
+      CHECK(contains(m, "ranks disagree on the collective"));
+    }
+    CHECK(slowest < 5.0);
+  }
 }
 
 TEST_CASE("without DDL_CHECK: a broadcast whose halves name different roots is a mismatch_error on every rank at once") {

@@ -372,7 +372,7 @@ TEST_CASE("planner: a transport's direct_read_factor prices the direct strategie
   CHECK(ddl::best_plan(t, 1024, stages).algo == ddl::algorithm::recursive_doubling);
 }
 
-TEST_CASE("planner: one_shot through counters in the stages is one round up to its limit, two above it") {
+TEST_CASE("planner: one_shot through counters in the stages is one latency up to its limit, two rounds above it") {
   // 2, 4 and 8 ranks on a crowded node's costs (2.5 GB/s, 20 us a step), the stages' 8x.
   for (int n : {2, 4, 8}) {
     CAPTURE(n);
@@ -382,7 +382,7 @@ TEST_CASE("planner: one_shot through counters in the stages is one round up to i
     ddl::plan_for flagged = stages;
     flagged.one_round_bytes = 65536;
     CHECK(flagged != stages);  // a cache key of auto's
-    const double sigma = 20e-6 * (n == 2 ? 1 : n == 4 ? 2 : 3), m = 8 * 2.5e9;
+    const double alpha = 20e-6, sigma = alpha * (n == 2 ? 1 : n == 4 ? 2 : 3), m = 8 * 2.5e9;
     auto one_shot = [&](double bytes, ddl::plan_for q) {
       for (const auto& p : ddl::all_plans(t, bytes, q))
         if (p.algo == ddl::algorithm::one_shot) return p.seconds;
@@ -390,13 +390,13 @@ TEST_CASE("planner: one_shot through counters in the stages is one round up to i
     };
     for (double bytes : {8.0, 4096.0, 65536.0}) {
       CAPTURE(bytes);
-      CHECK(one_shot(bytes, flagged) == doctest::Approx(sigma + (n + 1) * bytes / m));
+      CHECK(one_shot(bytes, flagged) == doctest::Approx(alpha + (n + 1) * bytes / m));
       CHECK(one_shot(bytes, stages) == doctest::Approx(2 * sigma + (n + 1) * bytes / m));
       // In place it adds nothing (the input goes into the stage either way).
       ddl::plan_for ip = flagged;
       ip.in_place = true;
       CHECK(one_shot(bytes, ip) == doctest::Approx(one_shot(bytes, flagged)));
-      // Level with recursive doubling's steps at worst: the plan for small calls.
+      // Under recursive doubling's ceil(log2 n) steps: the plan for small calls.
       CHECK(ddl::best_plan(t, bytes, flagged).algo == ddl::algorithm::one_shot);
     }
     CHECK(one_shot(65537, flagged) == doctest::Approx(2 * sigma + (n + 1) * 65537.0 / m));
@@ -658,7 +658,8 @@ TEST_CASE("auto tunes on in-process ranks: exact before, during and after, and e
       // Measured in both placements, and said so by explain (when there was a choice).
       const auto topo =
           ddl::topology::uniform(n, ddl::local_transport::default_bandwidth, ddl::local_transport::default_latency);
-      const auto c = ddl::detail::tuning_candidates(topo, count * 4.0, {ddl::candidates::all, true, true}, 3.0, 4);
+      const auto c = ddl::detail::tuning_candidates(
+          topo, count * 4.0, ddl::plan_for::transport<ddl::local_transport>(ddl::candidates::all, true), 3.0, 4);
       if (c.size() > 1) {
         CHECK(seen[0].report.find(", in place:") != std::string::npos);
         CHECK(seen[0].report.find("*") != std::string::npos);
@@ -673,7 +674,8 @@ TEST_CASE("auto tunes on in-process ranks: exact before, during and after, and e
   const auto seen = tune_on_threads(4, 8192, 20, off, log);
   const auto t4 = ddl::topology::uniform(4, ddl::local_transport::default_bandwidth, ddl::local_transport::default_latency);
   CHECK(seen[0].report.find("measured") == std::string::npos);
-  CHECK(seen[0].in_place == ddl::describe(t4, ddl::best_plan(t4, 32768, {ddl::candidates::all, true, true})));
+  CHECK(seen[0].in_place ==
+        ddl::describe(t4, ddl::best_plan(t4, 32768, ddl::plan_for::transport<ddl::local_transport>(ddl::candidates::all, true))));
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 

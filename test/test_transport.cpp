@@ -589,13 +589,14 @@ TEST_CASE("process watch: a child is running, stopped, then gone; a reused pid o
 #endif
 
 TEST_CASE("one_shot: through its stage and around it, call after call, every result exact") {
-  // Sizes that grow, shrink and cross both stage limits (16 KiB out of
-  // place, 256 KiB in place, in int32s: 4096 and 65536), ranks that are all
+  // Sizes that grow, shrink and cross every stage limit (the transport
+  // stages' counters up to 64 KiB, the strategy's stage up to 16 KiB out of
+  // place and 256 KiB in place; in int32s: 16384, 4096, 65536), ranks that are all
   // in place, all out of place, or some of each (then the stage is not used
   // by anyone), and ranks late at random: a rank may write a stage slot again
   // only once every peer has finished reading it, so any slip shows as a
   // wrong sum.
-  const std::vector<std::size_t> sizes{1, 3, 1000, 4096, 4097, 65536, 65537, 999, 2, 70000, 4096, 5};
+  const std::vector<std::size_t> sizes{1, 3, 1000, 4096, 4097, 16384, 16385, 65536, 65537, 999, 2, 70000, 16384, 4096, 5};
   for (int n : {2, 3, 5}) {
     CAPTURE(n);
     std::atomic<int> wrong{0};

@@ -20,6 +20,10 @@
 /// Waiting ranks spin briefly, then yield, then sleep on their doorbell, so
 /// more ranks than cores still make progress. Every wait has a deadline.
 ///
+/// Each rank also has a stage (the Transport concept's optional stages and
+/// `wait_until`), where the direct strategies' small calls meet through
+/// counters instead of messages.
+///
 /// Example:
 /// \code
 ///   ddl::local_fabric::run(4, [](ddl::local_transport& t) {
@@ -28,17 +32,24 @@
 ///     comm.all_reduce(ddl::host_view(g), ddl::op::sum);  // every g[i] == 4
 ///   });
 /// \endcode
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
+
+#ifdef __linux__
+#include <sched.h>
+#endif
 
 #include "ddl/core/error.hpp"
 #include "ddl/detail/event.hpp"
@@ -126,6 +137,27 @@ class local_transport {
   /// how a caller polling several requests with `test` waits.
   inline void await_progress();
 
+  /// Stages (the Transport concept's optional `stage`, `peer_stage`,
+  /// `stages_shared`, `wait_until`): each rank has one of `stage_capacity`
+  /// bytes, zeroed, made on its first use (by any rank) and kept for the
+  /// fabric's life; it never moves, so a peer's pointer stays good. The
+  /// direct strategies synchronise their small calls through counters there
+  /// (`detail::direct_base::flagged_round`) instead of trading addresses;
+  /// their larger calls read the buffers in place (`peer_memory`).
+  static constexpr std::size_t stage_capacity = std::size_t{256} << 10;
+  /// This rank's stage; `invalid_argument` past `stage_capacity`.
+  inline std::byte* stage(std::size_t bytes);
+  /// Rank `peer`'s stage.
+  inline const std::byte* peer_stage(int peer, std::size_t bytes);
+  bool stages_shared() const noexcept { return true; }
+  /// Polls `ready()` (a look at `peer`'s stage) until it returns true:
+  /// spins, yields, then sleeps 20 us at a time; `timeout_error` naming
+  /// `peer` after `until`, `transport_error` once the fabric was aborted,
+  /// `mismatch_error` when `peer` posted this rank a message of the call
+  /// `awaited` under another stamp (it runs another collective or plan).
+  template <class Ready>
+  void wait_until(int peer, Ready&& ready, deadline until, tag awaited);
+
  private:
   friend class local_fabric;
   local_transport(local_fabric* f, int r) : fabric_(f), rank_(r) {}
@@ -133,6 +165,7 @@ class local_transport {
   inline void refuse_if_aborted() const;
   inline bool complete(const request_fields& req) const;
   inline void check_send_stamp(request_fields& req);
+  inline tag posted_against(int peer, tag mine) const;
   inline void retire(request_fields& req) noexcept;
   inline void cancel(request_fields& req) noexcept;
 
@@ -153,6 +186,9 @@ class local_fabric {
     ranks_.reset(new rank_state[static_cast<std::size_t>(size)]);
     timed_out_at_.reset(new std::atomic<double>[static_cast<std::size_t>(size)]);
     for (int r = 0; r < size; ++r) timed_out_at_[r].store(-1e300);
+    stages_.reset(new std::atomic<std::byte*>[static_cast<std::size_t>(size)]);
+    for (int r = 0; r < size; ++r) stages_[r].store(nullptr);
+    crowded_ = size > process_cores();
   }
 
   /// Rank `r` timed out: records when, waits `grace` for the others'
@@ -167,6 +203,7 @@ class local_fabric {
   }
   ~local_fabric() {
     for (std::size_t i = 0; i < static_cast<std::size_t>(size_) * size_; ++i) delete channels_[i].load();
+    for (int r = 0; r < size_; ++r) std::free(stages_[r].load());
   }
   local_fabric(const local_fabric&) = delete;
   local_fabric& operator=(const local_fabric&) = delete;
@@ -290,11 +327,35 @@ class local_fabric {
     return abort_reason_;
   }
 
+  // The CPUs this process may run on (its affinity mask), else the machine's.
+  static int process_cores() {
+#ifdef __linux__
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+
+  // Rank `r`'s stage, made by whichever rank asks first.
+  std::byte* stage_of(int r) {
+    auto& p = stages_[static_cast<std::size_t>(r)];
+    std::byte* s = p.load(std::memory_order_acquire);
+    if (s) return s;
+    auto* fresh = static_cast<std::byte*>(std::calloc(1, local_transport::stage_capacity));
+    if (!fresh) throw std::bad_alloc();
+    if (p.compare_exchange_strong(s, fresh, std::memory_order_acq_rel)) return fresh;
+    std::free(fresh);  // another rank made it first
+    return s;
+  }
+
   int size_;
   std::unique_ptr<std::atomic<channel*>[]> channels_;
   std::unique_ptr<rank_state[]> ranks_;
   std::atomic<bool> aborted_{false};
   std::unique_ptr<std::atomic<double>[]> timed_out_at_;  // per rank: its last timeout (steady seconds)
+  std::unique_ptr<std::atomic<std::byte*>[]> stages_;    // per rank: its stage (`stage_of`), or null
+  bool crowded_ = false;  // more ranks than cores: a wait on a stage yields at once (`wait_until`)
   mutable std::mutex abort_mutex_;
   std::string abort_reason_;
 };
@@ -464,6 +525,55 @@ inline bool local_transport::progress() {
   return any;
 }
 
+inline std::byte* local_transport::stage(std::size_t bytes) {
+  refuse_if_aborted();
+  if (bytes > stage_capacity)
+    throw invalid_argument("local_transport: a stage holds " + std::to_string(stage_capacity) + " bytes, not " +
+                           std::to_string(bytes));
+  return fabric_->stage_of(rank_);
+}
+
+inline const std::byte* local_transport::peer_stage(int peer, std::size_t bytes) {
+  refuse_if_aborted();
+  if (peer < 0 || peer >= size())
+    throw invalid_argument("local_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size()));
+  if (bytes > stage_capacity)
+    throw transport_error("local_transport: rank " + std::to_string(peer) + "'s stage holds " +
+                          std::to_string(stage_capacity) + " bytes, fewer than the " + std::to_string(bytes) +
+                          " asked");
+  return fabric_->stage_of(peer);
+}
+
+template <class Ready>
+void local_transport::wait_until(int peer, Ready&& ready, deadline until, tag awaited) {
+  const auto start = std::chrono::steady_clock::now();
+  // Ranks that outnumber the cores give theirs up at once: the peer being
+  // waited for may need it to raise its counter (4 threads on 2 cores, 8 B:
+  // 5.0 us a call against 6.6 spinning first; 8 threads 11 against 16).
+  detail::backoff pause(fabric_->crowded_ ? 0 : detail::backoff::spin_rounds, 448);
+  for (unsigned polls = 0;; ++polls) {
+    if (ready()) return;
+    // Every 16th poll: a message of `peer`'s in this call under another
+    // stamp (it runs another collective, count or plan) is a mismatch, unless
+    // `ready()` now holds (the peer raised its counter, then moved on to the
+    // same-numbered call of another communicator sharing this fabric).
+    if (polls % 16 == 15 && detail::is_stamped(awaited)) {
+      const tag theirs = posted_against(peer, awaited);
+      if (theirs != 0 && !ready()) throw mismatch_error(detail::stamp_mismatch(rank_, awaited, peer, theirs));
+    }
+    if (DDL_UNLIKELY(fabric_->aborted()))
+      throw transport_error("rank " + std::to_string(rank_) + " gave up waiting for rank " + std::to_string(peer) +
+                            ": " + fabric_->abort_reason());
+    const auto now = std::chrono::steady_clock::now();
+    if (DDL_UNLIKELY(now >= until)) {
+      const double waited = std::chrono::duration<double>(now - start).count();
+      std::vector<int> silent = fabric_->report_timeout(rank_, detail::timeout_grace(waited));
+      throw timeout_error(peer, "", "", waited, std::move(silent));
+    }
+    pause.pause();
+  }
+}
+
 // A broken group takes no new messages (a later call fails at once, even
 // one whose messages could all go eagerly).
 inline void local_transport::refuse_if_aborted() const {
@@ -490,18 +600,26 @@ inline void local_transport::check_send_stamp(request_fields& req) {
   if (req.kind_ != request_fields::kind::send || ++send_polls_ % 16 != 0) return;
   const tag mine = fabric_->channel_of(rank_, req.peer_)->slots[req.index_].t.load(std::memory_order_relaxed);
   if (!detail::is_stamped(mine)) return;
-  const local_fabric::channel* in = fabric_->channel_of(req.peer_, rank_);
-  if (!in) return;
+  const tag theirs = posted_against(req.peer_, mine);
+  if (theirs == 0 || complete(req)) return;  // none, or taken after all
+  const int peer = req.peer_;
+  cancel(req);
+  throw mismatch_error(detail::stamp_mismatch(rank_, mine, peer, theirs));
+}
+
+// The tag of a message `peer` posted this rank in the call of `mine` under
+// another stamp, or 0 if there is none.
+inline tag local_transport::posted_against(int peer, tag mine) const {
+  const local_fabric::channel* in = fabric_->channel_of(peer, rank_);
+  if (!in) return 0;
   for (int i = 0; i < local_fabric::slots_per_channel; ++i) {
     const std::uint64_t w = in->slots[i].state.load(std::memory_order_acquire);
     if ((w & local_fabric::s_mask) != local_fabric::s_posted) continue;
     const tag theirs = in->slots[i].t.load(std::memory_order_relaxed);
-    if (!detail::stamps_disagree(mine, theirs) || in->slots[i].state.load(std::memory_order_acquire) != w) continue;
-    if (complete(req)) return;  // taken after all
-    const int peer = req.peer_;
-    cancel(req);
-    throw mismatch_error(detail::stamp_mismatch(rank_, mine, peer, theirs));
+    if (detail::stamps_disagree(mine, theirs) && in->slots[i].state.load(std::memory_order_acquire) == w)
+      return theirs;  // still that message
   }
+  return 0;
 }
 
 inline void local_transport::retire(request_fields& req) noexcept {

@@ -45,11 +45,14 @@
 ///    ranks, ~50 us against ~33), and M = `direct_read_factor` B_min the
 ///    bandwidth one rank gets reading several buffers at once,
 ///      one_shot: 2 sigma + (n+1) S / M,  two_shot: 3 sigma + (3n-1) S / (n M);
-///    one_shot synchronised through counters in shared stages (small calls
-///    over MPI: `one_shot::flagged_limit`) is one round, sigma + (n+1) S / M
-///    (measured over MPI at 8 B-4 KiB: 2 ranks 0.6-1.0 us, 4 ranks 11.5-12.8,
-///    8 ranks 34-41; recursive doubling's exchanges 0.8-1.5, 14-22, 39-56:
-///    bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-25).
+///    one_shot synchronised through counters in the stages (calls up to
+///    `one_shot::flagged_limit`, over MPI stages and threads) waits on no
+///    message: one latency, alpha + (n+1) S / M (measured at 8 B-4 KiB,
+///    medians of 3 runs: threads, 4 ranks 2.8-7.0 us, 8 ranks 10.6-15.7,
+///    against recursive doubling's 3.7-14.9 and 22.5-38.3; MPI, 2 ranks
+///    0.6-1.0 us, 4 ranks 11.5-12.8, 8 ranks 34-41, against 0.8-1.5, 14-22,
+///    39-56: bench/results/shared-memory.md and
+///    mpi-vs-openmpi-mpich-gloo.md, 2026-11-25).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -276,7 +279,7 @@ inline constexpr double direct_read_factor = 2.0;
 /// reduction (and, for two_shot, the gather) priced by memory traffic, plus
 /// one synchronisation round per phase boundary, on the slowest level.
 /// `factor` is M / B (`direct_read_factor` unless the transport says);
-/// `one_round`: one_shot synchronises once (through counters in stages).
+/// `one_round`: one_shot synchronises through counters in stages (one latency).
 constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes,
                             double factor = direct_read_factor, bool one_round = false) {
   int n = 1;
@@ -291,12 +294,13 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
   p.phases = 0;
   p.seconds = 0;
   if (n == 1) return;
+  const double alpha = sigma;
   int rounds = 0;  // ceil(log2 n) latencies per synchronisation round
   while ((1 << rounds) < n) ++rounds;
   sigma *= rounds;
   const double m = factor * b;
   if (p.algo == algorithm::one_shot) {
-    p.phase[0] = (one_round ? 1 : 2) * sigma + (n + 1) * bytes / m;
+    p.phase[0] = (one_round ? alpha : 2 * sigma) + (n + 1) * bytes / m;
     p.phases = 1;
   } else {
     p.phase[0] = 2 * sigma + (n + 1) * bytes / n / m;      // reduce own block from n buffers

@@ -18,14 +18,16 @@
 ///    are not in step (the first call, after an error), it reads the inputs
 ///    themselves and needs a second synchronisation before any rank may
 ///    return; (n+1) S bytes (in place 2 S more through the workspace).
-///    Over shared stages a transport can wait on (`wait_until`: MPI ranks of
-///    one machine) a call of up to `flagged_limit` bytes sends no message at
-///    all: each rank copies its input into a slot of its stage and raises a
-///    counter there, waits for its peers' counters, checks their calls'
-///    stamps against its own and reduces their slots (`all_reduce_flagged`);
-///    0.6 us for 2 ranks at 8 B where `MPI_Allreduce` takes 1.6
-///    (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-25). The direct
-///    reduce-scatter and all-gather take the same round up to that size.
+///    Over shared stages a transport can wait on (`wait_until`: threads, MPI
+///    ranks of one machine) a call of up to `flagged_limit` bytes sends no
+///    message at all, and goes before both: each rank copies its input into
+///    a slot of its stage and raises a counter there, waits for its peers'
+///    counters, checks their calls' stamps against its own and reduces their
+///    slots (`all_reduce_flagged`); 0.6 us for 2 MPI ranks at 8 B where
+///    `MPI_Allreduce` takes 1.6, 5.1 us for 4 threads at 4 KiB where the
+///    above took 10.2 (bench/results/mpi-vs-openmpi-mpich-gloo.md,
+///    shared-memory.md, 2026-11-25). The direct reduce-scatter and
+///    all-gather take the same round up to that size.
 ///  * `ddl::two_shot` all-reduce: rank j reduces block j (`ddl::block_of`)
 ///    reading block j of all n inputs at once (a direct reduce-scatter), then
 ///    every rank copies each reduced block from its owner (a direct
@@ -495,13 +497,13 @@ struct one_shot : detail::direct_base {
       local_copy(c, out, in, bytes);
       return;
     }
-    if constexpr (!has_peer_memory_v<Transport>) {
-      if constexpr (has_wait_until_v<Transport>) {
-        if (bytes <= flagged_limit) {
-          all_reduce_flagged(t, in, out, count, c);
-          return;
-        }
+    if constexpr (has_wait_until_v<Transport>) {
+      if (bytes <= flagged_limit) {
+        all_reduce_flagged(t, in, out, count, c);
+        return;
       }
+    }
+    if constexpr (!has_peer_memory_v<Transport>) {
       // Through the transport's stages: the whole input copied in, read by
       // every peer from there, so the result may go straight to `out`.
       stage_input(t, in, count, block{0, 0}, c);

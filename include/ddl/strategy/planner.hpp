@@ -55,8 +55,9 @@ struct plan_for {
   double direct_read = cost::direct_read_factor;
   /// Bytes up to which one_shot synchronises through counters in shared
   /// stages (`one_shot::flagged_limit` over a transport with `wait_until`
-  /// whose stages are shared; 0: never): priced as one round, and in place
-  /// as nothing extra (the input is copied into the stage either way).
+  /// whose stages are shared: threads, MPI ranks of one machine; 0: never):
+  /// priced as one latency, and in place as nothing extra (the input is
+  /// copied into the stage either way).
   std::size_t one_round_bytes = 0;
   constexpr plan_for(candidates w = candidates::all, bool peer = false, bool inplace = false,
                      bool pipelined = false) noexcept
@@ -68,6 +69,7 @@ struct plan_for {
   static constexpr plan_for transport(candidates w = candidates::all, bool inplace = false) noexcept {
     plan_for q(w, has_peer_memory_v<T>, inplace, detail::can_pipeline_v<T>);
     q.direct_read = detail::direct_read_of<T>::value;
+    if constexpr (has_wait_until_v<T> && has_peer_memory_v<T>) q.one_round_bytes = one_shot::flagged_limit;
     return q;
   }
   /// What transport `t` allows: the candidates `auto_strategy` weighs over it.
