@@ -48,8 +48,9 @@
 ///     fail to compile without it; point-to-point strategies never look;
 ///   - `std::byte* stage(std::size_t bytes)`, `const std::byte*
 ///     peer_stage(int peer, std::size_t bytes)` and `bool stages_shared()
-///     const` — ranks in separate address spaces that share memory through
-///     stages (MPI ranks of one machine): `stage` is this rank's, at least
+///     const` — ranks that share memory through stages (MPI ranks of one
+///     machine, in separate address spaces; threads, with `peer_memory`
+///     too, for the small calls below): `stage` is this rank's, at least
 ///     `bytes` long (grown when shorter, its address may then change; host
 ///     memory, kept for the transport's life); `peer_stage` is rank `peer`'s
 ///     as mapped in this process, for its first `bytes` (the peer has grown
@@ -57,8 +58,8 @@
 ///     whether every rank can map every other's (the same answer on every
 ///     rank). Every stage holds at least its first 4 KiB from the start
 ///     (zeroed), so peers may map and watch them before the owner's first
-///     call. The direct strategies then run too: each rank copies into its
-///     stage what its peers read;
+///     call. Without `peer_memory` the direct strategies then run too: each
+///     rank copies into its stage what its peers read;
 ///   - `void wait_until(int peer, F ready, ddl::deadline, ddl::tag awaited)`
 ///     (with stages; `F` a callable returning bool) — polls `ready()`, a
 ///     look at `peer`'s stage, until it returns true, with everything `wait`
