@@ -127,8 +127,9 @@ int main(int argc, char** argv) {
   } else {
     std::string names;
     for (const auto& x : labels) names += (names.empty() ? "" : ",") + x;
-    std::printf("# ddl-bench %s: transport %s, %d ranks, %s; %d iterations (+%d warm-up), median time\n",
-                s.coll_name(), s.transport.c_str(), n, names.c_str(), s.iters, s.warmup);
+    std::printf("# ddl-bench %s: transport %s, %d ranks, %s; %d iterations (+%d warm-up), median time%s\n",
+                s.coll_name(), s.transport.c_str(), n, names.c_str(), s.iters, s.warmup,
+                s.batch > 1 ? (" per call of batches of " + std::to_string(s.batch)).c_str() : "");
     std::printf("# topology (auto, multi_ring): %s%s%s\n", topo.str().c_str(), found.empty() ? "" : "  <- ",
                 found.c_str());
     std::printf("# machine: %s, %s, %ld cores; commit %s\n", host, cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN),

@@ -23,6 +23,7 @@ struct settings {
   std::size_t min_bytes = 4096, max_bytes = 256u << 20;
   double factor = 2;
   int iters = 20, warmup = 5;
+  int batch = 1;  // --batch K: calls per timed sample, back to back (the time is per call)
   bool check = true, csv = false, explain = false;
   int ranks = 4;
   std::string transport = "local";
@@ -57,12 +58,14 @@ inline double bus_factor(collective c, int n) {
                "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast]\n"
                "                 [--strategy ring|multi_ring|pipelined|recursive_doubling|halving_doubling|one_shot|two_shot|auto|all[,...]]\n"
                "                 [--dims AxBx...] [--segments K] [--explain]\n"
-               "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c 0|1]\n"
+               "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--batch K] [-c 0|1]\n"
                "                 [-d int32|int64|float|double|half|bfloat16] [-o sum|prod|min|max|avg]\n"
                "                 [--chunk BYTES] [--csv]\n"
                "sizes take K, M, G suffixes (powers of 1024); --dims is the multi_ring box and the\n"
                "extents of auto's topology (link costs: DDL_TOPOLOGY, else the transport's defaults);\n"
-               "pipelined is that multi_ring cut into --segments K segments (default 8) pipelined across its levels\n",
+               "pipelined is that multi_ring cut into --segments K segments (default 8) pipelined across its levels;\n"
+               "each of the ITERS samples is barrier, K calls back to back (default 1), barrier, and reports a\n"
+               "call's share (in place, the K calls reduce the running result again; a separate call is checked)\n",
                error.c_str());
   std::exit(2);
 }
@@ -92,6 +95,7 @@ inline settings parse(int argc, char** argv) {
       else if (a == "-f") s.factor = std::stod(value());
       else if (a == "-n") s.iters = std::stoi(value());
       else if (a == "-w") s.warmup = std::stoi(value());
+      else if (a == "--batch") s.batch = std::stoi(value());
       else if (a == "-c") s.check = std::stoi(value()) != 0;
       else if (a == "-d") s.type = ddl::parse_dtype(value());
       else if (a == "-o") s.oper = ddl::parse_op(value());
@@ -147,6 +151,7 @@ inline settings parse(int argc, char** argv) {
   if (s.ranks < 1) usage("--ranks must be at least 1");
   if (s.factor <= 1 && s.min_bytes != s.max_bytes) usage("-f must be > 1");
   if (s.iters < 1 || s.warmup < 0) usage("-n must be >= 1 and -w >= 0");
+  if (s.batch < 1 || s.batch > 100000) usage("--batch must be 1-100000");
   if (s.max_bytes < s.min_bytes) usage("-e must be >= -b");
   return s;
 }
