@@ -166,6 +166,11 @@ class local_transport {
   inline bool complete(const request_fields& req) const;
   inline void check_send_stamp(request_fields& req);
   inline tag posted_against(int peer, tag mine) const;
+  // A wait on `peer` ends: the fabric was aborted (`transport_error`), or
+  // its deadline passed at `now` (`timeout_error`, the silent ranks found).
+  [[noreturn]] inline void gave_up(int peer) const;
+  [[noreturn]] inline void timed_out(int peer, std::chrono::steady_clock::time_point start,
+                                     std::chrono::steady_clock::time_point now) const;
   inline void retire(request_fields& req) noexcept;
   inline void cancel(request_fields& req) noexcept;
 
@@ -561,17 +566,23 @@ void local_transport::wait_until(int peer, Ready&& ready, deadline until, tag aw
       const tag theirs = posted_against(peer, awaited);
       if (theirs != 0 && !ready()) throw mismatch_error(detail::stamp_mismatch(rank_, awaited, peer, theirs));
     }
-    if (DDL_UNLIKELY(fabric_->aborted()))
-      throw transport_error("rank " + std::to_string(rank_) + " gave up waiting for rank " + std::to_string(peer) +
-                            ": " + fabric_->abort_reason());
+    if (DDL_UNLIKELY(fabric_->aborted())) gave_up(peer);
     const auto now = std::chrono::steady_clock::now();
-    if (DDL_UNLIKELY(now >= until)) {
-      const double waited = std::chrono::duration<double>(now - start).count();
-      std::vector<int> silent = fabric_->report_timeout(rank_, detail::timeout_grace(waited));
-      throw timeout_error(peer, "", "", waited, std::move(silent));
-    }
+    if (DDL_UNLIKELY(now >= until)) timed_out(peer, start, now);
     pause.pause();
   }
+}
+
+inline void local_transport::gave_up(int peer) const {
+  throw transport_error("rank " + std::to_string(rank_) + " gave up waiting for rank " + std::to_string(peer) + ": " +
+                        fabric_->abort_reason());
+}
+
+inline void local_transport::timed_out(int peer, std::chrono::steady_clock::time_point start,
+                                       std::chrono::steady_clock::time_point now) const {
+  const double waited = std::chrono::duration<double>(now - start).count();
+  std::vector<int> silent = fabric_->report_timeout(rank_, detail::timeout_grace(waited));
+  throw timeout_error(peer, "", "", waited, std::move(silent));
 }
 
 // A broken group takes no new messages (a later call fails at once, even
@@ -704,16 +715,13 @@ inline void local_transport::wait(request& req, deadline until) {
     if (DDL_UNLIKELY(fabric_->aborted())) {
       const int peer = req.peer_;
       cancel(req);
-      throw transport_error("rank " + std::to_string(rank_) + " gave up waiting for rank " +
-                            std::to_string(peer) + ": " + fabric_->abort_reason());
+      gave_up(peer);
     }
     const auto now = std::chrono::steady_clock::now();
     if (DDL_UNLIKELY(now >= until)) {
       const int peer = req.peer_;
       cancel(req);
-      const double waited = std::chrono::duration<double>(now - start).count();
-      std::vector<int> silent = fabric_->report_timeout(rank_, detail::timeout_grace(waited));
-      throw timeout_error(peer, "", "", waited, std::move(silent));
+      timed_out(peer, start, now);
     }
     pause(me.bell, ticket, until);
   }
