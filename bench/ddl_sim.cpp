@@ -188,7 +188,7 @@ int run_strategies(const ddl::topology& topo, const std::string& which, double b
     if (!take) continue;
     any = true;
     const bool chosen = p.algo == best.algo && p.dims == best.dims && p.bounds == best.bounds && p.order == best.order &&
-                        p.segments == best.segments;
+                        p.segments == best.segments && p.direct_first == best.direct_first;
     line(name, p.seconds, simulate(fab, ddl::planned(topo, p), bytes, chunk), chosen);
   }
   if (which == "auto" || which == "all") {

@@ -84,6 +84,29 @@ TEST_CASE("matrix: multi_ring 2x3x2 in every order of its dimensions") {
   } while (std::next_permutation(order, order + 3));
 }
 
+TEST_CASE("matrix: multi_ring with its first dimension through shared memory (direct-first): 2x3, 3x2 order 1,0, 2x2x2, 4x2 order 1,0, 1x5, 5x1") {
+  box_matrix(dyn_ring({2, 3}).direct_first());
+  box_matrix(dyn_ring({3, 2}, {1, 0}).direct_first());
+  box_matrix(dyn_ring({2, 2, 2}).direct_first(), 65539);
+  box_matrix(dyn_ring({4, 2}, {1, 0}).direct_first(), 65539);
+  box_matrix(dyn_ring({1, 5}).direct_first());
+  box_matrix(dyn_ring({5, 1}).direct_first());
+  // Planned from a topology whose innermost level shares memory.
+  const auto topo = ddl::topology::parse("3:10GB/s:1us,2:1GB/s:10us");
+  ddl::plan_for q;
+  q.shared_levels = 1;
+  int seen = 0;
+  for (const ddl::plan& p : ddl::all_plans(topo, 1e6, q)) {
+    if (!p.direct_first) continue;
+    ++seen;
+    CAPTURE(ddl::describe(topo, p));
+    failure_log log;
+    run_matrix<ddl::planned>(6, matrix_counts(6, 65539), log, ddl::options{}, ddl::planned(topo, p));
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+  CHECK(seen == 1);  // 3x2 in natural order: only its first dimension lies inside level 0
+}
+
 TEST_CASE("matrix: static boxes and static orders") {
   failure_log log;
   run_matrix<ddl::multi_ring<ddl::extents<2, 2, 2>>>(8, matrix_counts(8, 4099), log);

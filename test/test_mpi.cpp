@@ -108,6 +108,9 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
       // every rank; the stages grow as the counts do.
       mpi_matrix(t, ddl::two_shot{}, 300007);
       mpi_matrix(t, ddl::one_shot{}, 70001);
+      // A multi-ring whose first dimension (here the box's second, stride
+      // a) runs through the stages, on group views.
+      mpi_matrix(t, box_for(t.size()).direct_first(), 65539);
       // A peer's stage read further than it was grown: a clear error, no SIGBUS.
       if (t.size() > 1) {
         const int peer = (t.rank() + 1) % t.size();
@@ -133,7 +136,7 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
   }
   // Turned off (or refused by the system): the direct strategies are a clear
   // error at construction on every rank, and auto does not weigh them.
-  setenv("DDL_MPI_SHM", world_rank() == 0 ? "0" : "1", 1);  // one rank's no is every rank's
+  setenv("DDL_MPI_SHM", world_rank() == 0 ? "0" : "1", 1);  // one rank's no ends stages_shared() on every rank
   {
     ddl::mpi_transport t(MPI_COMM_WORLD);
     CHECK_FALSE(t.stages_shared());
@@ -146,7 +149,11 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
     }
     CHECK(what.find("cannot") != std::string::npos);
     CHECK(what.find("DDL_MPI_SHM=0") != std::string::npos);
-    CHECK_THROWS_AS(t.stage(64), ddl::invalid_argument);
+    // The rank that said no shares with none; the others still share among
+    // themselves (a group view of them could run the direct forms).
+    if (world_rank() == 0) CHECK_THROWS_AS(t.stage(64), ddl::invalid_argument);
+    CHECK_FALSE(t.stages_shared_among(0, 1, 2));
+    if (t.size() > 2) CHECK(t.stages_shared_among(1, 1, t.size() - 1));
     ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
     CHECK(comm.explain(64 << 20).find("two_shot") == std::string::npos);
     std::vector<float> v(1001, 1.0f);
@@ -154,6 +161,67 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
     CHECK(v[1000] == static_cast<float>(t.size()));
   }
   unsetenv("DDL_MPI_SHM");
+}
+
+TEST_CASE("mpi: stages shared per machine (DDL_MPI_SHM_RANKS=2 as machines of 2 ranks): the multi-ring's first dimension through them, auto weighs it") {
+  const int n = world_size();
+  if (n < 4 || n % 2 != 0) {
+    MESSAGE("needs an even number of ranks >= 4");
+    return;
+  }
+  bool all_shared = false;
+  {
+    ddl::mpi_transport t(MPI_COMM_WORLD);
+    all_shared = t.stages_shared();
+  }
+  if (!all_shared) {
+    MESSAGE("shared memory between the ranks is not allowed here: nothing to split");
+    return;
+  }
+  setenv("DDL_MPI_SHM_RANKS", "2", 1);
+  {
+    ddl::mpi_transport t(MPI_COMM_WORLD);
+    CHECK_FALSE(t.stages_shared());
+    for (int base = 0; base < n; base += 2) CHECK(t.stages_shared_among(base, 1, 2));
+    CHECK_FALSE(t.stages_shared_among(0, 1, 4));
+    CHECK_FALSE(t.stages_shared_among(0, 2, 2));
+    CHECK_FALSE(t.stages_shared_among(1, 1, 2));  // ranks 1 and 2: two machines
+    CHECK_FALSE(ddl::plan_for::transport(t).peer_memory);
+    // A group view of one machine shares; one across machines does not.
+    const int me = world_rank();
+    ddl::group_view<ddl::mpi_transport> node(t, me - me % 2, 1, 2), across(t, me % 2, 2, n / 2);
+    CHECK(node.stages_shared());
+    CHECK_FALSE(across.stages_shared());
+    CHECK(ddl::peers_reachable(node));
+    // The two-level box, machines inside: every dtype, op, count and placement.
+    using box = ddl::multi_ring<ddl::dynamic_extents>;
+    mpi_matrix(t, box(ddl::dynamic_extents{2, n / 2}).direct_first(), 65539);
+    // Three dimensions, the outer two in reverse order.
+    if (n % 4 == 0 && n >= 8) mpi_matrix(t, box(ddl::dynamic_extents{2, 2, n / 4}, {0, 2, 1}).direct_first(), 4099);
+    // auto on a topology of machines of 2 weighs it (level 0 shares memory).
+    const auto topo = ddl::topology::parse("2:10GB/s:1us," + std::to_string(n / 2) + ":1GB/s:20us");
+    CHECK(ddl::shared_levels(t, topo) == 1);
+    ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t, ddl::auto_strategy(topo));
+    CHECK(comm.explain(64 << 20).find("direct-first") != std::string::npos);
+    mpi_matrix(t, ddl::auto_strategy(topo), 300007);
+  }
+  {
+    // A first dimension that crosses machines: the same refusal on every
+    // rank, before any message.
+    ddl::mpi_transport t(MPI_COMM_WORLD);
+    ddl::communicator<ddl::multi_ring<ddl::dynamic_extents>, ddl::mpi_transport> comm(
+        t, ddl::multi_ring<ddl::dynamic_extents>(ddl::dynamic_extents{2, n / 2}, {1, 0}).direct_first());
+    std::vector<float> v(1001, 1.0f);
+    std::string what;
+    try {
+      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+    } catch (const ddl::invalid_argument& e) {
+      what = e.what();
+    }
+    CHECK_MESSAGE(what.find("cannot read each other's memory") != std::string::npos, what);
+    CHECK(all_sum(what.empty() ? 0 : 1) == n);
+  }
+  unsetenv("DDL_MPI_SHM_RANKS");
 }
 
 TEST_CASE("mpi: one_shot's small calls synchronise through counters in the stages, in step with every other call") {

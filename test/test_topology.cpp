@@ -535,6 +535,58 @@ TEST_CASE("planner: multi-rings pipelined across levels, priced as fill plus K-1
   CHECK(ddl::best_plan(t, 4096, pipelined).segments == 1);
 }
 
+TEST_CASE("planner: a multi-ring's first dimension through shared memory, priced as two_shot on its levels, only inside shared levels") {
+  // 4 ranks a node at 10 GB/s, 2 nodes at 1 GB/s; level 0 shares memory.
+  const double b0 = 10e9, a0 = 1e-6, b1 = 1e9, a1 = 10e-6, m = ddl::cost::direct_read_factor * b0;
+  const auto t = ddl::topology::parse("4:10GB/s:1us,2:1GB/s:10us");
+  ddl::plan_for q;
+  q.shared_levels = 1;
+  for (double S : {4096.0, 1e6, 64e6}) {
+    CAPTURE(S);
+    int seen = 0;
+    for (const auto& p : ddl::all_plans(t, S, q)) {
+      if (!p.direct_first) continue;
+      ++seen;
+      CAPTURE(ddl::describe(t, p));
+      REQUIRE(p.dims == 2);
+      CHECK(p.order[0] == 0);  // only the node dimension lies inside level 0
+      CHECK(p.segments == 1);
+      // two_shot on 4 ranks: 3 rounds of 2 latencies, (3n-1)S/(nM); then an exchange of S/4 across nodes.
+      const double inner = 3 * 2 * a0 + 11.0 * S / 4 / m, outer = 2 * (S / 4 / (2 * b1) + a1);
+      CHECK(p.seconds == doctest::Approx(inner + outer));
+      CHECK(ddl::describe(t, p) == "multi_ring 4x2 direct-first");
+    }
+    CHECK(seen == 1);
+    // Not where level 0 does not share memory, nor the whole-group direct strategies.
+    for (const auto& p : ddl::all_plans(t, S)) CHECK_FALSE(p.direct_first);
+    for (const auto& p : ddl::all_plans(t, S, q))
+      CHECK(!(p.algo == ddl::algorithm::one_shot || p.algo == ddl::algorithm::two_shot));
+  }
+  // Large messages: the node's slices through memory beat its ring.
+  CHECK(ddl::best_plan(t, 64e6, q).direct_first);
+  // Threads share every level: the candidate is there without asking.
+  CHECK(ddl::plan_for::transport<ddl::local_transport>().shared_levels >= 2);
+  ddl::local_fabric::run(1, [](ddl::local_transport& tr) {
+    CHECK(ddl::shared_levels(tr, ddl::topology::parse("1:10GB/s:1us,1:1GB/s:10us")) == 2);
+  });
+}
+
+TEST_CASE("multi_ring::direct_first: in describe, kept by validate, not pipelined") {
+  using dyn_ring = ddl::multi_ring<ddl::dynamic_extents>;
+  dyn_ring s({2, 3});
+  s.direct_first().pipelined(4);
+  CHECK(s.is_direct_first());
+  CHECK(s.describe() == "multi_ring 2x3 direct-first");
+  CHECK(s.all_reduce_workspace(100, ddl::dtype::float32, 6) == 0);
+  dyn_ring flat;
+  flat.direct_first();
+  flat.validate(4);
+  CHECK(flat.describe() == "multi_ring 4 direct-first");
+  failure_log log;
+  run_matrix<dyn_ring>(6, matrix_counts(6, 100003), log, ddl::options{}, s);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
 TEST_CASE("multi_ring::pipelined: the segment count, checked, in describe and results") {
   using dyn_ring = ddl::multi_ring<ddl::dynamic_extents>;
   CHECK_THROWS_AS(dyn_ring({2, 3}).pipelined(0), ddl::invalid_argument);

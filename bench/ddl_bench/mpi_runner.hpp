@@ -126,6 +126,9 @@ inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& lab
     shaped.check(t.size());
     topo = shaped;
   }
+  allowed.shared_levels = ddl::shared_levels(t, topo);
+  if (!t.stages_shared() && allowed.shared_levels > 0)
+    found += "; ranks share memory (stages) inside the first " + std::to_string(allowed.shared_levels) + " level(s)";
   ddl::options opts = ddl::options::from_env();
   if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
   auto impls = ddl_impls(t, s, topo, opts);

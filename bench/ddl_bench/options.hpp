@@ -16,8 +16,8 @@ namespace ddl_bench {
 const char* const collective_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
 enum class collective { all_reduce, reduce_scatter, all_gather, broadcast };
 
-const char* const strategy_names[] = {"ring",     "multi_ring", "pipelined", "recursive_doubling", "halving_doubling",
-                                      "one_shot", "two_shot",   "auto"};
+const char* const strategy_names[] = {"ring",     "multi_ring", "pipelined", "direct_first", "recursive_doubling",
+                                      "halving_doubling", "one_shot", "two_shot", "auto"};
 
 struct settings {
   std::size_t min_bytes = 4096, max_bytes = 256u << 20;
@@ -56,7 +56,7 @@ inline double bus_factor(collective c, int n) {
                "ddl-bench: %s\n"
                "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo]\n"
                "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast]\n"
-               "                 [--strategy ring|multi_ring|pipelined|recursive_doubling|halving_doubling|one_shot|two_shot|auto|all[,...]]\n"
+               "                 [--strategy ring|multi_ring|pipelined|direct_first|recursive_doubling|halving_doubling|one_shot|two_shot|auto|all[,...]]\n"
                "                 [--dims AxBx...] [--segments K] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--batch K] [-c 0|1]\n"
                "                 [-d int32|int64|float|double|half|bfloat16] [-o sum|prod|min|max|avg]\n"
@@ -147,7 +147,7 @@ inline settings parse(int argc, char** argv) {
   if (s.all_strategies) s.strategies.assign(std::begin(strategy_names), std::end(strategy_names));
   for (const auto& name : s.strategies)
     if (std::find(std::begin(strategy_names), std::end(strategy_names), name) == std::end(strategy_names))
-      usage("unknown strategy '" + name + "' (available: ring, multi_ring, pipelined, recursive_doubling, halving_doubling, one_shot, two_shot, auto, all)");
+      usage("unknown strategy '" + name + "' (available: ring, multi_ring, pipelined, direct_first, recursive_doubling, halving_doubling, one_shot, two_shot, auto, all)");
   if (s.ranks < 1) usage("--ranks must be at least 1");
   if (s.factor <= 1 && s.min_bytes != s.max_bytes) usage("-f must be > 1");
   if (s.iters < 1 || s.warmup < 0) usage("-n must be >= 1 and -w >= 0");

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -416,8 +417,16 @@ class mpi_transport {
   /// on this machine, and each may open the others' through `/proc`; tried
   /// on every pair at construction, the ranks agree on the answer). Then the
   /// direct strategies (`one_shot`, `two_shot`) run over MPI too, and `auto`
-  /// weighs them. `DDL_MPI_SHM=0` (on any rank) says no.
+  /// weighs them. A rank with `DDL_MPI_SHM=0` shares with none (so this is
+  /// false on every rank).
   bool stages_shared() const noexcept { return stages_.shared(); }
+  /// Whether the ranks `base + i * stride` (i < `size`) all map each
+  /// other's stages: the ranks of one machine, when the job spans several
+  /// (`group_view` asks it; the multi-ring's first dimension then runs
+  /// through shared memory, `multi_ring::direct_first`).
+  bool stages_shared_among(int base, int stride, int size) const noexcept {
+    return stages_.shared_among(base, stride, size);
+  }
   /// This rank's stage, at least `bytes` long (see the Transport concept):
   /// an anonymous shared-memory file (`memfd`), grown, never shrunk. One
   /// collective at a time uses it.
@@ -761,24 +770,37 @@ class mpi_transport {
       if (p.machine == machine_ && detail::state_of(p, machine_) == detail::process_state::gone) p.machine = 0;
   }
 
-  // Every rank's stage file, and whether every rank opens every other's
-  // (see `stages_shared`): only where MPI puts every rank on this rank's
-  // node too (MPI_COMM_TYPE_SHARED), so ranks MPI keeps apart, as the
-  // emulated hosts of bench/cluster (network namespaces of one machine, a
-  // hostname each), stay apart. Collective over comm_.
+  // Every rank's stage file, and which ranks open each other's (see
+  // `stages_shared`, `stages_shared_among`): only ranks MPI puts on one
+  // node (MPI_COMM_TYPE_SHARED), so ranks MPI keeps apart, as the emulated
+  // hosts of bench/cluster (network namespaces of one machine, a hostname
+  // each), stay apart. `DDL_MPI_SHM_RANKS=K` shares only inside blocks of K
+  // consecutive ranks, as if each block were a machine (tests, experiments).
+  // Collective over comm_: two Allgathers, a file each and a bit per pair.
   void find_stages() {
     const char* env = std::getenv("DDL_MPI_SHM");
     const bool wanted = !(env && std::strcmp(env, "0") == 0) && machine_ != 0;
+    const char* per = std::getenv("DDL_MPI_SHM_RANKS");
+    char* end = nullptr;
+    const long block = per && *per ? std::strtol(per, &end, 10) : 0;
+    int bad = per && *per && (block < 1 || *end != '\0');
+    DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm_));  // every rank refuses alike
+    if (bad)
+      throw invalid_argument(std::string("DDL_MPI_SHM_RANKS='") + (per ? per : "") +
+                             "' on some rank: not a positive number of ranks");
     const detail::shared_stages::file mine = wanted ? stages_.create() : detail::shared_stages::file{};
     std::vector<detail::shared_stages::file> all(static_cast<std::size_t>(size_));
     DDL_MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm_));
-    int ok = wanted && mine.fd >= 0;
-    for (int p = 0; p < size_ && ok; ++p)
-      if (p != rank_)
-        ok = on_node_[static_cast<std::size_t>(p)] && procs_[static_cast<std::size_t>(p)].machine == machine_ &&
-             stages_.open_peer(p, procs_[static_cast<std::size_t>(p)].pid, all[static_cast<std::size_t>(p)], size_);
-    DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm_));
-    stages_.agree(ok != 0);
+    if (wanted && mine.fd >= 0)
+      for (int p = 0; p < size_; ++p)
+        if (p != rank_ && on_node_[static_cast<std::size_t>(p)] &&
+            procs_[static_cast<std::size_t>(p)].machine == machine_ && (block < 1 || p / block == rank_ / block))
+          stages_.open_peer(p, procs_[static_cast<std::size_t>(p)].pid, all[static_cast<std::size_t>(p)], size_);
+    const std::vector<std::uint64_t> row = stages_.row(rank_, size_);
+    const int words = static_cast<int>(row.size());
+    std::vector<std::uint64_t> rows(row.size() * static_cast<std::size_t>(size_));
+    DDL_MPI_CHECK(MPI_Allgather(row.data(), words, MPI_UINT64_T, rows.data(), words, MPI_UINT64_T, comm_));
+    stages_.agree(std::move(rows), rank_, size_);
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -115,6 +115,7 @@ class auto_strategy {
     }
     topology_.check(t.size());
     allows_ = plan_for::transport(t);
+    allows_.shared_levels = shared_levels(t, topology_);
     last_bytes_ = ~std::size_t{0};
     tuner_.clear();
   }

@@ -28,6 +28,9 @@
 ///    2 (n-1) (S / (n B_min) + alpha_max), the paper's formula.
 ///  * Multi-ring: dimensions are runs of adjacent levels, reduced in some
 ///    order; dimension j sees S_j = S / (m_1 ... m_(j-1)); t = sum of its rings.
+///    With its first dimension through shared memory (`direct_first`, where
+///    that dimension's ranks share it), that dimension costs two_shot's
+///    price on its levels (below) instead of its ring's.
 ///  * Recursive doubling (p = largest power of two <= n, nearest partner
 ///    first): t = sum over the log2(p) exchanges of (S / B_flow + alpha) of
 ///    the level the exchange crosses (its slowest pair's, when pairs differ),
@@ -87,6 +90,9 @@ struct plan {
   /// multi_ring: segments pipelined across its levels (`strategy/pipeline.hpp`);
   /// 1: the paper's multi-ring, one dimension after another.
   int segments = 1;
+  /// multi_ring: the first dimension in order runs through shared memory
+  /// (`multi_ring::direct_first`), priced as two_shot on its levels.
+  bool direct_first = false;
   /// Predicted seconds in all.
   double seconds = 0;
   /// Predicted seconds per phase: per dimension in reduction order
@@ -159,6 +165,21 @@ constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes) {
   return 2.0 * (m - 1) * (bytes / (m * b) + alpha);
 }
 
+/// Memory bandwidth of a rank reading its peers' buffers directly, as a
+/// multiple of the level's link bandwidth B. For in-process ranks B is the
+/// rate of a fused receive-and-reduce, which moves 3 bytes of memory traffic
+/// per byte; a direct reduction streams n buffers at once. 2 reproduces the
+/// ranking measured on 4 threads (bench/results/shared-memory.md): two_shot
+/// level with halving-doubling from 4 MiB, ahead of it from 64 KiB to 1 MiB,
+/// one_shot level with recursive doubling at 4 KiB. A transport may declare
+/// its own (`static constexpr double direct_read_factor`, see
+/// `plan_for::direct_read`): where B is the rate of its messages and the
+/// direct strategies copy at memory speed (MPI's shared stages), it is larger.
+inline constexpr double direct_read_factor = 2.0;
+
+constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, double factor, bool one_round);
+constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, double factor);
+
 /// Fills `p.seconds` and `p.phase` for a multi-ring plan; its phases are
 /// each dimension's time (for all segments).
 ///
@@ -173,7 +194,9 @@ constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes) {
 /// the outer rings' flows hold shares of them while they last: the
 /// dimension spanning that level is charged (1 + c) tau_j, c the outer
 /// dimensions crossing it (links shared per flow, as the simulator does).
-constexpr void price_multi_ring(const level* lv, plan& p, double bytes) {
+/// A `direct_first` plan's first dimension is priced as two_shot on its
+/// levels (`direct_dimension`, `direct` the direct strategies' M / B).
+constexpr void price_multi_ring(const level* lv, plan& p, double bytes, double direct = direct_read_factor) {
   const int K = p.segments > 1 ? p.segments : 1;
   double data = bytes / K, total = 0;
   std::array<double, max_dims> busy{}, own{};
@@ -181,7 +204,7 @@ constexpr void price_multi_ring(const level* lv, plan& p, double bytes) {
   for (std::size_t j = 0; j < p.dims; ++j) {
     const int d = p.order[j];
     const int lo = p.bounds[d], hi = p.bounds[d + 1], m = p.extent(lv, static_cast<std::size_t>(d));
-    const double t = ring_dimension(lv, lo, hi, data);
+    const double t = j == 0 && p.direct_first ? direct_dimension(lv, lo, hi, data, direct) : ring_dimension(lv, lo, hi, data);
     p.phase[j] = K * t;
     total += t;
     for (int l = lo; l < hi; ++l) own[static_cast<std::size_t>(l)] += t;
@@ -263,17 +286,6 @@ constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double by
   p.seconds = total;
 }
 
-/// Memory bandwidth of a rank reading its peers' buffers directly, as a
-/// multiple of the level's link bandwidth B. For in-process ranks B is the
-/// rate of a fused receive-and-reduce, which moves 3 bytes of memory traffic
-/// per byte; a direct reduction streams n buffers at once. 2 reproduces the
-/// ranking measured on 4 threads (bench/results/shared-memory.md): two_shot
-/// level with halving-doubling from 4 MiB, ahead of it from 64 KiB to 1 MiB,
-/// one_shot level with recursive doubling at 4 KiB. A transport may declare
-/// its own (`static constexpr double direct_read_factor`, see
-/// `plan_for::direct_read`): where B is the rate of its messages and the
-/// direct strategies copy at memory speed (MPI's shared stages), it is larger.
-inline constexpr double direct_read_factor = 2.0;
 
 /// Fills `p.seconds` and `p.phase` for `one_shot` or `two_shot`: the
 /// reduction (and, for two_shot, the gather) priced by memory traffic, plus
@@ -310,12 +322,22 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
   for (std::size_t i = 0; i < p.phases; ++i) p.seconds += p.phase[i];
 }
 
+/// Seconds for a dimension spanning levels [lo, hi) to reduce-scatter and
+/// all-gather `bytes` per rank through shared memory (a multi-ring's
+/// `direct_first` dimension): two_shot's price on those levels.
+constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, double factor) {
+  plan q{};
+  q.algo = algorithm::two_shot;
+  price_direct(lv + lo, static_cast<std::size_t>(hi - lo), q, bytes, factor, false);
+  return q.seconds;
+}
+
 /// Predicted seconds of `p` (any algorithm) for `bytes` per rank; fills its
 /// phases. `direct` is the direct strategies' M / B, `one_round` whether
 /// one_shot synchronises once (`price_direct`).
 constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, double direct = direct_read_factor,
                      bool one_round = false) {
-  if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes);
+  if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes, direct);
   else if (p.algo == algorithm::one_shot || p.algo == algorithm::two_shot)
     price_direct(lv, k, p, bytes, direct, one_round);
   else price_doubling(lv, k, p, bytes);

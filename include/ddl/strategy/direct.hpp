@@ -124,10 +124,29 @@ class direct_base {
         return;
       }
     }
-    if constexpr (!has_peer_memory_v<Transport>) stage_input(t, in, count, mine, c);
-    share_addresses(t, in, out, "direct reduce-scatter", c);
-    reduce_block(mine, out, c);
+    reduce_scatter_parts(t, blocks{count, n}, in, out, count, c);
     local_finalize(c, out, mine.size, n);
+  }
+
+  /// `block_of(count, n, j)` as a partition (`reduce_scatter_parts`).
+  struct blocks {
+    std::size_t count;
+    int n;
+    block operator()(int j) const noexcept { return block_of(count, n, j); }
+  };
+
+  /// The direct reduce-scatter over any partition of `count` elements into
+  /// one contiguous part per rank (`part(j)`, element offsets; a multi-ring
+  /// level's `ring_slices`): `own` = part `part(rank)` of every rank's `in`
+  /// reduced in rank order, not finalised. Synchronised by messages (no
+  /// counters in stages): runs on group views too.
+  template <class Transport, class Part>
+  void reduce_scatter_parts(Transport& t, const Part& part, const std::byte* in, std::byte* own, std::size_t count,
+                            const call_context& c) {
+    const block mine = part(t.rank());
+    if constexpr (!has_peer_memory_v<Transport>) stage_input(t, in, count, mine, c);
+    share_addresses(t, in, own, "direct reduce-scatter", c);
+    reduce_block(mine, own, c);
     end_of_phase(t, c, tag_offset::call_done, "direct reduce-scatter: peers reading");
   }
 
@@ -152,15 +171,26 @@ class direct_base {
         return;
       }
     }
-    if constexpr (!has_peer_memory_v<Transport>) {  // peers read this rank's block where it lies in its stage
+    all_gather_parts(t, blocks{count, n}, own, out, count, c);
+  }
+
+  /// The direct all-gather over any partition (`reduce_scatter_parts`):
+  /// `out` = every rank's part, copied from where it holds it (`own`).
+  template <class Transport, class Part>
+  void all_gather_parts(Transport& t, const Part& part, const std::byte* own, std::byte* out, std::size_t count,
+                        const call_context& c) {
+    const int n = t.size(), r = t.rank();
+    const std::size_t es = size_of(c.red.type);
+    if constexpr (!has_peer_memory_v<Transport>) {  // peers read this rank's part where it lies in its stage
+      const block mine = part(r);
       open_stage(t, count * es, c);
       local_copy(c, shared_stage_ + mine.offset * es, own, mine.size * es);
     }
     share_addresses(t, own, out, "direct all-gather", c);
     for (int k = 0; k < n; ++k) {
       const int p = (r + k) % n;
-      const block b = block_of(count, n, p);
-      const std::byte* from = peers_[static_cast<std::size_t>(p)].in;  // its block (in place), its stage (staged)
+      const block b = part(p);
+      const std::byte* from = peers_[static_cast<std::size_t>(p)].in;  // its part (in place), its stage (staged)
       if (!has_peer_memory_v<Transport> && k > 0) from += b.offset * es;
       local_copy(c, out + b.offset * es, from, b.size * es);
     }

@@ -27,6 +27,7 @@
 #include "ddl/core/buffer.hpp"
 #include "ddl/topology/extents.hpp"
 #include "ddl/transport/group.hpp"
+#include "ddl/strategy/direct.hpp"
 #include "ddl/strategy/partition.hpp"
 #include "ddl/strategy/pipeline.hpp"
 #include "ddl/strategy/step.hpp"
@@ -139,9 +140,13 @@ void ring_all_gather(Group& g, const Part& part, const std::byte* own, std::byte
 struct ring_box {
   dynamic_extents box;
   std::array<int, max_dims> order{};  ///< order[j] = dimension reduced j-th
+  /// The first dimension in order reduce-scatters and all-gathers through
+  /// shared memory (the direct forms of `direct.hpp`) instead of a ring:
+  /// its groups must share memory (`peers_reachable`), e.g. one machine.
+  bool direct_first = false;
 
   static ring_box natural(const dynamic_extents& b) {
-    ring_box rb{b, {}};
+    ring_box rb{b, {}, false};
     for (std::size_t d = 0; d < b.dims(); ++d) rb.order[d] = static_cast<int>(d);
     return rb;
   }
@@ -153,6 +158,7 @@ struct ring_box {
       s += " order ";
       for (std::size_t j = 0; j < box.dims(); ++j) s += (j ? "," : "") + std::to_string(order[j]);
     }
+    if (direct_first) s += " direct-first";
     return s;
   }
   void validate(int ranks) const {
@@ -202,6 +208,44 @@ ring_levels<Transport> make_levels(Transport& t, const ring_box& rb, std::size_t
   return L;
 }
 
+/// The first dimension of a `direct_first` box: its reduce-scatter and
+/// all-gather read the group members' memory (`direct_base`'s forms over
+/// the level's slices, which cover the whole buffer: a staged transport,
+/// MPI, copies the input into its stage as two_shot does), synchronised by
+/// messages on the group. Throws `invalid_argument` (on every member alike)
+/// where the group cannot read each other's memory.
+template <class Group, class Run>
+void direct_level(Group& g, Run&& run) {
+  if constexpr (reaches_peers_v<Group>) {
+    if (!peers_reachable(g))
+      throw invalid_argument("multi_ring direct-first: the ranks of its first dimension cannot read each other's "
+                             "memory (MPI: not one machine, shared memory refused, or DDL_MPI_SHM=0); use the "
+                             "plain multi_ring");
+    direct_base d;
+    run(d);
+  } else {
+    (void)g, (void)run;
+    throw invalid_argument("multi_ring direct-first: this transport's ranks can neither share nor read each "
+                           "other's memory; use the plain multi_ring");
+  }
+}
+
+/// Level j's reduce-scatter: a ring, or the direct form (`direct_level`)
+/// for the first level of a `direct_first` box.
+template <class Transport>
+void level_reduce_scatter(ring_level<Transport>& lv, bool direct, const std::byte* src, std::byte* work,
+                          std::byte* own, const call_context& c, tag tg) {
+  if (!direct) return ring_reduce_scatter(lv.group, lv.part, src, work, own, c, tg);
+  direct_level(lv.group, [&](auto& d) { d.reduce_scatter_parts(lv.group, lv.part, src, own, lv.part.count, c); });
+}
+/// Level j's all-gather, as `level_reduce_scatter`.
+template <class Transport>
+void level_all_gather(ring_level<Transport>& lv, bool direct, const std::byte* own, std::byte* out,
+                      const call_context& c, tag tg) {
+  if (!direct) return ring_all_gather(lv.group, lv.part, own, out, c, tg);
+  direct_level(lv.group, [&](auto& d) { d.all_gather_parts(lv.group, lv.part, own, out, lv.part.count, c); });
+}
+
 /// The flat block a rank ends with after a nested reduce-scatter.
 inline int nested_index(const ring_box& rb, int rank) {
   const coord c = coord_of(rb.box, rank);
@@ -248,6 +292,27 @@ void emit_multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byt
 template <class Transport>
 void multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in, std::byte* out, std::size_t count,
                            const call_context& c) {
+  if (rb.direct_first) {  // the levels one by one, the first through shared memory
+    const std::size_t es = size_of(c.red.type);
+    auto L = make_levels(t, rb, count);
+    const std::byte* src = in;
+    for (std::size_t j = 0; j < L.count; ++j) {
+      auto& lv = L.at[j];
+      const block b = lv.part(lv.group.rank());
+      level_reduce_scatter(lv, j == 0, src, out, out + b.offset * es, c,
+                           c.base_tag + tag_offset::ring_reduce_scatter(static_cast<int>(j)));
+      src = out;
+    }
+    const block own = block_of(count, t.size(), L.mine);
+    local_finalize(c, out + own.offset * es, own.size, t.size());
+    for (std::size_t j = L.count; j-- > 0;) {
+      auto& lv = L.at[j];
+      const block b = lv.part(lv.group.rank());
+      level_all_gather(lv, j == 0, out + b.offset * es, out, c,
+                       c.base_tag + tag_offset::ring_all_gather(static_cast<int>(j)));
+    }
+    return;
+  }
   struct sink : run_steps_now {
     int ranks;
     void finalize(std::byte* data, std::size_t n) const { local_finalize(c, data, n, ranks); }
@@ -260,15 +325,16 @@ void multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in
 /// rings, the next reduces inside the fast inner ones. Cost model
 /// (`cost::price_multi_ring`), with tau_j dimension j's time for S/K bytes:
 ///     t = sum_j tau_j + (K - 1) max_j tau_j
-/// One segment, or a transport that cannot run pipelined programs
-/// (`can_pipeline_v`), runs the plain multi-ring: the same result. Without
+/// One segment, a transport that cannot run pipelined programs
+/// (`can_pipeline_v`) or a `direct_first` box runs the plain multi-ring: the
+/// same result. Without
 /// a fused receive-and-reduce, `c.work` holds `count` elements.
 template <class Transport>
 void pipelined_multi_ring_all_reduce(Transport& t, const ring_box& rb, int segments, const std::byte* in,
                                      std::byte* out, std::size_t count, const call_context& c) {
   const int K = pipeline_segments(segments, count, t.size());
   if constexpr (can_pipeline_v<Transport>) {
-    if (K > 1) {
+    if (K > 1 && !rb.direct_first) {
       const std::size_t es = size_of(c.red.type);
       std::vector<std::vector<pipeline_stage>> prog(static_cast<std::size_t>(K));
       for (int k = 0; k < K; ++k) {
@@ -331,7 +397,8 @@ void multi_ring_reduce_scatter(Transport& t, const ring_box& rb, const std::byte
     auto& lv = L.at[j];
     const block b = lv.part(lv.group.rank());
     std::byte* own = (j + 1 == L.count && identity) ? out : work + b.offset * es;
-    ring_reduce_scatter(lv.group, lv.part, src, work, own, c, c.base_tag + tag_offset::ring_reduce_scatter(static_cast<int>(j)));
+    level_reduce_scatter(lv, j == 0 && rb.direct_first, src, work, own, c,
+                         c.base_tag + tag_offset::ring_reduce_scatter(static_cast<int>(j)));
     src = work;
   }
   const block held = block_of(count, n, L.mine);
@@ -354,7 +421,8 @@ void multi_ring_all_gather(Transport& t, const ring_box& rb, const std::byte* ow
   for (std::size_t j = L.count; j-- > 0;) {
     auto& lv = L.at[j];
     const block b = lv.part(lv.group.rank());
-    ring_all_gather(lv.group, lv.part, j + 1 == L.count ? own : out + b.offset * es, out, c, c.base_tag + tag_offset::ring_all_gather(static_cast<int>(j)));
+    level_all_gather(lv, j == 0 && rb.direct_first, j + 1 == L.count ? own : out + b.offset * es, out, c,
+                     c.base_tag + tag_offset::ring_all_gather(static_cast<int>(j)));
   }
 }
 
@@ -400,7 +468,11 @@ class multi_ring {
   /// box without dimensions (a default-constructed `dynamic_extents`) becomes
   /// the flat ring over the group.
   void validate(int ranks) {
-    if (rb_.box.dims() == 0) rb_ = detail::ring_box::natural(dynamic_extents{ranks});
+    if (rb_.box.dims() == 0) {
+      const bool direct = rb_.direct_first;
+      rb_ = detail::ring_box::natural(dynamic_extents{ranks});
+      rb_.direct_first = direct;
+    }
     rb_.validate(ranks);
   }
   const detail::ring_box& box() const noexcept { return rb_; }
@@ -417,13 +489,29 @@ class multi_ring {
     return *this;
   }
   int segments() const noexcept { return segments_; }
+  /// The first dimension in order reduce-scatters and all-gathers through
+  /// shared memory, each member reading the others' memory (`one_shot` /
+  /// `two_shot`'s direct forms) instead of passing slices round a ring: a
+  /// multi-ring whose innermost level is a machine, over a transport whose
+  /// ranks of one machine share memory (threads; MPI ranks of one machine,
+  /// through their stages, `mpi_transport::stages_shared_among`). A call
+  /// whose first-dimension groups cannot read each other's memory throws
+  /// `invalid_argument` on every rank. Not pipelined (`pipelined` is then
+  /// ignored). `auto_strategy` weighs it where the transport says the
+  /// innermost levels share memory (`plan_for::shared_levels`).
+  multi_ring& direct_first(bool on = true) {
+    rb_.direct_first = on;
+    return *this;
+  }
+  bool is_direct_first() const noexcept { return rb_.direct_first; }
   std::string describe() const {
-    return std::string(name) + " " + rb_.str() + (segments_ > 1 ? " pipelined x" + std::to_string(segments_) : "");
+    return std::string(name) + " " + rb_.str() +
+           (segments_ > 1 && !rb_.direct_first ? " pipelined x" + std::to_string(segments_) : "");
   }
 
   static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
   std::size_t all_reduce_workspace(std::size_t count, dtype t, int) const {
-    return segments_ > 1 ? count * size_of(t) : 0;
+    return segments_ > 1 && !rb_.direct_first ? count * size_of(t) : 0;
   }
 
   template <class Transport>

@@ -59,6 +59,12 @@ struct plan_for {
   /// priced as one latency, and in place as nothing extra (the input is
   /// copied into the stage either way).
   std::size_t one_round_bytes = 0;
+  /// The innermost levels [0, shared_levels) lie inside units whose ranks
+  /// share memory (every level with `peer_memory`; over MPI the levels
+  /// inside one machine, `ddl::shared_levels`): a multi-ring whose first
+  /// dimension lies within them is a candidate with that dimension run
+  /// through shared memory too (`plan::direct_first`).
+  int shared_levels = 0;
   constexpr plan_for(candidates w = candidates::all, bool peer = false, bool inplace = false,
                      bool pipelined = false) noexcept
       : which(w), peer_memory(peer), in_place(inplace), pipeline(pipelined) {}
@@ -70,6 +76,7 @@ struct plan_for {
     plan_for q(w, has_peer_memory_v<T>, inplace, detail::can_pipeline_v<T>);
     q.direct_read = detail::direct_read_of<T>::value;
     if constexpr (has_wait_until_v<T> && has_peer_memory_v<T>) q.one_round_bytes = one_shot::flagged_limit;
+    if constexpr (has_peer_memory_v<T>) q.shared_levels = static_cast<int>(max_dims);
     return q;
   }
   /// What transport `t` allows: the candidates `auto_strategy` weighs over it.
@@ -83,10 +90,41 @@ struct plan_for {
   }
   constexpr bool operator==(const plan_for& o) const noexcept {
     return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline &&
-           direct_read == o.direct_read && one_round_bytes == o.one_round_bytes;
+           direct_read == o.direct_read && one_round_bytes == o.one_round_bytes && shared_levels == o.shared_levels;
   }
   constexpr bool operator!=(const plan_for& o) const noexcept { return !(*this == o); }
 };
+
+/// The innermost levels of `topo` whose units' ranks all share memory on
+/// transport `t` (`plan_for::shared_levels`): every level with
+/// `peer_memory`; with stages, the levels up to the largest whose every unit
+/// (consecutive ranks) maps each other's stages (`stages_shared_among`, or
+/// all of them when `stages_shared()`); else none. The same on every rank.
+template <class T>
+int shared_levels(const T& t, const topology& topo) {
+  const int k = static_cast<int>(topo.count());
+  if constexpr (has_peer_memory_v<T>) {
+    (void)t;
+    return k;
+  } else if constexpr (has_peer_stage_v<T>) {
+    if (t.stages_shared()) return k;
+    int levels = 0;
+    if constexpr (has_stages_among_v<T>) {
+      int unit = 1;
+      for (int l = 0; l < k; ++l) {
+        unit *= topo[static_cast<std::size_t>(l)].extent;
+        bool all = true;
+        for (int base = 0; base + unit <= t.size() && all; base += unit) all = t.stages_shared_among(base, 1, unit);
+        if (!all) break;
+        levels = l + 1;
+      }
+    }
+    return levels;
+  } else {
+    (void)t;
+    return 0;
+  }
+}
 
 namespace detail {
 constexpr bool next_permutation(std::array<int, max_dims>& a, std::size_t n) {
@@ -112,7 +150,8 @@ constexpr bool next_permutation(std::array<int, max_dims>& a, std::size_t n) {
 /// Enumeration order is fixed (multi-rings by composition then order, then
 /// recursive doubling, halving-doubling, one_shot, two_shot), so ties break
 /// the same way on every rank and at compile time. The direct strategies are
-/// candidates only with `q.peer_memory`.
+/// candidates only with `q.peer_memory`; multi-rings with their first
+/// dimension through shared memory only within `q.shared_levels`.
 template <class F>
 constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, F&& f, plan_for q = {}) {
   const candidates which = q.which;
@@ -146,6 +185,15 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
           if (c.seconds < best.seconds) best = c;
         }
         if (best.segments > 1) f(best);
+      }
+      // The same multi-ring with its first dimension through shared memory
+      // (where that dimension lies inside units that share it).
+      if (dims > 1 && p.bounds[p.order[0] + 1] <= q.shared_levels) {
+        plan c = p;
+        c.direct_first = true;
+        cost::price(lv, k, c, bytes, q.direct_read);
+        if (q.in_place) c.seconds += cost::in_place_extra(lv, k, c, bytes);
+        f(c);
       }
     } while (detail::next_permutation(p.order, dims));
   }
@@ -189,7 +237,8 @@ inline std::vector<plan> all_plans(const topology& t, double bytes, plan_for q =
 inline detail::ring_box box_of(const topology& t, const plan& p) {
   std::array<int, max_dims> e{};
   for (std::size_t d = 0; d < p.dims; ++d) e[d] = p.extent(t.data(), d);
-  detail::ring_box rb{dynamic_extents(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(p.dims)), p.order};
+  detail::ring_box rb{dynamic_extents(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(p.dims)), p.order,
+                      p.direct_first};
   return rb;
 }
 

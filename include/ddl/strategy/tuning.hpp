@@ -139,6 +139,7 @@ inline std::uint64_t plan_hash(const plan& p) {
     h = fnv1a_u64(static_cast<std::uint64_t>(p.bounds[d + 1]), h);
     h = fnv1a_u64(static_cast<std::uint64_t>(p.order[d]), h);
   }
+  if (p.direct_first) h = fnv1a_u64(0xd1u, h);
   return fnv1a_u64(static_cast<std::uint64_t>(p.segments), h);
 }
 inline std::uint64_t plan_hash(const broadcast_plan& p) {

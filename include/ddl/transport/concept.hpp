@@ -60,6 +60,15 @@
 ///     (zeroed), so peers may map and watch them before the owner's first
 ///     call. Without `peer_memory` the direct strategies then run too: each
 ///     rank copies into its stage what its peers read;
+///   - `bool stages_shared_among(int base, int stride, int size) const`
+///     (with stages) — whether the members `base + i * stride` (i <
+///     `size`) all map each other's stages, though not every rank does
+///     (MPI ranks on several machines: the ranks of one machine do). The
+///     same answer on every rank. `group_view` answers `stages_shared()`
+///     with it, so a group inside one machine runs the direct strategies
+///     (the multi-ring's first dimension through shared memory,
+///     `multi_ring::direct_first`); without it a group view takes its
+///     parent's `stages_shared()`;
 ///   - `void wait_until(int peer, F ready, ddl::deadline, ddl::tag awaited)`
 ///     (with stages; `F` a callable returning bool) — polls `ready()`, a
 ///     look at `peer`'s stage, until it returns true, with everything `wait`
@@ -179,6 +188,13 @@ struct has_peer_stage<
                         std::is_same_v<decltype(std::declval<const T&>().stages_shared()), bool>>> : std::true_type {};
 
 template <class T, class = void>
+struct has_stages_among : std::false_type {};
+template <class T>
+struct has_stages_among<
+    T, std::enable_if_t<std::is_same_v<decltype(std::declval<const T&>().stages_shared_among(0, 1, 1)), bool>>>
+    : std::true_type {};
+
+template <class T, class = void>
 struct has_wait_until : std::false_type {};
 template <class T>
 struct has_wait_until<T, std::void_t<decltype(std::declval<T&>().wait_until(0, std::declval<bool (*)()>(), deadline{},
@@ -238,6 +254,11 @@ inline constexpr bool has_peer_memory_v = detail::has_peer_memory<T>::value;
 /// `peer_stage`, `stages_shared`).
 template <class T>
 inline constexpr bool has_peer_stage_v = detail::has_peer_stage<T>::value;
+
+/// True when `T` has stages and says which of its groups share them
+/// (`stages_shared_among`).
+template <class T>
+inline constexpr bool has_stages_among_v = has_peer_stage_v<T> && detail::has_stages_among<T>::value;
 
 /// True when `T` has stages and can wait on a peer's (`wait_until`).
 template <class T>

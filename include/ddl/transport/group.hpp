@@ -50,10 +50,19 @@ class group_view {
   const std::byte* peer_stage(int peer, std::size_t bytes) {
     return parent_->peer_stage(parent_rank(peer), bytes);
   }
-  /// The parent's answer: every rank of it maps every other's stage, so the members do.
+  /// Whether the members map each other's stages: the parent's word on
+  /// this group where it can say (`stages_shared_among`: the ranks of one
+  /// machine do, though not every rank of the parent), else whether every
+  /// rank of the parent maps every other's.
   template <class T = Transport, std::enable_if_t<has_peer_stage_v<T>, int> = 0>
   bool stages_shared() const {
-    return parent_->stages_shared();
+    if constexpr (has_stages_among_v<T>) return parent_->stages_shared_among(base_, stride_, size_);
+    else return parent_->stages_shared();
+  }
+  /// The members `base + i * stride` of this group, as the parent's.
+  template <class T = Transport, std::enable_if_t<has_stages_among_v<T>, int> = 0>
+  bool stages_shared_among(int base, int stride, int size) const {
+    return parent_->stages_shared_among(parent_rank(base), stride * stride_, size);
   }
 
  private:

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -44,8 +45,18 @@ class shared_stages {
   shared_stages& operator=(const shared_stages&) = delete;
   ~shared_stages() { close(); }
 
-  /// Whether every peer's stage is open here (`agree`).
+  /// Whether every rank maps every other's stage (`agree`).
   bool shared() const noexcept { return shared_; }
+  /// Whether the ranks `base + i * stride` (i < `size`) all map each
+  /// other's stages (`agree`): the same answer on every rank.
+  bool shared_among(int base, int stride, int size) const noexcept {
+    if (shared_) return true;
+    if (rows_.empty() || base < 0 || stride < 1 || size < 1 || base + (size - 1) * stride >= ranks_) return false;
+    for (int i = 0; i < size; ++i)
+      for (int j = i + 1; j < size; ++j)
+        if (!mutual(base + i * stride, base + j * stride)) return false;
+    return true;
+  }
 
   /// Bytes every stage holds from its creation (zeroed): its first page.
   /// A peer may map and watch them before the owner's first call.
@@ -96,16 +107,48 @@ class shared_stages {
 #endif
   }
 
-  /// What every rank found (the least of their answers): shared, or all closed.
-  void agree(bool ok) {
-    if (ok) shared_ = true;
-    else close();
+  /// Words of a row of `n` ranks (`row`, `agree`).
+  static std::size_t row_words(int n) noexcept { return (static_cast<std::size_t>(n) + 63) / 64; }
+  /// Which stages this rank holds (a bit per rank, `row_words(n)` words):
+  /// its own (when created) and each peer's that `open_peer` opened.
+  std::vector<std::uint64_t> row(int me, int n) const {
+    std::vector<std::uint64_t> r(row_words(n), 0);
+    for (int p = 0; p < n; ++p)
+      if (p == me ? fd_ >= 0 : static_cast<std::size_t>(p) < peers_.size() && peers_[static_cast<std::size_t>(p)].fd >= 0)
+        r[static_cast<std::size_t>(p) / 64] |= std::uint64_t{1} << (p % 64);
+    return r;
+  }
+  /// Every rank's `row`, rank q's at `rows[q * row_words(n)]`, the same on
+  /// every rank: two ranks share when each holds the other's stage. Keeps
+  /// the peers this rank shares with and closes the rest (all of it when
+  /// it shares with none, which still answers `shared_among` for others).
+  void agree(std::vector<std::uint64_t> rows, int me, int n) {
+    rows_ = std::move(rows);
+    ranks_ = n;
+    bool all = true, any = false;
+    for (int p = 0; p < n; ++p)
+      for (int q = p + 1; q < n; ++q) all = all && mutual(p, q);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      const bool keep = mutual(me, p);
+      any = any || keep;
+      if (!keep && static_cast<std::size_t>(p) < peers_.size()) close_peer(peers_[static_cast<std::size_t>(p)]);
+    }
+    if (n == 1) any = all = fd_ >= 0;  // alone: its stage is all there is to share
+    if (!any) {  // nothing of its own to share; what the others share still holds
+      std::vector<std::uint64_t> keep = std::move(rows_);
+      close();
+      rows_ = std::move(keep);
+      return;
+    }
+    shared_ = all;
+    some_ = true;
   }
 
   /// This process's stage, at least `bytes` long (at least doubled when it
   /// grows, in whole pages). `who` prefixes error texts.
   std::byte* own(std::size_t bytes, const std::string& who) {
-    if (!shared_) throw invalid_argument(who + ": no shared stages here (stages_shared() is false)");
+    if (!some_) throw invalid_argument(who + ": no shared stages here (stages_shared() is false)");
     if (own_.at && bytes <= own_.len) return own_.at;
 #if defined(__linux__)
     std::size_t len = (bytes + page - 1) / page * page;
@@ -129,12 +172,12 @@ class shared_stages {
   /// This process's stage when it is mapped and at least `bytes` long,
   /// else null (then `own` grows it): the fast path, no error text built.
   std::byte* own_mapped(std::size_t bytes) const noexcept {
-    return shared_ && own_.at && bytes <= own_.len ? own_.at : nullptr;
+    return some_ && own_.at && bytes <= own_.len ? own_.at : nullptr;
   }
   /// Rank `p`'s stage when it is mapped here for at least `bytes`, else null
   /// (then `peer` maps it): the fast path.
   const std::byte* peer_mapped(int p, std::size_t bytes) const noexcept {
-    if (!shared_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size()) return nullptr;
+    if (!some_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size()) return nullptr;
     const mapping& m = peers_[static_cast<std::size_t>(p)].map;
     return m.at && bytes <= m.len ? m.at : nullptr;
   }
@@ -142,7 +185,7 @@ class shared_stages {
   /// Rank `p`'s stage as mapped here, at least its first `bytes`. `who`
   /// (naming the peer) prefixes error texts.
   const std::byte* peer(int p, std::size_t bytes, const std::string& who) {
-    if (!shared_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size() || peers_[static_cast<std::size_t>(p)].fd < 0)
+    if (!some_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size() || peers_[static_cast<std::size_t>(p)].fd < 0)
       throw invalid_argument(who + ": its stage is not shared with this rank (stages_shared() is false)");
     peer_file& f = peers_[static_cast<std::size_t>(p)];
     if (f.map.at && bytes <= f.map.len) return f.map.at;
@@ -168,14 +211,9 @@ class shared_stages {
 
   /// Unmaps and closes everything; nothing is shared afterwards.
   void close() noexcept {
-    shared_ = false;
-    for (peer_file& f : peers_) {
-      unmap(f.map);
-#if defined(__linux__)
-      if (f.fd >= 0) ::close(f.fd);
-#endif
-      f.fd = -1;
-    }
+    shared_ = some_ = false;
+    rows_.clear();
+    for (peer_file& f : peers_) close_peer(f);
     unmap(own_);
 #if defined(__linux__)
     if (fd_ >= 0) ::close(fd_);
@@ -192,6 +230,20 @@ class shared_stages {
     int fd = -1;
     mapping map;
   };
+  bool mutual(int p, int q) const noexcept {
+    const std::size_t w = row_words(ranks_);
+    auto holds = [&](int a, int b) {
+      return (rows_[static_cast<std::size_t>(a) * w + static_cast<std::size_t>(b) / 64] >> (b % 64)) & 1u;
+    };
+    return p == q || (holds(p, q) && holds(q, p));
+  }
+  static void close_peer(peer_file& f) noexcept {
+    unmap(f.map);
+#if defined(__linux__)
+    if (f.fd >= 0) ::close(f.fd);
+#endif
+    f.fd = -1;
+  }
   static void unmap(mapping& m) noexcept {
 #if defined(__linux__)
     if (m.at) ::munmap(m.at, m.len);
@@ -201,7 +253,10 @@ class shared_stages {
   int fd_ = -1;  // this process's stage file
   mapping own_;
   std::vector<peer_file> peers_;  // per rank (this rank's entry unused)
-  bool shared_ = false;
+  std::vector<std::uint64_t> rows_;  // every rank's `row` (see `agree`); empty: nothing shared
+  int ranks_ = 0;
+  bool shared_ = false;  // every pair shares
+  bool some_ = false;    // this rank shares with at least one peer
 };
 
 }  // namespace detail
