@@ -263,7 +263,9 @@ inline bool nested_is_rank_order(const ring_box& rb, int n) {
 
 /// The multi-ring all-reduce as a sequence of steps, local copies and one
 /// finalize (`sink.finalize(data, count)`, the op's final touch on the block
-/// this rank owns), in the order they must run on this rank.
+/// this rank owns), in the order they must run on this rank: the pipelined
+/// form's program (`collect_stages`); `multi_ring_all_reduce` runs the same
+/// sequence blocking.
 template <class Transport, class Sink>
 void emit_multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in, std::byte* out,
                                 std::size_t count, std::size_t es, tag base, const Sink& sink) {
@@ -289,35 +291,31 @@ void emit_multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byt
   }
 }
 
+/// The multi-ring all-reduce, blocking: each level's reduce-scatter in
+/// order (a ring, or for the first level of a `direct_first` box the direct
+/// form), the finalize, each level's all-gather in reverse. The same
+/// sequence of steps `emit_multi_ring_all_reduce` gives the pipelined form.
 template <class Transport>
 void multi_ring_all_reduce(Transport& t, const ring_box& rb, const std::byte* in, std::byte* out, std::size_t count,
                            const call_context& c) {
-  if (rb.direct_first) {  // the levels one by one, the first through shared memory
-    const std::size_t es = size_of(c.red.type);
-    auto L = make_levels(t, rb, count);
-    const std::byte* src = in;
-    for (std::size_t j = 0; j < L.count; ++j) {
-      auto& lv = L.at[j];
-      const block b = lv.part(lv.group.rank());
-      level_reduce_scatter(lv, j == 0, src, out, out + b.offset * es, c,
-                           c.base_tag + tag_offset::ring_reduce_scatter(static_cast<int>(j)));
-      src = out;
-    }
-    const block own = block_of(count, t.size(), L.mine);
-    local_finalize(c, out + own.offset * es, own.size, t.size());
-    for (std::size_t j = L.count; j-- > 0;) {
-      auto& lv = L.at[j];
-      const block b = lv.part(lv.group.rank());
-      level_all_gather(lv, j == 0, out + b.offset * es, out, c,
-                       c.base_tag + tag_offset::ring_all_gather(static_cast<int>(j)));
-    }
-    return;
+  const std::size_t es = size_of(c.red.type);
+  auto L = make_levels(t, rb, count);
+  const std::byte* src = in;
+  for (std::size_t j = 0; j < L.count; ++j) {
+    auto& lv = L.at[j];
+    const block b = lv.part(lv.group.rank());
+    level_reduce_scatter(lv, j == 0 && rb.direct_first, src, out, out + b.offset * es, c,
+                         c.base_tag + tag_offset::ring_reduce_scatter(static_cast<int>(j)));
+    src = out;
   }
-  struct sink : run_steps_now {
-    int ranks;
-    void finalize(std::byte* data, std::size_t n) const { local_finalize(c, data, n, ranks); }
-  };
-  emit_multi_ring_all_reduce(t, rb, in, out, count, size_of(c.red.type), c.base_tag, sink{{c}, t.size()});
+  const block own = block_of(count, t.size(), L.mine);
+  local_finalize(c, out + own.offset * es, own.size, t.size());
+  for (std::size_t j = L.count; j-- > 0;) {
+    auto& lv = L.at[j];
+    const block b = lv.part(lv.group.rank());
+    level_all_gather(lv, j == 0 && rb.direct_first, out + b.offset * es, out, c,
+                     c.base_tag + tag_offset::ring_all_gather(static_cast<int>(j)));
+  }
 }
 
 /// The multi-ring all-reduce cut into `segments` segments pipelined across
