@@ -178,6 +178,11 @@ TEST_CASE("mpi: stages shared per machine (DDL_MPI_SHM_RANKS=2 as machines of 2 
     MESSAGE("shared memory between the ranks is not allowed here: nothing to split");
     return;
   }
+  // A value that is not a count of ranks: the same clear error on every
+  // rank (here on one rank only: the others learn it and refuse too).
+  setenv("DDL_MPI_SHM_RANKS", world_rank() == 1 ? "two" : "2", 1);
+  CHECK_THROWS_WITH_AS(ddl::mpi_transport(MPI_COMM_WORLD), doctest::Contains("DDL_MPI_SHM_RANKS"),
+                       ddl::invalid_argument);
   setenv("DDL_MPI_SHM_RANKS", "2", 1);
   {
     ddl::mpi_transport t(MPI_COMM_WORLD);

@@ -2,13 +2,13 @@
 # Re-runs the figures of bench/results/shared-memory.md: every all-reduce
 # strategy over in-process ranks (threads) beside the memory-traffic floor,
 # at 2, 4 and 8 ranks, 4 KiB .. 64 MiB, and 256 MiB at 4 ranks.
-# usage: bench/tools/shared_memory_runs.sh [build dir] [runs]   (writes bench/results/shared-memory-raw/)
+# usage: bench/tools/shared_memory_runs.sh [build dir] [runs] [out dir]   (default bench/results/shared-memory-raw/)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build/release}
 runs=${2:-3}
 bench=$build/bench/ddl-bench
-out=bench/results/shared-memory-raw
+out=${3:-bench/results/shared-memory-raw}
 mkdir -p "$out"
 stamp() { echo "# commit $(git rev-parse --short HEAD), $(date -u +%FT%TZ), $(nproc) cores: $*"; }
 all=ring,recursive_doubling,halving_doubling,one_shot,two_shot,auto
