@@ -30,7 +30,8 @@ def main():
                 data.setdefault((r[0], r[1]), []).append(r[col])
             if r[1] == "ddl:auto":
                 f = r[4].split()
-                plan[r[0]] = (f[15] if len(f) > 15 else "") or plan.get(r[0], "")
+                note = " ".join(f[15:]).split(" [model")[0].split(";")[0].strip()  # e.g. "multi_ring 4x2 direct-first"
+                plan[r[0]] = note or plan.get(r[0], "")
     sizes = sorted({k[0] for k in data})
     impls = []
     for k in data:
