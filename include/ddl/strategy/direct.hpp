@@ -38,7 +38,10 @@
 ///    between processes at a quarter of memcpy's rate here
 ///    (bench/results/mpi-vs-openmpi-mpich-gloo.md).
 ///  * `reduce_scatter` and `all_gather` (both strategies): the direct forms,
-///    one synchronisation each besides the address exchange.
+///    one synchronisation each besides the address exchange. Their
+///    message-synchronised cores take any partition into one contiguous part
+///    per rank (`reduce_scatter_parts`, `all_gather_parts`): a multi-ring's
+///    first level runs through them over its slices (`multi_ring::direct_first`).
 ///
 /// Synchronisation is by messages over the transport, so group views and
 /// the transport's deadlines, aborts and error messages all apply: ranks
