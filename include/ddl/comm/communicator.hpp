@@ -40,7 +40,12 @@ namespace ddl {
 /// \tparam Transport a model of the Transport concept, e.g. `ddl::local_transport`
 /// \pre every rank calls the same collectives in the same order with the
 ///      same count, dtype and op (as with MPI). One thread at a time calls a
-///      communicator.
+///      communicator. Several communicators may share one transport (each
+///      call's stamp keeps their messages apart) while their calls never
+///      run at once: each communicator's progress engine drives the
+///      transport on its own thread, so asynchronous calls of one must have
+///      completed before another runs a call (nothing checks this; a
+///      transport serves one thread at a time).
 /// Example:
 /// \code
 ///   ddl::communicator<ddl::ring, ddl::local_transport> comm(t);
