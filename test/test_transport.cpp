@@ -638,3 +638,55 @@ TEST_CASE("one_shot: through its stage and around it, call after call, every res
     CHECK_MESSAGE(wrong.load() == 0, first);
   }
 }
+
+#if defined(__linux__)
+#include "ddl/transport/shared_stages.hpp"
+
+TEST_CASE("shared stages: two ranks share when each opened the other's; a group shares when all its pairs do") {
+  // This process plays rank 0 of 4; the rows of ranks 1-3 are made up.
+  // Machines {0, 1} and {2, 3}; rank 1 also opened rank 2's stage, but not
+  // the other way round: one-sided, so 1 and 2 do not share.
+  ddl::detail::shared_stages s;
+  const auto f = s.create();
+  REQUIRE(f.fd >= 0);
+  REQUIRE(s.open_peer(1, static_cast<std::int64_t>(::getpid()), f, 4));  // rank 1's stage: here our own file
+  const auto mine = s.row(0, 4);
+  const std::size_t w = ddl::detail::shared_stages::row_words(4);
+  REQUIRE(mine.size() == w);
+  CHECK(mine[0] == 0b0011u);
+  std::vector<std::uint64_t> rows(4 * w, 0);
+  rows[0] = mine[0];
+  rows[1 * w] = 0b0111u;  // rank 1: itself, 0 and 2
+  rows[2 * w] = 0b1100u;  // rank 2: itself and 3
+  rows[3 * w] = 0b1100u;
+  s.agree(rows, 0, 4);
+  CHECK_FALSE(s.shared());
+  CHECK(s.shared_among(0, 1, 2));
+  CHECK(s.shared_among(2, 1, 2));
+  CHECK_FALSE(s.shared_among(1, 1, 2));  // one-sided
+  CHECK_FALSE(s.shared_among(0, 1, 4));
+  CHECK_FALSE(s.shared_among(0, 2, 2));
+  CHECK(s.shared_among(3, 1, 1));
+  CHECK_FALSE(s.shared_among(3, 1, 2));  // past the last rank
+  CHECK(s.own(64, "test") != nullptr);   // rank 0 shares with rank 1: its stage stays
+  CHECK(s.peer(1, 8, "test") != nullptr);
+  CHECK_THROWS_AS(s.peer(2, 8, "test"), ddl::invalid_argument);  // never opened
+
+  // A rank that shares with none keeps no stage, yet answers for the others.
+  ddl::detail::shared_stages lone;
+  REQUIRE(lone.create().fd >= 0);
+  rows[0] = 0b0001u;
+  lone.agree(rows, 0, 4);
+  CHECK_FALSE(lone.shared_among(0, 1, 2));
+  CHECK(lone.shared_among(2, 1, 2));
+  CHECK_THROWS_AS(lone.own(64, "test"), ddl::invalid_argument);
+
+  // Every pair: shared.
+  ddl::detail::shared_stages all;
+  REQUIRE(all.create().fd >= 0);
+  std::vector<std::uint64_t> full(2 * ddl::detail::shared_stages::row_words(2), 0b11u);
+  all.agree(full, 0, 2);
+  CHECK(all.shared());
+  CHECK(all.shared_among(0, 1, 2));
+}
+#endif
