@@ -103,6 +103,7 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
     CHECK(lo == shared);
     CHECK(ddl::plan_for::transport(t).peer_memory == t.stages_shared());
     CHECK(ddl::plan_for::transport(t).direct_read == ddl::mpi_transport::direct_read_factor);
+    CHECK(ddl::plan_for::transport(t).direct_round_one_step);
     if (t.stages_shared()) {
       // Every dtype and op, in place and out of place, bit-identical on
       // every rank; the stages grow as the counts do.

@@ -47,7 +47,9 @@
 ///    4 threads on 2 cores, one round 9-11 us, one exchange 3-4.5 us; 8 MPI
 ///    ranks, ~50 us against ~33), and M = `direct_read_factor` B_min the
 ///    bandwidth one rank gets reading several buffers at once,
-///      one_shot: 2 sigma + (n+1) S / M,  two_shot: 3 sigma + (3n-1) S / (n M);
+///      one_shot: 2 sigma + (n+1) S / M,  two_shot: 3 sigma + (3n-1) S / (n M)
+///    (over MPI, `mpi_transport::direct_round_one_step`, sigma is one latency:
+///    a step's latency there is already a process switch on a crowded node);
 ///    one_shot synchronised through counters in the stages (calls up to
 ///    `one_shot::flagged_limit`, over MPI stages and threads) waits on no
 ///    message: one latency, alpha + (n+1) S / M (measured at 8 B-4 KiB,
@@ -177,8 +179,9 @@ constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes) {
 /// direct strategies copy at memory speed (MPI's shared stages), it is larger.
 inline constexpr double direct_read_factor = 2.0;
 
-constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, double factor, bool one_round);
-constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, double factor);
+constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, double factor, bool one_round,
+                            bool round_one_step);
+constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, double factor, bool round_one_step);
 
 /// Fills `p.seconds` and `p.phase` for a multi-ring plan; its phases are
 /// each dimension's time (for all segments).
@@ -196,7 +199,8 @@ constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes,
 /// dimensions crossing it (links shared per flow, as the simulator does).
 /// A `direct_first` plan's first dimension is priced as two_shot on its
 /// levels (`direct_dimension`, `direct` the direct strategies' M / B).
-constexpr void price_multi_ring(const level* lv, plan& p, double bytes, double direct = direct_read_factor) {
+constexpr void price_multi_ring(const level* lv, plan& p, double bytes, double direct = direct_read_factor,
+                                bool round_one_step = false) {
   const int K = p.segments > 1 ? p.segments : 1;
   double data = bytes / K, total = 0;
   std::array<double, max_dims> busy{}, own{};
@@ -204,7 +208,8 @@ constexpr void price_multi_ring(const level* lv, plan& p, double bytes, double d
   for (std::size_t j = 0; j < p.dims; ++j) {
     const int d = p.order[j];
     const int lo = p.bounds[d], hi = p.bounds[d + 1], m = p.extent(lv, static_cast<std::size_t>(d));
-    const double t = j == 0 && p.direct_first ? direct_dimension(lv, lo, hi, data, direct) : ring_dimension(lv, lo, hi, data);
+    const double t = j == 0 && p.direct_first ? direct_dimension(lv, lo, hi, data, direct, round_one_step)
+                                              : ring_dimension(lv, lo, hi, data);
     p.phase[j] = K * t;
     total += t;
     for (int l = lo; l < hi; ++l) own[static_cast<std::size_t>(l)] += t;
@@ -292,8 +297,11 @@ constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double by
 /// one synchronisation round per phase boundary, on the slowest level.
 /// `factor` is M / B (`direct_read_factor` unless the transport says);
 /// `one_round`: one_shot synchronises through counters in stages (one latency).
+/// `round_one_step`: a synchronisation round costs one latency, not
+/// ceil(log2 n) (the transport's `direct_round_one_step`: MPI, where a step's
+/// latency is already a process switch on a crowded node).
 constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes,
-                            double factor = direct_read_factor, bool one_round = false) {
+                            double factor = direct_read_factor, bool one_round = false, bool round_one_step = false) {
   int n = 1;
   double b = 0, sigma = 0;
   for (std::size_t l = 0; l < k; ++l) {
@@ -309,7 +317,7 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
   const double alpha = sigma;
   int rounds = 0;  // ceil(log2 n) latencies per synchronisation round
   while ((1 << rounds) < n) ++rounds;
-  sigma *= rounds;
+  if (!round_one_step) sigma *= rounds;
   const double m = factor * b;
   if (p.algo == algorithm::one_shot) {
     p.phase[0] = (one_round ? alpha : 2 * sigma) + (n + 1) * bytes / m;
@@ -325,21 +333,22 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
 /// Seconds for a dimension spanning levels [lo, hi) to reduce-scatter and
 /// all-gather `bytes` per rank through shared memory (a multi-ring's
 /// `direct_first` dimension): two_shot's price on those levels.
-constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, double factor) {
+constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, double factor, bool round_one_step) {
   plan q{};
   q.algo = algorithm::two_shot;
-  price_direct(lv + lo, static_cast<std::size_t>(hi - lo), q, bytes, factor, false);
+  price_direct(lv + lo, static_cast<std::size_t>(hi - lo), q, bytes, factor, false, round_one_step);
   return q.seconds;
 }
 
 /// Predicted seconds of `p` (any algorithm) for `bytes` per rank; fills its
 /// phases. `direct` is the direct strategies' M / B, `one_round` whether
-/// one_shot synchronises once (`price_direct`).
+/// one_shot synchronises once, `round_one_step` whether a synchronisation
+/// round costs one latency (`price_direct`).
 constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, double direct = direct_read_factor,
-                     bool one_round = false) {
-  if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes, direct);
+                     bool one_round = false, bool round_one_step = false) {
+  if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes, direct, round_one_step);
   else if (p.algo == algorithm::one_shot || p.algo == algorithm::two_shot)
-    price_direct(lv, k, p, bytes, direct, one_round);
+    price_direct(lv, k, p, bytes, direct, one_round, round_one_step);
   else price_doubling(lv, k, p, bytes);
 }
 

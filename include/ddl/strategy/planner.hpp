@@ -30,6 +30,15 @@ template <class T>
 struct direct_read_of<T, std::void_t<decltype(T::direct_read_factor)>> {
   static constexpr double value = T::direct_read_factor;
 };
+/// A transport's `direct_round_one_step` where it declares one.
+template <class T, class = void>
+struct direct_round_of {
+  static constexpr bool value = false;
+};
+template <class T>
+struct direct_round_of<T, std::void_t<decltype(T::direct_round_one_step)>> {
+  static constexpr bool value = T::direct_round_one_step;
+};
 }  // namespace detail
 
 /// Which candidates a planner may choose.
@@ -53,6 +62,10 @@ struct plan_for {
   /// (`cost::price_direct`): the transport's `direct_read_factor` where it
   /// declares one, else `cost::direct_read_factor`.
   double direct_read = cost::direct_read_factor;
+  /// A direct strategy's synchronisation round (a message to and from every
+  /// peer) costs one latency, not ceil(log2 n) (`cost::price_direct`): the
+  /// transport's `direct_round_one_step` (MPI).
+  bool direct_round_one_step = false;
   /// Bytes up to which one_shot synchronises through counters in shared
   /// stages (`one_shot::flagged_limit` over a transport with `wait_until`
   /// whose stages are shared: threads, MPI ranks of one machine; 0: never):
@@ -75,6 +88,7 @@ struct plan_for {
   static constexpr plan_for transport(candidates w = candidates::all, bool inplace = false) noexcept {
     plan_for q(w, has_peer_memory_v<T>, inplace, detail::can_pipeline_v<T>);
     q.direct_read = detail::direct_read_of<T>::value;
+    q.direct_round_one_step = detail::direct_round_of<T>::value;
     if constexpr (has_wait_until_v<T> && has_peer_memory_v<T>) q.one_round_bytes = one_shot::flagged_limit;
     if constexpr (has_peer_memory_v<T>) q.shared_levels = static_cast<int>(max_dims);
     return q;
@@ -90,7 +104,8 @@ struct plan_for {
   }
   constexpr bool operator==(const plan_for& o) const noexcept {
     return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline &&
-           direct_read == o.direct_read && one_round_bytes == o.one_round_bytes && shared_levels == o.shared_levels;
+           direct_read == o.direct_read && one_round_bytes == o.one_round_bytes && shared_levels == o.shared_levels &&
+           direct_round_one_step == o.direct_round_one_step;
   }
   constexpr bool operator!=(const plan_for& o) const noexcept { return !(*this == o); }
 };
@@ -191,7 +206,7 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
       if (dims > 1 && p.bounds[p.order[0] + 1] <= q.shared_levels) {
         plan c = p;
         c.direct_first = true;
-        cost::price(lv, k, c, bytes, q.direct_read);
+        cost::price(lv, k, c, bytes, q.direct_read, false, q.direct_round_one_step);
         if (q.in_place) c.seconds += cost::in_place_extra(lv, k, c, bytes);
         f(c);
       }
@@ -204,7 +219,7 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
       plan p{};
       p.algo = a;
       const bool one_round = a == algorithm::one_shot && bytes <= static_cast<double>(q.one_round_bytes);
-      cost::price(lv, k, p, bytes, q.direct_read, one_round);
+      cost::price(lv, k, p, bytes, q.direct_read, one_round, q.direct_round_one_step);
       if (q.in_place && !one_round) p.seconds += cost::in_place_extra(lv, k, p, bytes);
       f(p);
     }
