@@ -162,24 +162,21 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
         usage(name + " reads peers' buffers: it runs on --transport local or mpi only");
       }
     } else if (name == "auto") impls.push_back(make_impl("ddl:auto", t, ddl::auto_strategy(topo), opts, s));
-    else if (name == "direct_first") {
-      // The run's box with its first level (the topology's innermost, a
-      // machine) through shared memory: where that level's ranks share it.
-      if (ddl::shared_levels(t, topo) >= 1) {
-        ddl::multi_ring<ddl::dynamic_extents> mr(bench_box(topo));
+    else {  // the run's box: multi_ring, pipelined, or direct_first
+      ddl::multi_ring<ddl::dynamic_extents> mr(bench_box(topo));
+      if (name == "pipelined") mr.pipelined(s.segments);
+      if (name == "direct_first") {
+        // Its first level (the topology's innermost, a machine) through
+        // shared memory: where that level's ranks share it.
+        if (ddl::shared_levels(t, topo) < 1) {
+          if (!s.all_strategies)
+            usage("direct_first reads the memory of the ranks of the topology's first level: they must share it "
+                  "(threads; MPI ranks of one machine, not DDL_MPI_SHM=0)");
+          continue;
+        }
         mr.direct_first();
-        impls.push_back(make_impl("ddl:direct_first", t, mr, opts, s));
-        impls.back().note = [d = mr.describe()](std::size_t) { return d.substr(d.find(' ') + 1); };
-      } else if (!s.all_strategies) {
-        usage("direct_first reads the memory of the ranks of the topology's first level: they must share it "
-              "(threads; MPI ranks of one machine, not DDL_MPI_SHM=0)");
       }
-    } else {
-      const auto box = bench_box(topo);
-      ddl::multi_ring<ddl::dynamic_extents> mr(box);
-      const bool pipelined = name == "pipelined";
-      if (pipelined) mr.pipelined(s.segments);
-      impls.push_back(make_impl(pipelined ? "ddl:pipelined" : "ddl:multi_ring", t, mr, opts, s));
+      impls.push_back(make_impl("ddl:" + name, t, mr, opts, s));
       impls.back().note = [d = mr.describe()](std::size_t) { return d.substr(d.find(' ') + 1); };
     }
   }
