@@ -155,6 +155,9 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
     if (world_rank() == 0) CHECK_THROWS_AS(t.stage(64), ddl::invalid_argument);
     CHECK_FALSE(t.stages_shared_among(0, 1, 2));
     if (t.size() > 2) CHECK(t.stages_shared_among(1, 1, t.size() - 1));
+    // A direct first dimension of one rank needs no stage: it runs on the
+    // rank that shares none too.
+    mpi_matrix(t, ddl::multi_ring<ddl::dynamic_extents>(ddl::dynamic_extents{1, t.size()}).direct_first(), 1009);
     ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
     CHECK(comm.explain(64 << 20).find("two_shot") == std::string::npos);
     std::vector<float> v(1001, 1.0f);

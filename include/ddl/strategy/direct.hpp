@@ -147,6 +147,10 @@ class direct_base {
   void reduce_scatter_parts(Transport& t, const Part& part, const std::byte* in, std::byte* own, std::size_t count,
                             const call_context& c) {
     const block mine = part(t.rank());
+    if (t.size() == 1) {  // a group of one (a first dimension of extent 1): nothing to read, no stage needed
+      local_copy(c, own, in + mine.offset * size_of(c.red.type), mine.size * size_of(c.red.type));
+      return;
+    }
     if constexpr (!has_peer_memory_v<Transport>) stage_input(t, in, count, mine, c);
     share_addresses(t, in, own, "direct reduce-scatter", c);
     reduce_block(mine, own, c);
@@ -184,6 +188,11 @@ class direct_base {
                         const call_context& c) {
     const int n = t.size(), r = t.rank();
     const std::size_t es = size_of(c.red.type);
+    if (n == 1) {  // a group of one: its own part only, no stage needed
+      const block mine = part(r);
+      local_copy(c, out + mine.offset * es, own, mine.size * es);
+      return;
+    }
     if constexpr (!has_peer_memory_v<Transport>) {  // peers read this rank's part where it lies in its stage
       const block mine = part(r);
       open_stage(t, count * es, c);
