@@ -130,19 +130,23 @@ def main():
                         f.write(",".join(str(v) for v in r) + "\n")
         if args.compare:
             # Two correct all-reduces sum in different orders, so the runs part
-            # by float rounding, and SGD amplifies that (1e-7 grows to ~1e-4 in
-            # 30-60 steps, ~1e-2 in 200 at 4 ranks): the loss is compared over
-            # the first 50 steps, the end by its test accuracy.
+            # by float rounding, and SGD amplifies that chaotically once it has
+            # grown: at 4 ranks, where ddl's order differs from gloo's (two_shot
+            # sums rank by rank, gloo pairwise), 1.5e-7 after 10 steps, 3e-7
+            # after 20, then 6e-5, 1e-3, 3e-3 after 30, 40, 50 and 2e-2 by 100.
+            # So the loss is compared over the first 20 steps, before that
+            # growth (a wrong sum or scale shows there at once, far above
+            # 1e-4), and the end by its test accuracy.
             a, b = results["gloo"][0], results["ddl"][0]
-            head = min(50, len(a))
+            head = min(20, len(a))
             worst = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a[:head], b[:head]))
             acc_a, acc_b = results["gloo"][1][-1][5], results["ddl"][1][-1][5]
             print(f"loss over the first {head} of {len(a)} steps: largest relative difference {worst:.3g}; "
                   f"final loss gloo {a[-1]:.6f} ddl {b[-1]:.6f}; test accuracy gloo {100 * acc_a:.2f}% "
                   f"ddl {100 * acc_b:.2f}%")
-            ok = worst <= 1e-3 and abs(acc_a - acc_b) <= 0.005
+            ok = worst <= 1e-4 and abs(acc_a - acc_b) <= 0.005
             print("ddl and gloo agree" if ok else
-                  "ddl and gloo DISAGREE (limits: 1e-3 relative loss over 50 steps, 0.5 points of accuracy)")
+                  "ddl and gloo DISAGREE (limits: 1e-4 relative loss over 20 steps, 0.5 points of accuracy)")
             rc = 0 if ok else 1
     dist.destroy_process_group()
     if rank == 0 and os.path.exists(store):
