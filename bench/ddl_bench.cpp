@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
                 found.c_str());
     std::printf("# machine: %s, %s, %ld cores; commit %s\n", host, cpu_model().c_str(), sysconf(_SC_NPROCESSORS_ONLN),
                 DDL_BENCH_COMMIT);
+    if (s.shared_buffers)
+      std::printf("# buffers: ddl::shared_buffer, the same for every implementation (over MPI ddl's peers read\n"
+                  "#   them where they lie)\n");
     std::printf("# floor:copy = the same %d ranks each copying their own buffer (2nS bytes of traffic, the least\n"
                 "#   any all-reduce causes); floor_eff = t_floor / t (ring all-reduce ideal: 2n/(5(n-1)) = %.0f%%)\n",
                 n, n > 1 ? 100.0 * 2 * n / (5.0 * (n - 1)) : 100.0);

@@ -21,19 +21,40 @@ inline std::vector<std::size_t> matrix_counts(int n, std::size_t large) {
   return {s.begin(), s.end()};
 }
 
+// Bytes of each buffer `matrix_rank` uses for `counts`.
+inline std::size_t matrix_bytes(const std::vector<std::size_t>& counts) {
+  return std::max<std::size_t>(*std::max_element(counts.begin(), counts.end()), 1) * 8;
+}
+
+// A rank's input or output buffer: `given` (`matrix_bytes` long) or its own.
+struct matrix_buffer {
+  matrix_buffer(std::byte* given, std::size_t bytes) : at(given) {
+    if (!at) {
+      own.resize(bytes);
+      at = own.data();
+    }
+  }
+  std::byte* data() const { return at; }
+  std::byte* at;
+  std::vector<std::byte> own;
+};
+
 // One rank's share of the matrix over any transport. With `shared`, the
 // ranks are threads that split the work of filling `expected` and meet at
-// `barrier`; without, each rank fills all of its own `expected`.
+// `barrier`; without, each rank fills all of its own `expected`. The input
+// and output buffers are `in_mem` and `out_mem` where given (`matrix_bytes`
+// each: e.g. `ddl::shared_buffer`s), else vectors.
 template <class Strategy, class Transport, class Barrier>
 void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_log& log, const ddl::options& opts,
-                 const Strategy& strategy, std::byte* expected_bytes, bool shared, Barrier&& barrier) {
-  const std::size_t maxc = *std::max_element(counts.begin(), counts.end());
-  const std::size_t bytes = std::max<std::size_t>(maxc, 1) * 8;
+                 const Strategy& strategy, std::byte* expected_bytes, bool shared, Barrier&& barrier,
+                 std::byte* in_mem = nullptr, std::byte* out_mem = nullptr) {
+  const std::size_t bytes = matrix_bytes(counts);
   const int n = t.size();
   {
     ddl::communicator<Strategy, Transport> comm(t, strategy, opts);
     const int r = t.rank();
-    std::vector<std::byte> in(bytes), out(bytes), keep(bytes);
+    matrix_buffer in(in_mem, bytes), out(out_mem, bytes);
+    std::vector<std::byte> keep(bytes);
     auto where = [&](const char* coll, const char* placement, ddl::dtype dt, ddl::op o, std::size_t count,
                      std::size_t i) {
       std::ostringstream m;

@@ -167,6 +167,74 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
   unsetenv("DDL_MPI_SHM");
 }
 
+TEST_CASE("mpi: buffers in a ddl::shared_buffer are read by their peers where they lie, not through stages") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  if (!t.stages_shared()) {
+    MESSAGE("shared memory between the ranks is not allowed here");
+    return;
+  }
+  const int n = t.size(), me = t.rank();
+  const auto counts = matrix_counts(n, 300007);
+  const std::size_t bytes = matrix_bytes(counts);
+  ddl::shared_buffer in(bytes), out(bytes);
+  REQUIRE(in.shared());
+  // Where a range lies: inside one buffer only.
+  CHECK(ddl::detail::shared_registry::find(in.data() + 8, 16).offset == 8);
+  CHECK(ddl::detail::shared_registry::find(in.data() + 8, 16).serial == ddl::detail::shared_registry::find(in.data(), 1).serial);
+  CHECK_FALSE(ddl::detail::shared_registry::find(in.data() + bytes - 8, 16));
+  CHECK_FALSE(ddl::detail::shared_registry::find(in.data(), 0));
+  std::vector<std::byte> plain(64);
+  CHECK_FALSE(ddl::detail::shared_registry::find(plain.data(), 8));
+  std::vector<std::byte> expected(bytes);
+  auto matrix = [&](const auto& strategy, std::byte* i, std::byte* o) {
+    failure_log log;
+    matrix_rank(t, counts, log, {}, strategy, expected.data(), false, [] {}, i, o);
+    const int failures = all_sum(static_cast<int>(log.count()));
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+    CHECK(failures == 0);
+  };
+  // Both buffers shared; then the input shared on even ranks and the output
+  // on odd ones (each peer read where it lies or through its stage).
+  std::vector<std::byte> other_in(bytes), other_out(bytes);
+  std::byte* mixed_in = me % 2 == 0 ? in.data() : other_in.data();
+  std::byte* mixed_out = me % 2 == 1 ? out.data() : other_out.data();
+  matrix(ddl::two_shot{}, in.data(), out.data());
+  matrix(ddl::two_shot{}, mixed_in, mixed_out);
+  matrix(ddl::one_shot{}, in.data(), out.data());
+  matrix(ddl::one_shot{}, mixed_in, mixed_out);
+  matrix(box_for(n).direct_first(), in.data(), out.data());
+  matrix(ddl::auto_strategy{}, in.data(), out.data());
+  if (n < 2) return;
+  {
+    // Read in place: a fresh transport's stages never grow for 1 MiB calls
+    // (they start at one page), so a peer's stage that far is an error.
+    ddl::mpi_transport fresh(MPI_COMM_WORLD);
+    ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(fresh);
+    const std::size_t count = std::size_t{1} << 18;
+    float* g = in.as<float>();
+    for (std::size_t i = 0; i < count; ++i) g[i] = static_cast<float>(me + 1);
+    comm.all_reduce(ddl::host_view(g, count), ddl::op::sum);
+    CHECK(g[0] == static_cast<float>(n * (n + 1) / 2));
+    CHECK(g[count - 1] == static_cast<float>(n * (n + 1) / 2));
+    CHECK_THROWS_AS(fresh.peer_stage((me + 1) % n, std::size_t{1} << 20), ddl::transport_error);
+    MPI_Barrier(MPI_COMM_WORLD);  // before any peer stages the next call
+    // The same call on a vector goes through the stages (and grows them).
+    std::vector<float> v(count, 1.0f);
+    comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+    CHECK(v[count / 2] == static_cast<float>(n));
+    CHECK(fresh.peer_stage((me + 1) % n, std::size_t{1} << 20) != nullptr);
+    // A buffer freed and another allocated (perhaps at the same address): the
+    // peers map the new one (a buffer's serial is never reused), never the old.
+    for (int round = 0; round < 3; ++round) {
+      ddl::shared_buffer fresh_buffer(count * sizeof(float));
+      float* f = fresh_buffer.as<float>();
+      for (std::size_t i = 0; i < count; ++i) f[i] = static_cast<float>((me + 1) * (round + 2));
+      comm.all_reduce(ddl::host_view(f, count), ddl::op::sum);
+      CHECK(f[count - 1] == static_cast<float>(n * (n + 1) / 2 * (round + 2)));
+    }
+  }
+}
+
 TEST_CASE("mpi: stages shared per machine (DDL_MPI_SHM_RANKS=2 as machines of 2 ranks): the multi-ring's first dimension through them, auto weighs it") {
   const int n = world_size();
   if (n < 4 || n % 2 != 0) {

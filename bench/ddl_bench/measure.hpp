@@ -194,16 +194,17 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
   const std::size_t es = ddl::size_of(s.type);
   const auto sizes = sweep(s, n);
   const std::size_t cap = sizes.empty() ? es : sizes.back();
-  std::unique_ptr<std::byte[]> in_buf(new std::byte[cap]), out_buf(new std::byte[cap]), own_expected;
-  std::memset(in_buf.get(), 0, cap);
-  std::memset(out_buf.get(), 0, cap);
+  // Zeroed either way (a shared_buffer starts so): every page touched once.
+  ddl::shared_buffer shared_in(s.shared_buffers ? cap : 0), shared_out(s.shared_buffers ? cap : 0);
+  std::vector<std::byte> in_buf(s.shared_buffers ? 0 : cap), out_buf(s.shared_buffers ? 0 : cap);
+  std::unique_ptr<std::byte[]> own_expected;
   std::byte* expected = shared_expected;
   if (!expected) {
     own_expected.reset(new std::byte[cap]);
     expected = own_expected.get();
   }
-  std::byte* in = in_buf.get();
-  std::byte* out = out_buf.get();
+  std::byte* in = s.shared_buffers ? shared_in.data() : in_buf.data();
+  std::byte* out = s.shared_buffers ? shared_out.data() : out_buf.data();
   std::vector<row> rows(sizes.size());
 
   // A sample: `prepare`, a barrier, `s.batch` calls of `body` back to back,

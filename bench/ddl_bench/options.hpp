@@ -25,6 +25,7 @@ struct settings {
   int iters = 20, warmup = 5;
   int batch = 1;  // --batch K: calls per timed sample, back to back (the time is per call)
   bool check = true, csv = false, explain = false;
+  bool shared_buffers = false;  // --shared-buffers: every implementation's buffers in a ddl::shared_buffer
   int ranks = 4;
   std::string transport = "local";
   std::vector<int> dims;  // --dims AxBx...: positive extents
@@ -60,12 +61,14 @@ inline double bus_factor(collective c, int n) {
                "                 [--dims AxBx...] [--segments K] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--batch K] [-c 0|1]\n"
                "                 [-d int32|int64|float|double|half|bfloat16] [-o sum|prod|min|max|avg]\n"
-               "                 [--chunk BYTES] [--csv]\n"
+               "                 [--chunk BYTES] [--shared-buffers] [--csv]\n"
                "sizes take K, M, G suffixes (powers of 1024); --dims is the multi_ring box and the\n"
                "extents of auto's topology (link costs: DDL_TOPOLOGY, else the transport's defaults);\n"
                "pipelined is that multi_ring cut into --segments K segments (default 8) pipelined across its levels;\n"
                "each of the ITERS samples is barrier, K calls back to back (default 1), barrier, and reports a\n"
-               "call's share (in place, the K calls reduce the running result again; a separate call is checked)\n",
+               "call's share (in place, the K calls reduce the running result again; a separate call is checked);\n"
+               "--shared-buffers allocates every implementation's buffers as ddl::shared_buffer (MPI ranks of\n"
+               "one machine read a peer's buffer where it lies instead of a copy in its stage)\n",
                error.c_str());
   std::exit(2);
 }
@@ -97,6 +100,7 @@ inline settings parse(int argc, char** argv) {
       else if (a == "-w") s.warmup = std::stoi(value());
       else if (a == "--batch") s.batch = std::stoi(value());
       else if (a == "-c") s.check = std::stoi(value()) != 0;
+      else if (a == "--shared-buffers") s.shared_buffers = true;
       else if (a == "-d") s.type = ddl::parse_dtype(value());
       else if (a == "-o") s.oper = ddl::parse_op(value());
       else if (a == "--ranks") s.ranks = std::stoi(value());

@@ -20,10 +20,13 @@
 /// error. A bucket whose tensors tile one contiguous range (any order: the
 /// reduction is element-wise) is reduced in place with no copy; otherwise
 /// its tensors are packed into a staging buffer owned by the bucketer
-/// (allocated once) and unpacked after the reduction.
+/// (allocated once; host memory over MPI a `ddl::shared_buffer`, which
+/// peers on the machine read in place) and unpacked after the reduction.
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
+#include <type_traits>
 #include <exception>
 #include <string>
 #include <vector>
@@ -34,6 +37,7 @@
 #include "ddl/core/error.hpp"
 #include "ddl/core/memory.hpp"
 #include "ddl/transport/concept.hpp"
+#include "ddl/transport/shared_buffer.hpp"
 
 namespace ddl {
 
@@ -224,6 +228,7 @@ class bucketer {
   struct staging {
     std::byte* data = nullptr;
     std::size_t bytes = 0;
+    shared_buffer shared;  // host memory over a transport whose peers map it: `data` lies here
     memory_ops mem{};
   };
 
@@ -246,6 +251,14 @@ class bucketer {
       return;
     }
     s.bytes = b.count * size_of(b.type);
+    using transport_type = std::decay_t<decltype(comm_->transport())>;
+    if (has_peer_buffer_v<transport_type> && std::strcmp(s.mem.name, "host") == 0) {
+      // Peers on this machine read the packed bucket where it lies rather
+      // than a copy in the rank's stage (`shared_buffer`).
+      s.shared = shared_buffer(s.bytes);
+      b.data = s.shared.data();
+      return;
+    }
     s.data = s.mem.allocate(s.mem.ctx, s.bytes);
     b.data = s.data;
   }

@@ -451,6 +451,17 @@ class mpi_transport {
     if (const std::byte* s = stages_.peer_mapped(peer, bytes)) return s;
     return stages_.peer(peer, bytes, "mpi_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
   }
+  /// Region `r` of rank `peer`'s `ddl::shared_buffer`, mapped here for
+  /// reading (see the Transport concept's `peer_buffer`): opened through
+  /// the peer's process, mapped once, kept for later calls.
+  const std::byte* peer_buffer(int peer, const detail::shared_region& r) {
+    refuse_if_broken();
+    if (peer < 0 || peer >= size_)
+      throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
+    if (const std::byte* s = stages_.peer_buffer_mapped(peer, r)) return s;
+    return stages_.peer_buffer(peer, procs_[static_cast<std::size_t>(peer)].pid, r,
+                               "mpi_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
+  }
 
   request isend(int peer, const_bytes data, tag t) {
     refuse_if_broken();

@@ -151,8 +151,13 @@ class direct_base {
       local_copy(c, own, in + mine.offset * size_of(c.red.type), mine.size * size_of(c.red.type));
       return;
     }
-    if constexpr (!has_peer_memory_v<Transport>) stage_input(t, in, count, mine, c);
-    share_addresses(t, in, own, "direct reduce-scatter", c);
+    shared_region in_at;
+    if constexpr (!has_peer_memory_v<Transport>) {  // peers read `in` where it lies (a shared buffer) or staged
+      in_at = region_of<Transport>(in, count * size_of(c.red.type));
+      if (in_at) skip_stage(count * size_of(c.red.type), c);
+      else stage_input(t, in, count, mine, c);
+    }
+    share_addresses(t, in, own, "direct reduce-scatter", c, in_at);
     reduce_block(mine, own, c);
     end_of_phase(t, c, tag_offset::call_done, "direct reduce-scatter: peers reading");
   }
@@ -193,17 +198,23 @@ class direct_base {
       local_copy(c, out + mine.offset * es, own, mine.size * es);
       return;
     }
-    if constexpr (!has_peer_memory_v<Transport>) {  // peers read this rank's part where it lies in its stage
+    shared_region own_at;
+    if constexpr (!has_peer_memory_v<Transport>) {  // peers read this rank's part where it lies: a shared buffer, or its stage
       const block mine = part(r);
-      open_stage(t, count * es, c);
-      local_copy(c, shared_stage_ + mine.offset * es, own, mine.size * es);
+      own_at = region_of<Transport>(own, mine.size * es);
+      if (own_at) {
+        skip_stage(count * es, c);
+      } else {
+        open_stage(t, count * es, c);
+        local_copy(c, shared_stage_ + mine.offset * es, own, mine.size * es);
+      }
     }
-    share_addresses(t, own, out, "direct all-gather", c);
+    share_addresses(t, own, out, "direct all-gather", c, own_at);
     for (int k = 0; k < n; ++k) {
       const int p = (r + k) % n;
       const block b = part(p);
-      const std::byte* from = peers_[static_cast<std::size_t>(p)].in;  // its part (in place), its stage (staged)
-      if (!has_peer_memory_v<Transport> && k > 0) from += b.offset * es;
+      const std::byte* from = peers_[static_cast<std::size_t>(p)].in;  // its part where it lies, or its stage
+      if (k > 0 && !reads_in_place<Transport>(p)) from += b.offset * es;
       local_copy(c, out + b.offset * es, from, b.size * es);
     }
     end_of_phase(t, c, tag_offset::call_done, "direct all-gather: peers reading");
@@ -225,15 +236,20 @@ class direct_base {
     const std::byte* staged;   // one_shot: this call's input, copied into the rank's stage; null: none
     std::uint64_t generation;  // one_shot: which staged call this is (the same on every rank in step)
     std::atomic<std::uint64_t>* done;  // one_shot: bumped by each peer once it has read `staged`
-    std::uint64_t bytes;               // over `peer_stage`: the call's bytes in the rank's stage
+    std::uint64_t bytes;               // over `peer_stage`: the call's bytes
+    std::uint64_t stage_read;          // over `peer_stage`: whether the rank's stage holds what its peers read
+    shared_region in_at, out_at;       // over `peer_stage`: `in`, `out` in a `shared_buffer` (peers read them there)
   };
 
   /// Trades (in, out, staged, generation) with every peer; afterwards
   /// `peers_[p]` holds rank p's. Over `peer_stage` transports, the peers'
-  /// `in` and `out` then point into their stages as mapped here (this
-  /// rank's own stay its buffers), once every rank says the same size.
+  /// `in` and `out` then point, as mapped here, into their `shared_buffer`s
+  /// where `in_at` / `out_at` said they lie (read in place, as over
+  /// `peer_memory`, `reads_in_place`), else into their stages (this rank's
+  /// own stay its buffers), once every rank says the same size.
   template <class Transport>
   void share_addresses(Transport& t, const std::byte* in, std::byte* out, const char* what, const call_context& c,
+                       const shared_region& in_at = {}, const shared_region& out_at = {},
                        const std::byte* staged = nullptr, std::uint64_t generation = 0,
                        std::atomic<std::uint64_t>* done = nullptr) {
     require_peer_access<Transport>();
@@ -242,10 +258,11 @@ class direct_base {
                              " memory offer no n-way reduction (memory_ops::reduce_many); use ring or auto");
     const auto n = static_cast<std::size_t>(t.size());
     if (peers_.size() != n) {
-      peers_.assign(n, addresses{nullptr, nullptr, nullptr, 0, nullptr, 0});
+      peers_.assign(n, addresses{nullptr, nullptr, nullptr, 0, nullptr, 0, 0, {}, {}});
       sources_.assign(n, nullptr);
     }
-    peers_[static_cast<std::size_t>(t.rank())] = addresses{in, out, staged, generation, done, stage_bytes_};
+    peers_[static_cast<std::size_t>(t.rank())] =
+        addresses{in, out, staged, generation, done, stage_bytes_, staged_ ? 1u : 0u, in_at, out_at};
     exchange_with_all(t, reinterpret_cast<std::byte*>(peers_.data()), sizeof(addresses), c,
                       c.base_tag + tag_offset::addresses, what);
     if constexpr (!has_peer_memory_v<Transport>) {
@@ -255,11 +272,37 @@ class direct_base {
           throw mismatch_error(std::string(what) + ": rank " + std::to_string(p) + " called with " +
                                std::to_string(peers_[p].bytes) + " bytes and rank " + std::to_string(t.rank()) +
                                " with " + std::to_string(stage_bytes_) + " (count or dtype)");
-        const std::byte* at = t.peer_stage(static_cast<int>(p), stage_prefix + stage_bytes_) + stage_prefix;
-        peers_[p].in = at;
-        peers_[p].out = at;
+        addresses& a = peers_[p];
+        const std::byte* at =
+            a.stage_read ? t.peer_stage(static_cast<int>(p), stage_prefix + stage_bytes_) + stage_prefix : nullptr;
+        a.in = a.in_at ? peer_buffer_of(t, static_cast<int>(p), a.in_at) : at;
+        a.out = a.out_at ? peer_buffer_of(t, static_cast<int>(p), a.out_at) : at;
       }
     }
+  }
+
+  /// Over `peer_stage`: where `[p, p + bytes)` lies in a `shared_buffer` its
+  /// peers can map (`peer_buffer`); none on transports that cannot.
+  template <class Transport>
+  static shared_region region_of(const std::byte* p, std::size_t bytes) noexcept {
+    if constexpr (has_peer_buffer_v<Transport>) return shared_registry::find(p, bytes);
+    (void)p;
+    (void)bytes;
+    return {};
+  }
+  template <class Transport>
+  static const std::byte* peer_buffer_of(Transport& t, int p, const shared_region& r) {
+    if constexpr (has_peer_buffer_v<Transport>) return t.peer_buffer(p, r);
+    (void)t;
+    (void)p;
+    (void)r;
+    throw invalid_argument("a peer named a shared buffer over a transport that cannot map one");
+  }
+  /// Whether rank `p`'s `in` (after `share_addresses`) is its buffer itself
+  /// (`peer_memory`, or a `shared_buffer`), not its stage.
+  template <class Transport>
+  bool reads_in_place(int p) const noexcept {
+    return has_peer_memory_v<Transport> || static_cast<bool>(peers_[static_cast<std::size_t>(p)].in_at);
   }
 
   static void require_host(const call_context& c) {
@@ -274,7 +317,15 @@ class direct_base {
   void open_stage(Transport& t, std::size_t bytes, const call_context& c) {
     require_host(c);
     stage_bytes_ = bytes;
+    staged_ = true;
     shared_stage_ = t.stage(stage_prefix + bytes) + stage_prefix;
+  }
+  /// Over `peer_stage`: a call of `bytes` whose peers read nothing from this
+  /// rank's stage (its buffers lie in a `shared_buffer`).
+  void skip_stage(std::size_t bytes, const call_context& c) {
+    require_host(c);
+    stage_bytes_ = bytes;
+    staged_ = false;
   }
 
   /// Over `peer_stage`: this call's `count` elements of `in` into this
@@ -377,7 +428,8 @@ class direct_base {
   std::vector<addresses> peers_;
   std::vector<const std::byte*> sources_;
   std::byte* shared_stage_ = nullptr;  // over `peer_stage`: this call's stage (the transport's memory)
-  std::size_t stage_bytes_ = 0;        // over `peer_stage`: the call's bytes in it; 0 otherwise
+  std::size_t stage_bytes_ = 0;        // over `peer_stage`: the call's bytes; 0 otherwise
+  bool staged_ = false;                // over `peer_stage`: whether this call's peers read this rank's stage
 };
 
 /// one_shot's stage (host memory, ranks of one process): two slots, used by
@@ -547,9 +599,13 @@ struct one_shot : detail::direct_base {
     }
     if constexpr (!has_peer_memory_v<Transport>) {
       // Through the transport's stages: the whole input copied in, read by
-      // every peer from there, so the result may go straight to `out`.
-      stage_input(t, in, count, block{0, 0}, c);
-      share_addresses(t, in, out, "one-shot: addresses", c);
+      // every peer from there, so the result may go straight to `out`. Out
+      // of place an input in a shared buffer is read where it lies (in
+      // place it would be overwritten while peers read it).
+      const detail::shared_region in_at = in != out ? region_of<Transport>(in, bytes) : detail::shared_region{};
+      if (in_at) skip_stage(bytes, c);
+      else stage_input(t, in, count, block{0, 0}, c);
+      share_addresses(t, in, out, "one-shot: addresses", c, in_at);
       reduce_block(block{0, count}, out, c);
       end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
       local_finalize(c, out, count, n);
@@ -568,7 +624,7 @@ struct one_shot : detail::direct_base {
           local_copy(c, stage_.slot(slot), in, bytes);
           staged = stage_.slot(slot);
         }
-        share_addresses(t, in, out, "one-shot: addresses", c, staged, generation_, done);
+        share_addresses(t, in, out, "one-shot: addresses", c, {}, {}, staged, generation_, done);
         stage_.reads_over();  // every peer has entered this call: no read of an earlier one is pending
         bool all_staged = true;
         std::uint64_t latest = 0;
@@ -637,13 +693,22 @@ struct two_shot : detail::direct_base {
       return;
     }
     const block mine = block_of(count, n, r);
-    if constexpr (!has_peer_memory_v<Transport>) stage_input(t, in, count, mine, c);
-    share_addresses(t, in, out, "two-shot: addresses", c);
+    // Over stages, peers read `in` (phase one) and `out` (phase two) where
+    // they lie when they lie in a shared buffer, else copies in the stage.
+    detail::shared_region in_at, out_at;
+    if constexpr (!has_peer_memory_v<Transport>) {
+      in_at = region_of<Transport>(in, count * es);
+      out_at = region_of<Transport>(out, count * es);
+      if (!in_at) stage_input(t, in, count, mine, c);
+      else if (!out_at) open_stage(t, count * es, c);
+      else skip_stage(count * es, c);
+    }
+    share_addresses(t, in, out, "two-shot: addresses", c, in_at, out_at);
     // Only rank r reads block r of any buffer until the phase ends, so the
     // result may overwrite block r of an in-place buffer.
     reduce_block(mine, out + mine.offset * es, c);
     local_finalize(c, out + mine.offset * es, mine.size, n);
-    if constexpr (!has_peer_memory_v<Transport>)  // where the peers gather it from
+    if (!has_peer_memory_v<Transport> && !out_at)  // where the peers gather it from
       local_copy(c, shared_stage_ + mine.offset * es, out + mine.offset * es, mine.size * es);
     end_of_phase(t, c, tag_offset::reduced, "two-shot: reduce phase");
     for (int k = 1; k < n; ++k) {

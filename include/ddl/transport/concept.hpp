@@ -69,6 +69,12 @@
 ///     (the multi-ring's first dimension through shared memory,
 ///     `multi_ring::direct_first`); without it a group view takes its
 ///     parent's `stages_shared()`;
+///   - `const std::byte* peer_buffer(int peer, const detail::shared_region& r)`
+///     (with stages) — region `r` of rank `peer`'s `ddl::shared_buffer`
+///     (transport/shared_buffer.hpp), mapped in this process for reading:
+///     the direct strategies then read a buffer that lies in one where it
+///     lies, as over `peer_memory`, instead of a copy in the rank's stage.
+///     Between ranks that share stages only; `group_view` forwards it;
 ///   - `void wait_until(int peer, F ready, ddl::deadline, ddl::tag awaited)`
 ///     (with stages; `F` a callable returning bool) — polls `ready()`, a
 ///     look at `peer`'s stage, until it returns true, with everything `wait`
@@ -109,6 +115,7 @@
 #include "ddl/core/memory.hpp"
 #include "ddl/core/op.hpp"
 #include "ddl/reduce/host.hpp"
+#include "ddl/transport/shared_buffer.hpp"
 
 namespace ddl {
 
@@ -195,6 +202,12 @@ struct has_stages_among<
     : std::true_type {};
 
 template <class T, class = void>
+struct has_peer_buffer : std::false_type {};
+template <class T>
+struct has_peer_buffer<T, std::enable_if_t<std::is_same_v<
+                              decltype(std::declval<T&>().peer_buffer(0, std::declval<const detail::shared_region&>())),
+                              const std::byte*>>> : std::true_type {};
+template <class T, class = void>
 struct has_wait_until : std::false_type {};
 template <class T>
 struct has_wait_until<T, std::void_t<decltype(std::declval<T&>().wait_until(0, std::declval<bool (*)()>(), deadline{},
@@ -259,6 +272,10 @@ inline constexpr bool has_peer_stage_v = detail::has_peer_stage<T>::value;
 /// (`stages_shared_among`).
 template <class T>
 inline constexpr bool has_stages_among_v = has_peer_stage_v<T> && detail::has_stages_among<T>::value;
+
+/// True when `T` has stages and maps its peers' `shared_buffer`s (`peer_buffer`).
+template <class T>
+inline constexpr bool has_peer_buffer_v = has_peer_stage_v<T> && detail::has_peer_buffer<T>::value;
 
 /// True when `T` has stages and can wait on a peer's (`wait_until`).
 template <class T>

@@ -50,6 +50,10 @@ class group_view {
   const std::byte* peer_stage(int peer, std::size_t bytes) {
     return parent_->peer_stage(parent_rank(peer), bytes);
   }
+  template <class T = Transport, std::enable_if_t<has_peer_buffer_v<T>, int> = 0>
+  const std::byte* peer_buffer(int peer, const detail::shared_region& r) {
+    return parent_->peer_buffer(parent_rank(peer), r);
+  }
   /// Whether the members map each other's stages: the parent's word on
   /// this group where it can say (`stages_shared_among`: the ranks of one
   /// machine do, though not every rank of the parent), else whether every

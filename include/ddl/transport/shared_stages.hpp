@@ -28,6 +28,7 @@
 #endif
 
 #include "ddl/core/error.hpp"
+#include "ddl/transport/shared_buffer.hpp"
 
 namespace ddl {
 namespace detail {
@@ -209,6 +210,61 @@ class shared_stages {
 #endif
   }
 
+  /// Region `r` of rank `p`'s `shared_buffer` (process `pid`) when this
+  /// rank has it mapped, else null (then `peer_buffer` maps it): the fast path.
+  const std::byte* peer_buffer_mapped(int p, const shared_region& r) noexcept {
+    if (!some_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size()) return nullptr;
+    auto& maps = peers_[static_cast<std::size_t>(p)].buffers;
+    for (std::size_t i = 0; i < maps.size(); ++i)
+      if (maps[i].serial == r.serial && maps[i].map.len == r.length) {
+        if (i > 0) std::swap(maps[i], maps[0]);  // the buffer a trainer reduces every step stays first
+        return maps[0].map.at + r.offset;
+      }
+    return nullptr;
+  }
+
+  /// Region `r` of rank `p`'s `shared_buffer` (process `pid`), mapped here
+  /// for reading: the whole buffer, once, kept for later calls (up to
+  /// `buffers_kept` per peer, the least recently used unmapped first). Only
+  /// between ranks that share stages. `who` (naming the peer) prefixes
+  /// error texts.
+  const std::byte* peer_buffer(int p, std::int64_t pid, const shared_region& r, const std::string& who) {
+    if (const std::byte* at = peer_buffer_mapped(p, r)) return at;
+    if (!some_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size() || peers_[static_cast<std::size_t>(p)].fd < 0)
+      throw invalid_argument(who + ": its buffers are not shared with this rank (stages_shared() is false)");
+#if defined(__linux__)
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%lld/fd/%d", static_cast<long long>(pid), static_cast<int>(r.fd));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      throw transport_error(who + ": cannot open its shared buffer (" + path + "): " + std::strerror(errno));
+    struct stat st {};
+    const bool same = ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == r.dev &&
+                      static_cast<std::uint64_t>(st.st_ino) == r.ino &&
+                      static_cast<std::uint64_t>(st.st_size) >= r.length && r.offset <= r.length;
+    void* m = same ? ::mmap(nullptr, r.length, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    const int err = errno;
+    ::close(fd);  // the mapping holds the file
+    if (!same)
+      throw transport_error(who + ": its shared buffer " + path + " is not the file it named (freed mid-call?)");
+    if (m == MAP_FAILED)
+      throw transport_error(who + ": cannot map its shared buffer of " + std::to_string(r.length) +
+                            " bytes: " + std::strerror(err));
+    auto& maps = peers_[static_cast<std::size_t>(p)].buffers;
+    if (maps.size() >= buffers_kept) {
+      unmap(maps.back().map);
+      maps.pop_back();
+    }
+    maps.insert(maps.begin(), buffer_map{r.serial, mapping{static_cast<std::byte*>(m), r.length}});
+    return maps[0].map.at + r.offset;
+#else
+    (void)pid;
+    throw invalid_argument(who + ": shared buffers need Linux");
+#endif
+  }
+  /// Peers' shared buffers kept mapped, per peer.
+  static constexpr std::size_t buffers_kept = 16;
+
   /// Unmaps and closes everything; nothing is shared afterwards.
   void close() noexcept {
     shared_ = some_ = false;
@@ -226,9 +282,14 @@ class shared_stages {
     std::byte* at = nullptr;
     std::size_t len = 0;
   };
+  struct buffer_map {
+    std::uint64_t serial = 0;
+    mapping map;
+  };
   struct peer_file {
     int fd = -1;
     mapping map;
+    std::vector<buffer_map> buffers;  // its shared buffers mapped here, the most recently used first
   };
   bool mutual(int p, int q) const noexcept {
     const std::size_t w = row_words(ranks_);
@@ -239,6 +300,8 @@ class shared_stages {
   }
   static void close_peer(peer_file& f) noexcept {
     unmap(f.map);
+    for (buffer_map& b : f.buffers) unmap(b.map);
+    f.buffers.clear();
 #if defined(__linux__)
     if (f.fd >= 0) ::close(f.fd);
 #endif
