@@ -4,8 +4,9 @@
 // post-hook on each parameter's gradient accumulator), averaged by ddl's
 // buckets over threads or MPI, and LibTorch's own SGD steps on the result.
 //
-// The parameters' .grad tensors are views into one flat buffer that ddl
-// owns, so buckets reduce them in place with no copy.
+// The parameters' .grad tensors are views into one flat buffer, a
+// `ddl::shared_buffer`, so buckets reduce them in place with no copy (and
+// MPI ranks of one machine read each other's gradients where they lie).
 //
 //   ddl-train-libtorch [--epochs 10] [--batch 64] [--lr 0.05] [--momentum 0.9] [--seed 1]
 //                      [--data DIR] [--ranks N | --transport mpi] [--steps N] [--test-subset N]
@@ -108,19 +109,20 @@ std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train
     comm.broadcast(ddl::host_view(p.data_ptr<float>(), static_cast<std::size_t>(p.numel())), 0);
     total += static_cast<std::size_t>(p.numel());
   }
-  std::vector<float> flat(total, 0.0f);
+  ddl::shared_buffer flat_memory(total * sizeof(float));  // zeroed
+  float* const flat = flat_memory.as<float>();
   ddl::bucketer<comm_t> buckets(comm, ddl::op::avg);
   std::vector<std::size_t> bucket_of(params.size());
   {
     std::size_t off = 0;
     std::vector<std::size_t> offsets;
     for (auto& p : params) {
-      p.mutable_grad() = torch::from_blob(flat.data() + off, p.sizes());  // .grad is a view into `flat`
+      p.mutable_grad() = torch::from_blob(flat + off, p.sizes());  // .grad is a view into `flat`
       offsets.push_back(off);
       off += static_cast<std::size_t>(p.numel());
     }
     for (std::size_t k = params.size(); k-- > 0;)  // backward order
-      bucket_of[k] = buckets.add(ddl::host_view(flat.data() + offsets[k], static_cast<std::size_t>(params[k].numel())));
+      bucket_of[k] = buckets.add(ddl::host_view(flat + offsets[k], static_cast<std::size_t>(params[k].numel())));
   }
   // DDP's hook: after autograd has accumulated a gradient into .grad.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
@@ -157,7 +159,7 @@ std::vector<epoch_stats> train_rank(Transport& t, const settings& s, const train
       }
       auto input = torch::from_blob(x.data(), {local_batch, 1, 28, 28});
       auto target = torch::from_blob(y.data(), {local_batch}, torch::kLong);
-      std::fill(flat.begin(), flat.end(), 0.0f);  // zero_grad, keeping the views
+      std::fill(flat, flat + total, 0.0f);  // zero_grad, keeping the views
       auto loss = torch::nn::functional::cross_entropy(net->forward(input), target);
       loss.backward();  // the hooks hand each gradient to ddl as it is accumulated
       const auto wait_start = clock_type::now();

@@ -43,6 +43,15 @@
 ///    per rank (`reduce_scatter_parts`, `all_gather_parts`): a multi-ring's
 ///    first level runs through them over its slices (`multi_ring::direct_first`).
 ///
+/// Over stages, a buffer that lies in a `ddl::shared_buffer`
+/// (transport/shared_buffer.hpp) is read where it lies, as over
+/// `peer_memory`, not copied into the stage: each rank says in the address
+/// exchange where its `in` and `out` lie (`addresses::in_at`, `out_at`),
+/// and its peers map them (`peer_buffer`) or read its stage, per rank and
+/// per buffer. two_shot then moves (3n-1) S / n bytes per rank over MPI
+/// too; one_shot in place still stages (its result would overwrite what
+/// its peers read).
+///
 /// Synchronisation is by messages over the transport, so group views and
 /// the transport's deadlines, aborts and error messages all apply: ranks
 /// trade buffer addresses (one small message to every peer), and zero-byte
