@@ -179,9 +179,22 @@ constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes) {
 /// direct strategies copy at memory speed (MPI's shared stages), it is larger.
 inline constexpr double direct_read_factor = 2.0;
 
-constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, double factor, bool one_round,
-                            bool round_one_step);
-constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, double factor, bool round_one_step);
+/// How the direct strategies (and a `direct_first` dimension) are priced
+/// over a transport (`plan_for::direct`).
+struct direct_costs {
+  /// M / B: their memory bandwidth as a multiple of the links'
+  /// (`direct_read_factor` unless the transport says).
+  double read = direct_read_factor;
+  /// one_shot synchronises through counters in stages: one latency.
+  bool one_round = false;
+  /// A synchronisation round costs one latency, not ceil(log2 n) (the
+  /// transport's `direct_round_one_step`: MPI, where a step's latency is
+  /// already a process switch on a crowded node).
+  bool round_one_step = false;
+};
+
+constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, const direct_costs& d);
+constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, const direct_costs& d);
 
 /// Fills `p.seconds` and `p.phase` for a multi-ring plan; its phases are
 /// each dimension's time (for all segments).
@@ -198,9 +211,8 @@ constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes,
 /// dimension spanning that level is charged (1 + c) tau_j, c the outer
 /// dimensions crossing it (links shared per flow, as the simulator does).
 /// A `direct_first` plan's first dimension is priced as two_shot on its
-/// levels (`direct_dimension`, `direct` the direct strategies' M / B).
-constexpr void price_multi_ring(const level* lv, plan& p, double bytes, double direct = direct_read_factor,
-                                bool round_one_step = false) {
+/// levels (`direct_dimension`, priced as `direct` says).
+constexpr void price_multi_ring(const level* lv, plan& p, double bytes, const direct_costs& direct = {}) {
   const int K = p.segments > 1 ? p.segments : 1;
   double data = bytes / K, total = 0;
   std::array<double, max_dims> busy{}, own{};
@@ -208,7 +220,7 @@ constexpr void price_multi_ring(const level* lv, plan& p, double bytes, double d
   for (std::size_t j = 0; j < p.dims; ++j) {
     const int d = p.order[j];
     const int lo = p.bounds[d], hi = p.bounds[d + 1], m = p.extent(lv, static_cast<std::size_t>(d));
-    const double t = j == 0 && p.direct_first ? direct_dimension(lv, lo, hi, data, direct, round_one_step)
+    const double t = j == 0 && p.direct_first ? direct_dimension(lv, lo, hi, data, direct)
                                               : ring_dimension(lv, lo, hi, data);
     p.phase[j] = K * t;
     total += t;
@@ -294,14 +306,9 @@ constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double by
 
 /// Fills `p.seconds` and `p.phase` for `one_shot` or `two_shot`: the
 /// reduction (and, for two_shot, the gather) priced by memory traffic, plus
-/// one synchronisation round per phase boundary, on the slowest level.
-/// `factor` is M / B (`direct_read_factor` unless the transport says);
-/// `one_round`: one_shot synchronises through counters in stages (one latency).
-/// `round_one_step`: a synchronisation round costs one latency, not
-/// ceil(log2 n) (the transport's `direct_round_one_step`: MPI, where a step's
-/// latency is already a process switch on a crowded node).
-constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes,
-                            double factor = direct_read_factor, bool one_round = false, bool round_one_step = false) {
+/// one synchronisation round per phase boundary, on the slowest level,
+/// as `d` says (`direct_costs`).
+constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, const direct_costs& d = {}) {
   int n = 1;
   double b = 0, sigma = 0;
   for (std::size_t l = 0; l < k; ++l) {
@@ -317,10 +324,10 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
   const double alpha = sigma;
   int rounds = 0;  // ceil(log2 n) latencies per synchronisation round
   while ((1 << rounds) < n) ++rounds;
-  if (!round_one_step) sigma *= rounds;
-  const double m = factor * b;
+  if (!d.round_one_step) sigma *= rounds;
+  const double m = d.read * b;
   if (p.algo == algorithm::one_shot) {
-    p.phase[0] = (one_round ? alpha : 2 * sigma) + (n + 1) * bytes / m;
+    p.phase[0] = (d.one_round ? alpha : 2 * sigma) + (n + 1) * bytes / m;
     p.phases = 1;
   } else {
     p.phase[0] = 2 * sigma + (n + 1) * bytes / n / m;      // reduce own block from n buffers
@@ -333,22 +340,21 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
 /// Seconds for a dimension spanning levels [lo, hi) to reduce-scatter and
 /// all-gather `bytes` per rank through shared memory (a multi-ring's
 /// `direct_first` dimension): two_shot's price on those levels.
-constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, double factor, bool round_one_step) {
+constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, const direct_costs& d) {
   plan q{};
   q.algo = algorithm::two_shot;
-  price_direct(lv + lo, static_cast<std::size_t>(hi - lo), q, bytes, factor, false, round_one_step);
+  direct_costs two_shot = d;
+  two_shot.one_round = false;
+  price_direct(lv + lo, static_cast<std::size_t>(hi - lo), q, bytes, two_shot);
   return q.seconds;
 }
 
 /// Predicted seconds of `p` (any algorithm) for `bytes` per rank; fills its
-/// phases. `direct` is the direct strategies' M / B, `one_round` whether
-/// one_shot synchronises once, `round_one_step` whether a synchronisation
-/// round costs one latency (`price_direct`).
-constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, double direct = direct_read_factor,
-                     bool one_round = false, bool round_one_step = false) {
-  if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes, direct, round_one_step);
-  else if (p.algo == algorithm::one_shot || p.algo == algorithm::two_shot)
-    price_direct(lv, k, p, bytes, direct, one_round, round_one_step);
+/// phases. `direct` prices the direct strategies and a `direct_first`
+/// dimension (`direct_costs`).
+constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, const direct_costs& direct = {}) {
+  if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes, direct);
+  else if (p.algo == algorithm::one_shot || p.algo == algorithm::two_shot) price_direct(lv, k, p, bytes, direct);
   else price_doubling(lv, k, p, bytes);
 }
 

@@ -213,7 +213,12 @@ ring_levels<Transport> make_levels(Transport& t, const ring_box& rb, std::size_t
 /// the level's slices, which cover the whole buffer: a staged transport,
 /// MPI, copies the input into its stage as two_shot does), synchronised by
 /// messages on the group. Throws `invalid_argument` (on every member alike)
-/// where the group cannot read each other's memory.
+/// where the group cannot read each other's memory. Its messages carry the
+/// direct strategies' tags (`tag_offset::addresses` 1, `call_done` 3 on the
+/// call's base tag), not the level's `tg`: they share offsets only with
+/// level 0's ring tags (`ring_reduce_scatter(0)` 0, `ring_all_gather(0)` 1),
+/// and level 0 is the direct one, which runs no ring; the other levels'
+/// start at 4.
 template <class Group, class Run>
 void direct_level(Group& g, Run&& run) {
   if constexpr (reaches_peers_v<Group>) {

@@ -102,6 +102,15 @@ struct plan_for {
       if (q.peer_memory) q.one_round_bytes = one_shot::flagged_limit;
     return q;
   }
+  /// How the direct strategies are priced under these assumptions
+  /// (`one_round`: a one_shot call through the stages' counters).
+  constexpr cost::direct_costs direct(bool one_round = false) const noexcept {
+    cost::direct_costs d;
+    d.read = direct_read;
+    d.one_round = one_round;
+    d.round_one_step = direct_round_one_step;
+    return d;
+  }
   constexpr bool operator==(const plan_for& o) const noexcept {
     return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline &&
            direct_read == o.direct_read && one_round_bytes == o.one_round_bytes && shared_levels == o.shared_levels &&
@@ -206,7 +215,7 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
       if (dims > 1 && p.bounds[p.order[0] + 1] <= q.shared_levels) {
         plan c = p;
         c.direct_first = true;
-        cost::price(lv, k, c, bytes, q.direct_read, false, q.direct_round_one_step);
+        cost::price(lv, k, c, bytes, q.direct());
         if (q.in_place) c.seconds += cost::in_place_extra(lv, k, c, bytes);
         f(c);
       }
@@ -219,7 +228,7 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
       plan p{};
       p.algo = a;
       const bool one_round = a == algorithm::one_shot && bytes <= static_cast<double>(q.one_round_bytes);
-      cost::price(lv, k, p, bytes, q.direct_read, one_round, q.direct_round_one_step);
+      cost::price(lv, k, p, bytes, q.direct(one_round));
       if (q.in_place && !one_round) p.seconds += cost::in_place_extra(lv, k, p, bytes);
       f(p);
     }
