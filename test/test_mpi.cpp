@@ -232,6 +232,16 @@ TEST_CASE("mpi: buffers in a ddl::shared_buffer are read by their peers where th
       comm.all_reduce(ddl::host_view(f, count), ddl::op::sum);
       CHECK(f[count - 1] == static_cast<float>(n * (n + 1) / 2 * (round + 2)));
     }
+    // A vector with the shared allocator: the same, and freed with it.
+    const std::byte* was = nullptr;
+    {
+      std::vector<float, ddl::shared_allocator<float>> w(count, static_cast<float>(me + 1));
+      was = reinterpret_cast<const std::byte*>(w.data());
+      CHECK(ddl::detail::shared_registry::find(was, count * sizeof(float)));
+      comm.all_reduce(ddl::host_view(w.data(), count), ddl::op::sum);
+      CHECK(w[count / 3] == static_cast<float>(n * (n + 1) / 2));
+    }
+    CHECK_FALSE(ddl::detail::shared_registry::find(was, 1));
   }
 }
 

@@ -15,7 +15,7 @@ int check(train::network& net, const char* name) {
   for (float& v : x) v = r.uniform(-1, 1);
   const std::uint8_t y[batch] = {3, 7, 1};
   net.train_batch(x.data(), y, batch, [](std::size_t) {});
-  const std::vector<float> analytic = net.grads;
+  const std::vector<float> analytic(net.grads.begin(), net.grads.end());
   // Per tensor, along its own gradient g: (L(p + e g) - L(p - e g)) / 2e must
   // be |g|^2. One direction through every element of the tensor averages out
   // the kinks of ReLU and max-pooling that spoil element-wise differences.

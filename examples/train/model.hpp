@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <ddl/transport/shared_buffer.hpp>
+
 namespace train {
 
 inline void axpy(float a, const float* x, float* y, std::size_t n) {
@@ -70,7 +72,10 @@ class layer {
 /// A sequence of layers ending in softmax cross-entropy over 10 classes.
 class network {
  public:
-  std::vector<float> params, grads;  ///< flat; `layout` says where each tensor lies
+  std::vector<float> params;  ///< flat; `layout` says where each tensor lies
+  /// Flat like `params`, in shared memory: MPI ranks of one machine read
+  /// each other's gradients where they lie (`ddl::shared_buffer`).
+  std::vector<float, ddl::shared_allocator<float>> grads;
   std::vector<param> layout;         ///< forward order
   std::string name;
 

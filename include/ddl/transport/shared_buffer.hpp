@@ -122,6 +122,54 @@ class shared_registry {
   }
 };
 
+/// `bytes` (> 0) of zeroed memory in a new shared-memory file, registered;
+/// ordinary memory (`region` none) where no such file can be made.
+inline std::byte* shared_allocate(std::size_t bytes, shared_region& region) {
+  region = shared_region{};
+#if defined(__linux__)
+  const int fd = ::memfd_create("ddl-buffer", MFD_CLOEXEC);
+  struct stat st {};
+  if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(bytes)) == 0 && ::fstat(fd, &st) == 0) {
+    void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m != MAP_FAILED) {
+      auto* at = static_cast<std::byte*>(m);
+      region.fd = fd;
+      region.dev = static_cast<std::uint64_t>(st.st_dev);
+      region.ino = static_cast<std::uint64_t>(st.st_ino);
+      region.serial = shared_registry::next_serial();
+      region.length = bytes;
+      try {
+        shared_registry::add(at, region);
+      } catch (...) {
+        ::munmap(m, bytes);
+        ::close(fd);
+        throw;
+      }
+      return at;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+#endif
+  auto* at = static_cast<std::byte*>(::operator new(bytes));  // ordinary memory: peers copy through stages
+  std::memset(at, 0, bytes);
+  return at;
+}
+
+/// Frees what `shared_allocate` returned (`bytes`, `region` as it said).
+inline void shared_release(std::byte* at, std::size_t bytes, const shared_region& region) noexcept {
+  if (!at) return;
+#if defined(__linux__)
+  if (region) {
+    shared_registry::remove(at);
+    ::munmap(at, bytes);
+    ::close(region.fd);
+    return;
+  }
+#endif
+  (void)bytes;
+  ::operator delete(at);
+}
+
 }  // namespace detail
 
 /// Host memory that MPI ranks of one machine read from each other in place
@@ -133,27 +181,7 @@ class shared_buffer {
  public:
   shared_buffer() = default;
   explicit shared_buffer(std::size_t bytes) : size_(bytes) {
-    if (bytes == 0) return;
-#if defined(__linux__)
-    const int fd = ::memfd_create("ddl-buffer", MFD_CLOEXEC);
-    struct stat st {};
-    if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(bytes)) == 0 && ::fstat(fd, &st) == 0) {
-      void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (m != MAP_FAILED) {
-        data_ = static_cast<std::byte*>(m);
-        region_.fd = fd;
-        region_.dev = static_cast<std::uint64_t>(st.st_dev);
-        region_.ino = static_cast<std::uint64_t>(st.st_ino);
-        region_.serial = detail::shared_registry::next_serial();
-        region_.length = bytes;
-        detail::shared_registry::add(data_, region_);
-        return;
-      }
-    }
-    if (fd >= 0) ::close(fd);
-#endif
-    data_ = static_cast<std::byte*>(::operator new(bytes));  // ordinary memory: peers copy through stages
-    std::memset(data_, 0, bytes);
+    if (bytes > 0) data_ = detail::shared_allocate(bytes, region_);
   }
   shared_buffer(shared_buffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
@@ -184,23 +212,41 @@ class shared_buffer {
 
  private:
   void release() noexcept {
-    if (!data_) return;
-#if defined(__linux__)
-    if (region_) {
-      detail::shared_registry::remove(data_);
-      ::munmap(data_, size_);
-      ::close(region_.fd);
-      data_ = nullptr;
-      region_ = detail::shared_region{};
-      return;
-    }
-#endif
-    ::operator delete(data_);
+    detail::shared_release(data_, size_, region_);
     data_ = nullptr;
+    region_ = detail::shared_region{};
   }
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   detail::shared_region region_;
+};
+
+/// A standard allocator whose every allocation is a shared buffer (see
+/// `shared_buffer`): `std::vector<float, ddl::shared_allocator<float>>`
+/// holds gradients that MPI peers of one machine read in place. Each
+/// allocation is its own file and mapping (whole pages), so it suits a few
+/// large, long-lived containers, not many small ones. Stateless: any two
+/// compare equal.
+template <class T>
+struct shared_allocator {
+  using value_type = T;
+  shared_allocator() noexcept = default;
+  template <class U>
+  shared_allocator(const shared_allocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_alloc();
+    detail::shared_region r;
+    return reinterpret_cast<T*>(detail::shared_allocate(n == 0 ? 1 : n * sizeof(T), r));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    const auto* at = reinterpret_cast<const std::byte*>(p);
+    const detail::shared_region r = detail::shared_registry::find(at, 1);  // none: ordinary memory
+    detail::shared_release(reinterpret_cast<std::byte*>(p), n == 0 ? 1 : n * sizeof(T), r);
+  }
+  template <class U>
+  bool operator==(const shared_allocator<U>&) const noexcept { return true; }
+  template <class U>
+  bool operator!=(const shared_allocator<U>&) const noexcept { return false; }
 };
 
 }  // namespace ddl
