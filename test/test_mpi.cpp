@@ -57,6 +57,18 @@ std::pair<std::string, double> mismatch_outcome(F&& call) {
   return {msg, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 
+// The text of the `E` that `call` ends in; empty when it returns (another
+// error propagates to the test case).
+template <class E = ddl::error, class F>
+std::string error_of(F&& call) {
+  try {
+    call();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return {};
+}
+
 template <class Strategy>
 void mpi_matrix(ddl::mpi_transport& t, const Strategy& s, std::size_t large = 65539, ddl::options o = {}) {
   failure_log log;
@@ -123,12 +135,7 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
       if (t.size() > 1) {
         ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(t);
         std::vector<float> v(world_rank() == 0 ? 1000 : 1001, 1.0f);
-        std::string what;
-        try {
-          comm.all_reduce(ddl::host_view(v), ddl::op::sum);
-        } catch (const ddl::error& e) {
-          what = e.what();
-        }
+        const std::string what = error_of([&] { comm.all_reduce(ddl::host_view(v), ddl::op::sum); });
         CHECK_MESSAGE(what.find("mismatch") != std::string::npos, what);
       }
     } else {
@@ -142,12 +149,8 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
     ddl::mpi_transport t(MPI_COMM_WORLD);
     CHECK_FALSE(t.stages_shared());
     CHECK_FALSE(ddl::plan_for::transport(t).peer_memory);
-    std::string what;
-    try {
-      ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(t);
-    } catch (const ddl::invalid_argument& e) {
-      what = e.what();
-    }
+    const std::string what =
+        error_of<ddl::invalid_argument>([&] { ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(t); });
     CHECK(what.find("cannot") != std::string::npos);
     CHECK(what.find("DDL_MPI_SHM=0") != std::string::npos);
     // The rank that said no shares with none; the others still share among
@@ -299,12 +302,7 @@ TEST_CASE("mpi: stages shared per machine (DDL_MPI_SHM_RANKS=2 as machines of 2 
     ddl::communicator<ddl::multi_ring<ddl::dynamic_extents>, ddl::mpi_transport> comm(
         t, ddl::multi_ring<ddl::dynamic_extents>(ddl::dynamic_extents{2, n / 2}, {1, 0}).direct_first());
     std::vector<float> v(1001, 1.0f);
-    std::string what;
-    try {
-      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
-    } catch (const ddl::invalid_argument& e) {
-      what = e.what();
-    }
+    const std::string what = error_of<ddl::invalid_argument>([&] { comm.all_reduce(ddl::host_view(v), ddl::op::sum); });
     CHECK_MESSAGE(what.find("cannot read each other's memory") != std::string::npos, what);
     CHECK(all_sum(what.empty() ? 0 : 1) == n);
   }
