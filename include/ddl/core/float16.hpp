@@ -25,8 +25,14 @@ DDL_HOST_DEVICE inline float bits_float(std::uint32_t u) {
 }
 
 /// float -> binary16, round to nearest, ties to even; overflow to infinity,
-/// NaN kept quiet (payload's top bit forced so it stays a NaN).
+/// NaN kept quiet (payload's top bit forced so it stays a NaN). On the GPU
+/// the hardware's conversion (the same rounding; NaNs may differ in payload).
 DDL_HOST_DEVICE inline std::uint16_t float_to_half_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   const std::uint32_t x = float_bits(f);
   const std::uint32_t sign = (x >> 16) & 0x8000u;
   const std::uint32_t absx = x & 0x7fffffffu;
@@ -51,9 +57,15 @@ DDL_HOST_DEVICE inline std::uint16_t float_to_half_bits(float f) {
   const std::uint32_t rem = absx & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;  // may carry into exponent: correct
   return static_cast<std::uint16_t>(sign | r);
+#endif
 }
 
 DDL_HOST_DEVICE inline float half_bits_to_float(std::uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(h)));
+  return f;
+#else
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exp = (h >> 10) & 0x1fu;
   std::uint32_t mant = h & 0x3ffu;
@@ -67,6 +79,7 @@ DDL_HOST_DEVICE inline float half_bits_to_float(std::uint16_t h) {
     ++e;
   } while ((mant & 0x400u) == 0);
   return bits_float(sign | ((112u - static_cast<std::uint32_t>(e)) << 23) | ((mant & 0x3ffu) << 13));
+#endif
 }
 
 /// float -> bfloat16, round to nearest, ties to even; NaN kept quiet.
