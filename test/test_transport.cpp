@@ -690,3 +690,165 @@ TEST_CASE("shared stages: two ranks share when each opened the other's; a group 
   CHECK(all.shared_among(0, 1, 2));
 }
 #endif
+
+namespace {
+// A threads transport that says whether its ranks may read each other's
+// buffers now (`peers_readable`: CUDA ranks on devices without peer access
+// may not) and, with Flagged, runs small one_shot calls itself, as
+// cuda_peer_transport's flag regions do: here the ranks meet at a barrier
+// and each reduces every rank's input in rank order.
+struct flag_table {
+  explicit flag_table(int n) : in(static_cast<std::size_t>(n)), stamp(static_cast<std::size_t>(n)), bar(n) {}
+  std::vector<const std::byte*> in;
+  std::vector<ddl::tag> stamp;
+  ddl::thread_barrier bar;
+};
+template <bool Flagged>
+struct gated {
+  static constexpr bool peer_memory = true;
+  static constexpr std::size_t flagged_bytes = 1024;
+  ddl::local_transport* inner;
+  bool readable = true;
+  flag_table* table = nullptr;
+  std::size_t flagged_calls = 0;
+  using request = ddl::local_transport::request;
+  int rank() const { return inner->rank(); }
+  int size() const { return inner->size(); }
+  bool peers_readable() const { return readable; }
+  request isend(int p, ddl::const_bytes b, ddl::tag t) { return inner->isend(p, b, t); }
+  request irecv(int p, ddl::mutable_bytes b, ddl::tag t) { return inner->irecv(p, b, t); }
+  request irecv_reduce(int p, ddl::mutable_bytes d, ddl::const_bytes l, ddl::reduction r, ddl::tag t) {
+    return inner->irecv_reduce(p, d, l, r, t);
+  }
+  void wait(request& r, ddl::deadline d) { inner->wait(r, d); }
+  template <bool F = Flagged, std::enable_if_t<F, int> = 0>
+  bool flagged_ready() const {
+    return readable;
+  }
+  template <bool F = Flagged, std::enable_if_t<F, int> = 0>
+  void flagged_all_reduce(const std::byte* in, std::byte* out, std::size_t count, ddl::reduction red, ddl::tag stamp,
+                          std::chrono::nanoseconds) {
+    const auto r = static_cast<std::size_t>(rank());
+    table->in[r] = in;
+    table->stamp[r] = stamp;
+    table->bar.arrive_and_wait();
+    for (ddl::tag s : table->stamp)
+      if (s != stamp) throw ddl::mismatch_error("gated: stamps differ");
+    std::vector<std::byte> sum(count * ddl::size_of(red.type));
+    ddl::host::reduce_many(sum.data(), reinterpret_cast<const void* const*>(table->in.data()), size(), count, red);
+    ddl::host::finalize(sum.data(), count, red, size());
+    table->bar.arrive_and_wait();  // every rank has read every input
+    if (count) std::memcpy(out, sum.data(), sum.size());
+    ++flagged_calls;
+  }
+};
+static_assert(ddl::has_peer_memory_v<gated<false>> && !ddl::has_flagged_all_reduce_v<gated<false>>);
+static_assert(ddl::has_flagged_all_reduce_v<gated<true>>);
+static_assert(!ddl::has_flagged_all_reduce_v<ddl::group_view<gated<true>>>);  // the whole group only
+}  // namespace
+
+TEST_CASE("peers_readable: the direct strategies refuse ranks that cannot read each other, and auto plans without them") {
+  for (bool readable : {true, false}) {
+    CAPTURE(readable);
+    failure_log log;
+    ddl::local_fabric::run(3, [&](ddl::local_transport& lt) {
+      gated<false> t{&lt, readable};
+      if (ddl::peers_reachable(t) != readable) log.add("peers_reachable does not follow peers_readable");
+      if (ddl::peers_reachable(ddl::group_view<gated<false>>(t, 0, 1, 3)) != readable)
+        log.add("group_view does not forward peers_readable");
+      if (ddl::plan_for::transport(t).peer_memory != readable) log.add("the planner does not follow peers_readable");
+      std::vector<double> g(1001);
+      for (std::size_t i = 0; i < g.size(); ++i) g[i] = input_value(ddl::dtype::float64, ddl::op::sum, t.rank(), i);
+      try {  // refused when the communicator is made
+        ddl::communicator<ddl::two_shot, gated<false>> direct(t);
+        direct.all_reduce(ddl::host_view(g), ddl::op::sum);
+        if (!readable) log.add("two_shot ran on ranks that cannot read each other");
+      } catch (const ddl::invalid_argument& e) {
+        if (readable) log.add(std::string("two_shot refused readable ranks: ") + e.what());
+        else if (std::string(e.what()).find("use ring, multi_ring or auto") == std::string::npos)
+          log.add(std::string("the refusal does not say what to use: ") + e.what());
+      }
+      ddl::communicator<ddl::auto_strategy, gated<false>> any(t);
+      std::vector<double> h(1001);
+      for (std::size_t i = 0; i < h.size(); ++i) h[i] = input_value(ddl::dtype::float64, ddl::op::sum, t.rank(), i);
+      any.all_reduce(ddl::host_view(h), ddl::op::sum);
+      for (std::size_t i = 0; i < h.size(); ++i)
+        if (!same_bits(h[i], expected_value<double>(ddl::op::sum, 3, i))) {
+          log.add("auto all_reduce wrong at " + std::to_string(i));
+          break;
+        }
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
+TEST_CASE("flagged_all_reduce: one_shot hands a transport's own small calls to it, larger ones to messages; the "
+          "planner prices them as one round") {
+  for (int n : {1, 2, 3, 5}) {
+    CAPTURE(n);
+    failure_log log;
+    flag_table table(n);
+    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+      gated<true> t{&lt, true, &table};
+      if (ddl::plan_for::transport(t).one_round_bytes != gated<true>::flagged_bytes)
+        log.add("the planner does not price flagged calls as one round");
+      ddl::communicator<ddl::one_shot, gated<true>> comm(t);
+      for (ddl::op op : ddl::all_ops)
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{128}, std::size_t{129}, std::size_t{4099}}) {
+          // (a call of no elements returns before any strategy runs)
+          const bool flagged = n > 1 && count > 0 && count * sizeof(double) <= gated<true>::flagged_bytes;
+          const std::size_t before = t.flagged_calls;
+          std::vector<double> g(count);
+          for (std::size_t i = 0; i < count; ++i) g[i] = input_value(ddl::dtype::float64, op, t.rank(), i);
+          comm.all_reduce(ddl::host_view(g), op);
+          if ((t.flagged_calls - before == 1) != flagged)
+            log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + ": flagged " +
+                    std::to_string(t.flagged_calls - before) + " times");
+          for (std::size_t i = 0; i < count; ++i)
+            if (!same_bits(g[i], expected_value<double>(op, n, i))) {
+              log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + " wrong at " +
+                      std::to_string(i));
+              break;
+            }
+        }
+      gated<true> off{&lt, false, &table};
+      if (ddl::plan_for::transport(off).one_round_bytes != 0)
+        log.add("the planner prices flagged calls a transport cannot run");
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
+TEST_CASE("stream-ordered transport: an asynchronous collective is issued at once on the caller's thread") {
+  for (int n : {1, 3}) {
+    CAPTURE(n);
+    failure_log log;
+    std::vector<std::size_t> sends(static_cast<std::size_t>(n));
+    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+      whole_slices t{&lt, &sends[static_cast<std::size_t>(lt.rank())]};
+      ddl::options o;
+      o.async_progress = ddl::progress::thread;  // asked for, and not taken: the transport is stream-ordered
+      ddl::communicator<ddl::ring, whole_slices> comm(t, o);
+      if (comm.progress_mode() != ddl::progress::deferred) log.add("a progress thread over a stream-ordered transport");
+      std::vector<float> a(4099), b(17);
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(input_value(ddl::dtype::float32, ddl::op::sum, t.rank(), i));
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(input_value(ddl::dtype::float32, ddl::op::sum, t.rank(), i));
+      auto ra = comm.all_reduce_async(ddl::host_view(a), ddl::op::sum);
+      if (!ra.test()) log.add("not issued at submission");
+      auto rb = comm.all_reduce_async(ddl::host_view(b), ddl::op::sum);
+      rb.wait();
+      ra.wait();
+      for (std::size_t i = 0; i < a.size(); ++i)
+        if (!same_bits(a[i], expected_value<float>(ddl::op::sum, n, i))) {
+          log.add("async all_reduce wrong at " + std::to_string(i));
+          break;
+        }
+      for (std::size_t i = 0; i < b.size(); ++i)
+        if (!same_bits(b[i], expected_value<float>(ddl::op::sum, n, i))) {
+          log.add("second async all_reduce wrong at " + std::to_string(i));
+          break;
+        }
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}

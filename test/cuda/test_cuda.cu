@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <thrust/copy.h>
+#include <thrust/count.h>
 #include <thrust/device_vector.h>
 #include <thrust/execution_policy.h>
 #include <thrust/mismatch.h>
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ddl/cuda.hpp>
@@ -88,6 +90,23 @@ struct same_bits_fn {
   }
 };
 
+// Equal bits, except that any NaN equals any NaN: the host and the GPU make
+// different NaNs of inf * 0 (the sign, the payload).
+template <class T>
+bool same_or_both_nan(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) == 0) continue;
+    if constexpr (std::is_integral_v<T>) {
+      return false;
+    } else {
+      const float x = static_cast<float>(a[i]), y = static_cast<float>(b[i]);
+      if (!(x != x && y != y)) return false;
+    }
+  }
+  return true;
+}
+
 // -1 when the first `n` elements of `got` and `want` have the same bits, else
 // the first index that differs; on `stream`, compared on the device.
 template <class T>
@@ -142,6 +161,53 @@ TEST_CASE("cuda: device reductions of both engines equal the host kernels bit fo
               ddl::cuda::finalize(raw(db, off), count, r, 3, nullptr, engine);
               CHECK(same(download(db, count, off), want));
             });
+}
+
+TEST_CASE("cuda: reduce_many (one kernel over n sources) equals the host's bit for bit, n = 1-32, any source as dst") {
+  std::mt19937 gen(11);
+  std::normal_distribution<double> dist(0.0, 100.0);
+  for (ddl::dtype dt : ddl::all_dtypes)
+    for (ddl::op o : ddl::all_ops)
+      for (int n : {1, 2, 3, 8, 32})
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{100003}})
+          for (std::size_t off : {std::size_t{0}, std::size_t{1}})
+            ddl::visit_dtype(dt, [&](auto tag) {
+              using T = decltype(tag);
+              CAPTURE(std::string(ddl::name_of(dt)));
+              CAPTURE(std::string(ddl::name_of(o)));
+              CAPTURE(n);
+              CAPTURE(count);
+              CAPTURE(off);
+              const ddl::reduction r{dt, o};
+              std::vector<std::vector<T>> h(static_cast<std::size_t>(n), std::vector<T>(count));
+              std::vector<const void*> hp;
+              for (auto& v : h) {
+                for (auto& x : v) x = T(static_cast<float>(std::round(dist(gen))));
+                hp.push_back(v.data());
+              }
+              std::vector<T> want(count);
+              ddl::host::reduce_many(want.data(), hp.data(), n, count, r);
+              std::vector<dvec<T>> d(static_cast<std::size_t>(n), dvec<T>(count + 1));
+              std::vector<const void*> dp;
+              for (int k = 0; k < n; ++k) {
+                upload(d[static_cast<std::size_t>(k)], h[static_cast<std::size_t>(k)], off);
+                dp.push_back(raw(d[static_cast<std::size_t>(k)], off));
+              }
+              DDL_CUDA_CHECK(cudaDeviceSynchronize());
+              dvec<T> out(count + 1);
+              // Products of many sources overflow to inf, and inf * 0 is a NaN
+              // whose bits differ between the host and the GPU.
+              ddl::cuda::reduce_many(raw(out, off), dp.data(), n, count, r, nullptr);
+              CHECK(same_or_both_nan(download(out, count, off), want));
+              // in place: into the last source (every element read before it is written)
+              ddl::cuda::reduce_many(raw(d.back(), off), dp.data(), n, count, r, nullptr);
+              CHECK(same_or_both_nan(download(d.back(), count, off), want));
+            });
+  std::vector<const void*> many(33, nullptr);
+  float f = 0;
+  CHECK_THROWS_WITH_AS(ddl::cuda::reduce_many(&f, many.data(), 33, 1, ddl::reduction{ddl::dtype::float32, ddl::op::sum},
+                                              nullptr),
+                       doctest::Contains("33 sources"), ddl::invalid_argument);
 }
 
 template <class Strategy>
@@ -199,6 +265,8 @@ TEST_CASE("cuda: every collective over cuda_peer_transport, 1-8 ranks on one GPU
     peer_collectives(n, ddl::ring{}, log);
     peer_collectives(n, ddl::halving_doubling{}, log);
     peer_collectives(n, ddl::recursive_doubling{}, log);
+    peer_collectives(n, ddl::one_shot{}, log);
+    peer_collectives(n, ddl::two_shot{}, log);
   }
   peer_collectives(6, ddl::multi_ring<ddl::dynamic_extents>({2, 3}, {1, 0}), log);
   peer_collectives(8, ddl::auto_strategy(ddl::topology::parse("2:200GB/s:10us,4:100GB/s:10us")), log);
@@ -217,13 +285,16 @@ struct random_float_fn {
   }
 };
 
-TEST_CASE("cuda: random floats give the same bits on every rank") {
+template <class Strategy>
+void random_floats_same_bits(const Strategy& s) {
+  CAPTURE(s.describe());
   for (int n : {3, 8}) {
+    CAPTURE(n);
     const std::size_t count = 300007;
     std::vector<std::vector<float>> out(static_cast<std::size_t>(n));
     ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
     fab.run([&](ddl::cuda_peer_transport& t) {
-      ddl::communicator<ddl::ring, ddl::cuda_peer_transport> comm(t);
+      ddl::communicator<Strategy, ddl::cuda_peer_transport> comm(t, s);
       dvec<float> d(count);
       thrust::tabulate(thrust::cuda::par.on(t.stream()), d.begin(), d.end(), random_float_fn{t.rank()});
       comm.all_reduce(ddl::device_view(raw(d), count, 0, t.stream()), ddl::op::sum);
@@ -231,6 +302,130 @@ TEST_CASE("cuda: random floats give the same bits on every rank") {
       out[static_cast<std::size_t>(t.rank())] = download(d, count);
     });
     for (int r = 1; r < n; ++r) CHECK(same(out[static_cast<std::size_t>(r)], out[0]));
+  }
+}
+
+TEST_CASE("cuda: random floats give the same bits on every rank") {
+  random_floats_same_bits(ddl::ring{});
+  random_floats_same_bits(ddl::one_shot{});
+  random_floats_same_bits(ddl::two_shot{});
+}
+
+// Rank r's gradient i at element k: exact in every dtype, so the average
+// over n ranks is exact too (sum over r of (r + 1) * m = m n (n + 1) / 2,
+// m = (i + k) % 7 + 1; n + 1 even for the n used below).
+template <class T>
+struct grad_fn {
+  int rank, tensor;
+  __host__ __device__ T operator()(std::size_t k) const {
+    return T(static_cast<float>((rank + 1) * static_cast<int>((static_cast<std::size_t>(tensor) + k) % 7 + 1)));
+  }
+};
+template <class T>
+struct grad_avg_fn {
+  int ranks, tensor;
+  __host__ __device__ T operator()(std::size_t k) const {
+    return T(static_cast<float>((ranks + 1) * static_cast<int>((static_cast<std::size_t>(tensor) + k) % 7 + 1) / 2));
+  }
+};
+
+TEST_CASE("cuda: asynchronous collectives and gradient buckets on device buffers, in stream order") {
+  for (int n : {1, 3, 5}) {
+    CAPTURE(n);
+    ddl_test::failure_log log;
+    ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
+    fab.run([&](ddl::cuda_peer_transport& t) {
+      cudaStream_t stream = nullptr;
+      DDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      {
+        const auto on = thrust::cuda::par.on(stream);
+        const int r = t.rank();
+        auto check = [&](const std::string& what, const float* got, const float* want, std::size_t m) {
+          const long at = first_difference(got, want, m, stream);
+          if (at >= 0)
+            log.add(what + " rank=" + std::to_string(r) + ": first wrong element " + std::to_string(at));
+        };
+        ddl::communicator<ddl::auto_strategy, ddl::cuda_peer_transport> comm(t);
+        // Several in flight, a blocking call between them, waited in reverse order.
+        const std::size_t count = 100003;
+        std::vector<dvec<float>> bufs(4, dvec<float>(count));
+        dvec<float> want(count), bcast(count);
+        for (auto& b : bufs) thrust::tabulate(on, b.begin(), b.end(), input_fn<float>{ddl::op::sum, r, 0});
+        thrust::tabulate(on, want.begin(), want.end(), expected_fn<float>{ddl::op::sum, n, 0});
+        const int root = n - 1;
+        thrust::tabulate(on, bcast.begin(), bcast.end(), input_fn<float>{ddl::op::sum, r == root ? 0 : r + 1, 0});
+        auto view = [&](dvec<float>& v) { return ddl::device_view(raw(v), v.size(), 0, stream); };
+        auto a = comm.all_reduce_async(view(bufs[0]), ddl::op::sum);
+        auto b = comm.all_reduce_async(view(bufs[1]), ddl::op::sum);
+        comm.all_reduce(view(bufs[2]), ddl::op::sum);
+        auto c = comm.broadcast_async(view(bcast), root);
+        auto d = comm.all_reduce_async(view(bufs[3]), ddl::op::sum);
+        d.wait();
+        c.wait();
+        b.wait();
+        a.wait();
+        for (int k = 0; k < 4; ++k) check("async all_reduce " + std::to_string(k), raw(bufs[static_cast<std::size_t>(k)]), raw(want), count);
+        dvec<float> bwant(count);
+        thrust::tabulate(on, bwant.begin(), bwant.end(), input_fn<float>{ddl::op::sum, 0, 0});
+        check("broadcast_async", raw(bcast), raw(bwant), count);
+
+        // Gradient buckets: float and double tensors of ragged sizes, some
+        // tiling one flat buffer (reduced in place), others apart (packed).
+        ddl::bucket_options bo;
+        bo.bucket_bytes = 64 << 10;
+        bo.first_bucket_bytes = 16 << 10;
+        ddl::bucketer<decltype(comm)> buckets(comm, ddl::op::avg, bo);
+        const std::vector<std::size_t> sizes{3001, 17, 4096, 1, 9000, 12345, 5, 777};
+        std::size_t flat_count = 0;
+        for (std::size_t i = 0; i < 4; ++i) flat_count += sizes[i];
+        dvec<float> flat(flat_count);
+        std::vector<dvec<double>> apart;
+        std::vector<std::size_t> at;
+        for (std::size_t i = 0, o = 0; i < sizes.size(); ++i)
+          if (i < 4) {
+            at.push_back(o);
+            o += sizes[i];
+          } else {
+            apart.emplace_back(sizes[i]);
+          }
+        for (std::size_t i = 0; i < sizes.size(); ++i)
+          if (i < 4) buckets.add(ddl::device_view(raw(flat, at[i]), sizes[i], 0, stream));
+          else buckets.add(ddl::device_view(raw(apart[i - 4]), sizes[i], 0, stream));
+        bool some_in_place = false, some_packed = false;
+        for (const auto& bk : buckets.layout()) (bk.in_place ? some_in_place : some_packed) = true;
+        if (!some_in_place || !some_packed) log.add("expected both in-place and packed buckets");
+        for (int step = 0; step < 2; ++step) {
+          for (std::size_t i = 0; i < sizes.size(); ++i) {  // the "backward pass" writes gradient i, then marks it
+            const int ti = static_cast<int>(i);
+            if (i < 4) {
+              auto first = flat.begin() + static_cast<std::ptrdiff_t>(at[i]);
+              thrust::tabulate(on, first, first + static_cast<std::ptrdiff_t>(sizes[i]), grad_fn<float>{r, ti});
+            } else {
+              thrust::tabulate(on, apart[i - 4].begin(), apart[i - 4].end(), grad_fn<double>{r, ti});
+            }
+            buckets.mark_ready(i);
+          }
+          buckets.wait_all();
+          for (std::size_t i = 0; i < sizes.size(); ++i) {
+            const int ti = static_cast<int>(i);
+            const std::string what = "bucketer step " + std::to_string(step) + " tensor " + std::to_string(i);
+            if (i < 4) {
+              dvec<float> w(sizes[i]);
+              thrust::tabulate(on, w.begin(), w.end(), grad_avg_fn<float>{n, ti});
+              check(what, raw(flat, at[i]), raw(w), sizes[i]);
+            } else {
+              dvec<double> w(sizes[i]);
+              thrust::tabulate(on, w.begin(), w.end(), grad_avg_fn<double>{n, ti});
+              const long bad = first_difference(raw(apart[i - 4]), raw(w), sizes[i], stream);
+              if (bad >= 0) log.add(what + " rank=" + std::to_string(r) + ": first wrong element " + std::to_string(bad));
+            }
+          }
+        }
+      }
+      DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+      DDL_CUDA_CHECK(cudaStreamDestroy(stream));
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
   }
 }
 
@@ -263,6 +458,46 @@ TEST_CASE("cuda: device buffers through the staging pipeline over a host transpo
       DDL_CUDA_CHECK(cudaStreamDestroy(stream));
     });
     CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
+TEST_CASE("cuda: one_shot's flagged calls (no message): a count one rank disagrees on is a mismatch_error on every "
+          "rank at once, and the buffers are left alone") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    std::vector<std::string> what(static_cast<std::size_t>(n));
+    std::vector<long> touched(static_cast<std::size_t>(n), -1);
+    ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
+    try {
+      fab.run([&](ddl::cuda_peer_transport& t) {
+        const int r = t.rank();
+        ddl::options o;
+        o.timeout = std::chrono::seconds(20);
+        ddl::communicator<ddl::one_shot, ddl::cuda_peer_transport> comm(t, o);
+        dvec<float> d(1000, 1.0f);
+        const std::size_t count = r == n - 1 ? 999 : 1000;  // 4 KB: through the flag regions
+        try {
+          comm.all_reduce(ddl::device_view(raw(d), count, 0, t.stream()), ddl::op::sum);
+          what[static_cast<std::size_t>(r)] = "returned normally";
+        } catch (const ddl::mismatch_error& e) {
+          what[static_cast<std::size_t>(r)] = e.what();
+        } catch (const std::exception& e) {
+          what[static_cast<std::size_t>(r)] = std::string("not a mismatch_error: ") + e.what();
+        }
+        DDL_CUDA_CHECK(cudaStreamSynchronize(t.stream()));
+        touched[static_cast<std::size_t>(r)] =
+            static_cast<long>(thrust::count(thrust::cuda::par.on(t.stream()), d.begin(), d.end(), 1.0f));
+      });
+    } catch (const std::exception& e) {  // the communicator gave the group up: run() may report it
+      MESSAGE(e.what());
+    }
+    for (int r = 0; r < n; ++r) {
+      const std::string& m = what[static_cast<std::size_t>(r)];
+      CAPTURE(r);
+      CAPTURE(m);
+      CHECK(touched[static_cast<std::size_t>(r)] == 1000);  // every element still 1: the call wrote nothing
+      CHECK(m.find("call mismatch: ") != std::string::npos);
+    }
   }
 }
 

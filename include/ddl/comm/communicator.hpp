@@ -135,8 +135,12 @@ class communicator {
   /// Where asynchronous collectives progress: `opts().async_progress`, or
   /// `progress::deferred` when the transport must stay on the caller's thread
   /// and has no fibers to offer (`transport/cooperative.hpp`; on the
-  /// simulator `progress::thread` means a progress fiber per rank).
+  /// simulator `progress::thread` means a progress fiber per rank). On a
+  /// stream-ordered transport (CUDA) always deferred, and each asynchronous
+  /// call is issued at once on the caller's thread (`submit`): it only
+  /// queues work on the buffers' stream, so asynchronous is stream order.
   progress progress_mode() const noexcept {
+    if constexpr (is_stream_ordered_v<Transport>) return progress::deferred;
     const bool background = progress_thread_allowed(*transport_) || cooperative_of(*transport_) != nullptr;
     return opts_.async_progress == progress::thread && background ? progress::thread : progress::deferred;
   }
@@ -488,7 +492,11 @@ class communicator {
   template <class Job>
   collective_request submit(const char* what, Job&& job, completion done) {
     auto op = engine().submit(what, guarded(std::forward<Job>(job)), std::move(done));
-    return collective_request(engine_, std::move(op));
+    collective_request r(engine_, std::move(op));
+    // Stream-ordered: queue the work on the stream now (errors stay with the
+    // request); the result is there once the stream gets that far.
+    if constexpr (is_stream_ordered_v<Transport>) (void)r.test();
+    return r;
   }
   // A call that fails in the transport (a size mismatch, a lost message)
   // gives the group up, so the peers learn it from this rank at once. A

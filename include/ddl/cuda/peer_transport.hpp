@@ -20,12 +20,35 @@
 /// `cudaDeviceCanAccessPeer` decides and peer access is enabled), else copies
 /// into a scratch buffer first. It records "done"; the sender's wait makes
 /// its stream wait for "done" before the buffer may change. Host-side waits
-/// (for the peer to post) have deadlines like every transport.
+/// (for the peer to post) have deadlines like every transport. The events
+/// come from a pool per device (`cuda_peer_fabric`), not created per
+/// message. A message between two host buffers (the direct strategies'
+/// address tables) is copied on the host when it is matched; its events
+/// still order the two streams.
+///
+/// The ranks share an address space and, on one device or on devices with
+/// peer access, read each other's buffers (`peer_memory`): `ddl::one_shot`
+/// and `ddl::two_shot` run over it, each rank reducing its peers' buffers
+/// in one kernel (`cuda::reduce_many`), their phases ordered by the
+/// messages' events, so nothing waits on the host. A one_shot call of at
+/// most `flagged_bytes` sends no message at all: one kernel per rank copies
+/// its input into a slot of the rank's flag region, raises a counter there,
+/// spins on its peers' counters and reduces their slots
+/// (`flagged_all_reduce`; ranks of one fabric on one device or with peer
+/// access, at most `cuda::kernels::many_max`; `DDL_CUDA_FLAGGED=0` turns it
+/// off). The ranks' threads meet on the host before the launch (where they
+/// compare the calls' stamps) and after it, so every rank's kernel is queued
+/// before any rank returns: a spinning kernel never waits for a peer whose
+/// thread is stuck in a call that waits for the whole device (`cudaFree`),
+/// which deadlocked until the deadline when the kernels were launched
+/// unmet (H200, 2026-11-26, bench/results/gpu-h200.md).
 #if !defined(__CUDACC__)
 #error "ddl/transport/cuda_peer.hpp: compile this translation unit with nvcc"
 #endif
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -53,6 +76,9 @@ class cuda_peer_transport {
   /// the memory floor; the times fit ~1.4-2.2 us per CUDA call issued, the
   /// ranks' threads taking turns in the driver.)
   static constexpr bool stream_ordered = true;
+  /// Every rank's buffers are readable by every other rank's kernels where
+  /// the devices allow it (`peers_readable`): the direct strategies apply.
+  static constexpr bool peer_memory = true;
   /// Planner defaults for ranks sharing GPUs: device memory bandwidth shared
   /// by a peer read, a write and a local read, and one kernel launch.
   static constexpr double default_bandwidth = 200e9;
@@ -75,6 +101,9 @@ class cuda_peer_transport {
   inline void abort(const std::string& why);
   inline int size() const noexcept;
   int device() const noexcept { return ctx_.device; }
+  /// Whether every rank's device reads every other's memory (one device, or
+  /// peer access between all of them): `one_shot` and `two_shot` need it.
+  inline bool peers_readable() const noexcept;
   /// The stream transfers and local operations go on now.
   cudaStream_t stream() const noexcept { return ctx_.stream; }
 
@@ -86,6 +115,27 @@ class cuda_peer_transport {
   /// Device operations on the buffers' stream (which transfers then use too).
   inline memory_ops memory(const location& where);
 
+  /// The largest one_shot call `flagged_all_reduce` takes (bytes per rank).
+  static constexpr std::size_t flagged_bytes = cuda::kernels::flag_slot;
+  /// Whether `flagged_all_reduce` is there (every rank's device reads every
+  /// other's, at most `many_max` ranks): the same on every rank.
+  inline bool flagged_ready() const noexcept;
+  /// One one_shot all-reduce of `count` elements (at most `flagged_bytes`)
+  /// through the ranks' flag regions: one kernel on the stream, no message
+  /// (`cuda::kernels::flagged_all_reduce`); `avg` divided. The ranks' threads
+  /// meet twice on the host (spinning on atomics, no CUDA call): before the
+  /// launch, where a peer whose call differs (`stamp`: collective, dtype, op,
+  /// count; or its byte count) is a `mismatch_error` on every rank and
+  /// nothing is launched, and after it. A peer that does not come within
+  /// `timeout` is a `timeout_error` naming it; an abort, a `transport_error`.
+  /// What the kernel itself finds (a peer's kernel that never runs, within
+  /// `timeout`; an abort) leaves `out` alone and is reported by this rank's
+  /// next flagged call and by `cuda_peer_fabric::run`.
+  inline void flagged_all_reduce(const std::byte* in, std::byte* out, std::size_t count, reduction red, tag stamp,
+                                 std::chrono::nanoseconds timeout);
+  /// Throws what a flagged call of this rank found, if anything (see above).
+  inline void check_flagged() const;
+
   struct message {
     // set by the sender
     tag tg = 0;
@@ -93,6 +143,7 @@ class cuda_peer_transport {
     std::size_t bytes = 0;
     int src_rank = 0, src_device = 0;
     cudaEvent_t ready = nullptr;
+    int done_device = 0;  // where `done` was recorded (the receiver's device)
     // set by the receiver when it queues the transfer
     std::atomic<bool> consumed{false};
     cudaEvent_t done = nullptr;
@@ -109,6 +160,7 @@ class cuda_peer_transport {
  private:
   friend class cuda_peer_fabric;
   inline bool try_match();
+  inline void meet(std::uint64_t at, std::chrono::steady_clock::time_point until, const char* why);
   inline void check_stamp(request& req);
   inline void enqueue(message& r, message& s);
   cuda_peer_fabric* fab_ = nullptr;
@@ -155,13 +207,48 @@ class cuda_peer_fabric {
         }
       }
     count_ = count;
+    all_direct_ = true;
+    for (int a : devices_)
+      for (int b : devices_) all_direct_ = all_direct_ && direct_[static_cast<std::size_t>(a * count + b)];
     sends_.resize(static_cast<std::size_t>(ranks) * ranks);
+    events_.resize(static_cast<std::size_t>(count));
+    // Flag regions (device memory, zeroed) and the mapped host words the
+    // flagged kernels report through, where every rank reads every other.
+    void* h = nullptr;
+    const std::size_t words = (1 + static_cast<std::size_t>(ranks) * 8) * sizeof(std::uint64_t);
+    DDL_CUDA_CHECK(cudaHostAlloc(&h, words, cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(h, 0, words);
+    host_words_ = static_cast<int*>(h);
+    if (all_direct_ && ranks <= cuda::kernels::many_max) {
+      for (int r = 0; r < ranks; ++r) {
+        cuda::device_guard g(devices_[static_cast<std::size_t>(r)]);
+        void* p = nullptr;
+        DDL_CUDA_CHECK(cudaMalloc(&p, cuda::kernels::flag_region_bytes));
+        DDL_CUDA_CHECK(cudaMemset(p, 0, cuda::kernels::flag_header));
+        regions_.base[r] = static_cast<std::byte*>(p);
+      }
+      DDL_CUDA_CHECK(cudaDeviceSynchronize());
+      const char* off = std::getenv("DDL_CUDA_FLAGGED");
+      flagged_ = !(off && std::string(off) == "0");
+      seats_.reset(new seat[static_cast<std::size_t>(ranks)]);
+    }
+  }
+  cuda_peer_fabric(const cuda_peer_fabric&) = delete;
+  cuda_peer_fabric& operator=(const cuda_peer_fabric&) = delete;
+  ~cuda_peer_fabric() {
+    for (auto& pool : events_)
+      for (cudaEvent_t e : pool) (void)cudaEventDestroy(e);
+    for (int r = 0; r < cuda::kernels::many_max; ++r)
+      if (regions_.base[r]) (void)cudaFree(regions_.base[r]);
+    if (host_words_) (void)cudaFreeHost(host_words_);
   }
 
   int size() const noexcept { return n_; }
   int device_of(int rank) const { return devices_.at(static_cast<std::size_t>(rank)); }
   /// True when rank `a`'s device reads rank `b`'s memory directly.
   bool direct(int a, int b) const { return direct_[devices_[a] * count_ + devices_[b]]; }
+  /// True when every rank's device reads every other rank's memory directly.
+  bool all_direct() const noexcept { return all_direct_; }
 
   /// Runs `f(cuda_peer_transport&)` on one thread per rank (device set, a
   /// stream created) and joins them (`detail::run_rank_threads`): the first
@@ -171,6 +258,13 @@ class cuda_peer_fabric {
   void run(F&& f) {
     std::vector<cuda_peer_transport> ts(static_cast<std::size_t>(n_));
     aborted_.store(false);
+    *reinterpret_cast<volatile int*>(host_words_) = 0;
+    for (int r = 0; r < n_; ++r) err_of(r)[0] = 0;
+    // A run that ended with the ranks' flagged calls out of step leaves the
+    // counters so: later runs go without them.
+    if (flagged_)
+      for (int r = 1; r < n_; ++r)
+        if (seats_[static_cast<std::size_t>(r)].calls != seats_[0].calls) flagged_ = false;
     detail::run_rank_threads(
         n_,
         [&](int r) {
@@ -189,6 +283,7 @@ class cuda_peer_fabric {
           t.ctx_ = {devices_[r], t.own_stream_};
           f(t);
           DDL_CUDA_CHECK(cudaStreamSynchronize(t.own_stream_));
+          t.check_flagged();  // a flagged call's error, found after the call had returned
         },
         [&](int r, const std::string& why) { abort(r, why); });
   }
@@ -199,6 +294,7 @@ class cuda_peer_fabric {
     if (aborted_.load(std::memory_order_acquire)) return;
     abort_reason_ = "cuda_peer_transport: rank " + std::to_string(rank) + " failed: " + why;
     aborted_.store(true, std::memory_order_release);
+    if (host_words_) *reinterpret_cast<volatile int*>(host_words_) = 1;  // flagged kernels stop waiting
   }
   template <class F>
   static void run(int ranks, F&& f) {
@@ -214,7 +310,55 @@ class cuda_peer_fabric {
   int n_ = 0, count_ = 0;
   std::vector<int> devices_;
   std::vector<bool> direct_;
+  bool all_direct_ = true;
+  // Flagged calls: each rank's flag region, whether they are there, and
+  // mapped host words: the abort flag (an int in the first 8 bytes), then 8
+  // words per rank (`kernels::flagged_all_reduce`'s `err`).
+  cuda::kernels::flag_regions regions_{};
+  bool flagged_ = false;
+  // Where the ranks' threads meet around a flagged call: per rank, how far
+  // it has come (2k - 1: in call k; 2k: call k launched) and its call.
+  struct alignas(64) seat {
+    std::atomic<std::uint64_t> at{0};
+    std::uint64_t calls = 0;  // the rank's flagged calls so far (its device counter's value)
+    std::uint64_t bytes = 0;
+    std::uint64_t stamp = 0;
+  };
+  std::unique_ptr<seat[]> seats_;
+  int* host_words_ = nullptr;
+  volatile unsigned long long* err_of(int rank) const noexcept {
+    auto* w = reinterpret_cast<unsigned long long*>(reinterpret_cast<char*>(host_words_) + sizeof(std::uint64_t));
+    return w + static_cast<std::size_t>(rank) * 8;
+  }
   std::mutex mu_;
+  // Events no message holds, per device: re-recorded rather than created per
+  // message (a stream that waited on one keeps the record it waited for).
+  std::vector<std::vector<cudaEvent_t>> events_;
+  std::mutex events_mu_;
+  /// An event of `device`, the calling thread's current device.
+  cudaEvent_t take_event(int device) {
+    {
+      std::lock_guard<std::mutex> lk(events_mu_);
+      auto& pool = events_[static_cast<std::size_t>(device)];
+      if (!pool.empty()) {
+        cudaEvent_t e = pool.back();
+        pool.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e = nullptr;
+    DDL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  void give_event(int device, cudaEvent_t e) noexcept {
+    if (!e) return;
+    try {
+      std::lock_guard<std::mutex> lk(events_mu_);
+      events_[static_cast<std::size_t>(device)].push_back(e);
+    } catch (...) {
+      (void)cudaEventDestroy(e);
+    }
+  }
   std::vector<queue> sends_;
   std::atomic<bool> aborted_{false};
   std::mutex abort_mutex_;
@@ -222,6 +366,93 @@ class cuda_peer_fabric {
 };
 
 inline int cuda_peer_transport::size() const noexcept { return fab_->n_; }
+inline bool cuda_peer_transport::peers_readable() const noexcept { return fab_->all_direct(); }
+inline bool cuda_peer_transport::flagged_ready() const noexcept { return fab_->flagged_; }
+
+inline void cuda_peer_transport::check_flagged() const {
+  const volatile unsigned long long* e = fab_->err_of(rank_);
+  const unsigned long long code = e[0];
+  if (code == 0) return;
+  const int peer = static_cast<int>(e[1]);
+  const std::string what = "cuda_peer_transport: one_shot through the flag regions: ";
+  if (code == 3) throw transport_error(what + fab_->abort_reason_);
+  if (code == 1)
+    throw timeout_error(peer, "one_shot (flagged)", "all_reduce", 0.0);
+  const tag theirs = e[3], mine = e[5];
+  const unsigned long long their_bytes = e[2], my_bytes = e[4];
+  if (detail::stamps_disagree(mine, theirs) || their_bytes == my_bytes)
+    throw mismatch_error(what + detail::stamp_mismatch(rank_, mine, peer, theirs));
+  throw mismatch_error(what + detail::mismatch_words + detail::describe_tag(mine) +
+                       ": ranks disagree on the input count: rank " + std::to_string(rank_) + " passed " +
+                       std::to_string(my_bytes) + " bytes, rank " + std::to_string(peer) + " " +
+                       std::to_string(their_bytes));
+}
+
+// Marks this rank at `at` and waits until every rank has come that far
+// (`timeout_error` naming the first missing one at `until`; an abort ends it).
+inline void cuda_peer_transport::meet(std::uint64_t at, std::chrono::steady_clock::time_point until, const char* why) {
+  auto* seats = fab_->seats_.get();
+  seats[rank_].at.store(at, std::memory_order_release);
+  const auto start = std::chrono::steady_clock::now();
+  detail::backoff b;
+  for (int p = 0; p < size(); ++p) {
+    while (seats[p].at.load(std::memory_order_acquire) < at) {
+      if (fab_->aborted_.load(std::memory_order_acquire)) throw transport_error(fab_->abort_reason_);
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until)
+        throw timeout_error(p, why, "all_reduce", std::chrono::duration<double>(now - start).count());
+      b.pause();
+    }
+  }
+}
+
+inline void cuda_peer_transport::flagged_all_reduce(const std::byte* in, std::byte* out, std::size_t count,
+                                                    reduction red, tag stamp, std::chrono::nanoseconds timeout) {
+  check_flagged();
+  if (fab_->aborted_.load(std::memory_order_acquire)) throw transport_error(fab_->abort_reason_);
+  const std::size_t bytes = count * size_of(red.type);
+  if (!fab_->flagged_ || bytes > flagged_bytes)
+    throw invalid_argument("cuda_peer_transport::flagged_all_reduce: " + std::to_string(bytes) +
+                           " bytes; flag regions take at most " + std::to_string(flagged_bytes) +
+                           (fab_->flagged_ ? "" : " and this fabric has none (devices without peer access)"));
+  const std::uint64_t k = ++fab_->seats_[static_cast<std::size_t>(rank_)].calls;
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+  // Meet: every rank in this call, with the same call.
+  auto* seats = fab_->seats_.get();
+  seats[rank_].bytes = bytes;
+  seats[rank_].stamp = stamp;
+  meet(2 * k - 1, until, "one_shot (flagged): peers entering the call");
+  for (int p = 0; p < size(); ++p) {
+    const tag theirs = seats[p].stamp;
+    const std::uint64_t their_bytes = seats[p].bytes;
+    if (theirs == stamp && their_bytes == bytes) continue;
+    const std::string what = "cuda_peer_transport: one_shot through the flag regions: ";
+    if (detail::stamps_disagree(stamp, theirs) || their_bytes == bytes)
+      throw mismatch_error(what + detail::stamp_mismatch(rank_, stamp, p, theirs));
+    throw mismatch_error(what + detail::mismatch_words + detail::describe_tag(stamp) +
+                         ": ranks disagree on the input count: rank " + std::to_string(rank_) + " passed " +
+                         std::to_string(bytes) + " bytes, rank " + std::to_string(p) + " " +
+                         std::to_string(their_bytes));
+  }
+  volatile unsigned long long* err = fab_->err_of(rank_);
+  err[4] = bytes;  // what this rank called, for the message of a mismatch
+  err[5] = stamp;
+  const auto ns = static_cast<unsigned long long>(timeout.count() > 0 ? timeout.count() : 0);
+  const int n = size();
+  visit_dtype(red.type, [&](auto tg) {
+    using T = decltype(tg);
+    visit_op(red.oper, [&](auto f) {
+      cuda::kernels::flagged_all_reduce<T><<<1, 256, 0, ctx_.stream>>>(
+          reinterpret_cast<T*>(out), reinterpret_cast<const T*>(in), count, fab_->regions_, n, rank_, k, bytes,
+          stamp, ns, reinterpret_cast<const volatile int*>(fab_->host_words_), err, red.oper == op::avg, f);
+    });
+  });
+  DDL_CUDA_CHECK(cudaGetLastError());
+  // Meet again: no rank returns (to a call that may wait for the whole
+  // device) before every rank's kernel is queued.
+  meet(2 * k, until, "one_shot (flagged): peers launching");
+}
 inline void cuda_peer_transport::abort(const std::string& why) { fab_->abort(rank_, why); }
 
 inline memory_ops cuda_peer_transport::memory(const location& where) {
@@ -244,7 +475,7 @@ inline cuda_peer_transport::request cuda_peer_transport::isend(int peer, const_b
   m->bytes = data.size;
   m->src_rank = rank_;
   m->src_device = ctx_.device;
-  DDL_CUDA_CHECK(cudaEventCreateWithFlags(&m->ready, cudaEventDisableTiming));
+  m->ready = fab_->take_event(ctx_.device);
   DDL_CUDA_CHECK(cudaEventRecord(m->ready, ctx_.stream));
   {
     std::lock_guard<std::mutex> lk(fab_->mu_);
@@ -335,6 +566,18 @@ inline void cuda_peer_transport::check_stamp(request& req) {
   throw mismatch_error("cuda_peer_transport: " + detail::stamp_mismatch(rank_, mine, peer, other));
 }
 
+namespace detail {
+// Whether `p` is host memory (pageable or pinned), not a device's.
+inline bool on_host(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeUnregistered;
+}
+}  // namespace detail
+
 inline void cuda_peer_transport::enqueue(message& r, message& s) {
   if (s.bytes != r.bytes) {
     r.error = s.error = detail::size_mismatch("cuda_peer_transport", s.src_rank, s.bytes, rank_, r.bytes, r.tg);
@@ -343,11 +586,13 @@ inline void cuda_peer_transport::enqueue(message& r, message& s) {
   }
   cudaStream_t st = ctx_.stream;
   DDL_CUDA_CHECK(cudaStreamWaitEvent(st, s.ready, 0));
-  (void)cudaEventDestroy(s.ready);  // released once the wait has passed it
+  fab_->give_event(s.src_device, s.ready);  // the wait holds the record it waits for
   s.ready = nullptr;
   if (r.bytes) {
     const bool direct = fab_->direct(rank_, s.src_rank);
-    if (!r.fused) {
+    if (!r.fused && detail::on_host(r.dst) && detail::on_host(s.src)) {
+      std::memcpy(r.dst, s.src, r.bytes);  // host data (an address table): ready since the send was posted
+    } else if (!r.fused) {
       DDL_CUDA_CHECK(cudaMemcpyPeerAsync(r.dst, ctx_.device, s.src, s.src_device, r.bytes, st));
     } else {
       const std::byte* src = s.src;
@@ -367,7 +612,8 @@ inline void cuda_peer_transport::enqueue(message& r, message& s) {
       else cuda::reduce(r.dst, r.local, src, count, r.red, st);
     }
   }
-  DDL_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+  s.done = fab_->take_event(ctx_.device);
+  s.done_device = ctx_.device;
   DDL_CUDA_CHECK(cudaEventRecord(s.done, st));
   s.consumed.store(true, std::memory_order_release);
 }
@@ -389,7 +635,8 @@ inline bool cuda_peer_transport::test(request& req) {
   if (!m.consumed.load(std::memory_order_acquire)) return false;
   if (m.done) {
     DDL_CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, m.done, 0));  // the peer has read the buffer
-    (void)cudaEventDestroy(m.done);
+    fab_->give_event(m.done_device, m.done);
+    m.done = nullptr;
   }
   std::string err = m.error;
   req.msg_.reset();
@@ -430,13 +677,14 @@ inline void cuda_peer_transport::request_fields::withdraw() noexcept {
         for (auto it = q.begin(); it != q.end(); ++it)
           if (it->get() == &m) {
             q.erase(it);
-            if (m.ready) (void)cudaEventDestroy(m.ready);
+            t.fab_->give_event(m.src_device, m.ready);
             break;
           }
       }
     } else if (!m.recv && m.done) {
       (void)cudaStreamWaitEvent(t.ctx_.stream, m.done, 0);
-      (void)cudaEventDestroy(m.done);
+      t.fab_->give_event(m.done_device, m.done);
+      m.done = nullptr;
     }
   } catch (...) {
   }

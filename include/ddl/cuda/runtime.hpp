@@ -103,6 +103,130 @@ __global__ void combine(T* __restrict__ dst, const T* a, const T* b, std::size_t
   for (std::size_t i = tail + tid; i < n; i += stride) dst[i] = T(op(C(a[i]), C(b[i])));
 }
 
+/// Up to this many sources per `combine_many` launch (passed by value).
+inline constexpr int many_max = 32;
+struct sources {
+  const void* p[many_max];
+};
+
+// dst[i] = src[0][i] op src[1][i] op ... op src[n-1][i], left to right with a
+// rounding to T after each op (the host's `reduce_many` bits). Each thread
+// reads every source of its elements before it writes them, so `dst` may be
+// one of the sources. `aligned`: every pointer is 16-byte aligned.
+template <class T, class Op>
+__global__ void combine_many(T* dst, sources s, int n, std::size_t count, bool aligned, Op op) {
+  using C = compute_t<T>;
+  constexpr int W = vec<T>::width;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t tid = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::size_t tail = 0;
+  if (aligned && W > 1) {
+    const std::size_t nv = count / W;
+    for (std::size_t v = tid; v < nv; v += stride) {
+      alignas(16) T acc[W];
+      alignas(16) T x[W];
+      *reinterpret_cast<uint4*>(acc) = static_cast<const uint4*>(s.p[0])[v];
+      for (int k = 1; k < n; ++k) {
+        *reinterpret_cast<uint4*>(x) = static_cast<const uint4*>(s.p[k])[v];
+#pragma unroll
+        for (int j = 0; j < W; ++j) acc[j] = T(op(C(acc[j]), C(x[j])));
+      }
+      reinterpret_cast<uint4*>(dst)[v] = *reinterpret_cast<const uint4*>(acc);
+    }
+    tail = nv * W;
+  }
+  for (std::size_t i = tail + tid; i < count; i += stride) {
+    T a = static_cast<const T*>(s.p[0])[i];
+    for (int k = 1; k < n; ++k) a = T(op(C(a), C(static_cast<const T*>(s.p[k])[i])));
+    dst[i] = a;
+  }
+}
+
+/// The ranks' flag regions for `flagged_all_reduce` (one per rank, on its device).
+struct flag_regions {
+  std::byte* base[many_max];
+};
+/// A flag region: a counter, the stamps of two slots, then the two slots.
+inline constexpr std::size_t flag_header = 4096;
+inline constexpr std::size_t flag_slot = std::size_t{64} << 10;
+inline constexpr std::size_t flag_region_bytes = flag_header + 2 * flag_slot;
+
+__device__ inline unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// A whole one-shot all-reduce of up to `flag_slot` bytes in one block, with
+// no host synchronisation: rank r's k-th such call copies `in` into slot
+// k % 2 of its region, writes the call's stamp beside it and raises its
+// counter to k; waits for every peer's counter to reach k (at most
+// `timeout_ns`, or until `*aborted`), compares their stamps, and reduces the
+// slots in rank order into `out` (avg divided by n). A slot is written again
+// two calls later, after every peer raised its counter past k, so after each
+// finished reading it (its call k kernel ran before its call k + 1 one).
+// `err` (host memory, mapped): [code, peer, their bytes, their tag]; codes
+// 1 timeout, 2 stamps differ, 3 aborted. Then `out` is left alone.
+template <class T, class Op>
+__global__ void flagged_all_reduce(T* out, const T* in, std::size_t count, flag_regions g, int n, int r,
+                                   unsigned long long k, unsigned long long bytes, unsigned long long stamp,
+                                   unsigned long long timeout_ns, const volatile int* aborted,
+                                   volatile unsigned long long* err, bool avg, Op op) {
+  using C = compute_t<T>;
+  __shared__ int failed;
+  const std::size_t s = k % 2;
+  T* mine = reinterpret_cast<T*>(g.base[r] + flag_header + s * flag_slot);
+  for (std::size_t i = threadIdx.x; i < count; i += blockDim.x) mine[i] = in[i];
+  if (threadIdx.x == 0) {
+    failed = 0;
+    auto* st = reinterpret_cast<volatile unsigned long long*>(g.base[r] + 64 * (s + 1));
+    st[0] = bytes;
+    st[1] = stamp;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    *reinterpret_cast<volatile unsigned long long*>(g.base[r]) = k;
+  }
+  if (threadIdx.x < static_cast<unsigned>(n) && static_cast<int>(threadIdx.x) != r) {
+    const int p = static_cast<int>(threadIdx.x);
+    const auto* theirs = reinterpret_cast<const volatile unsigned long long*>(g.base[p]);
+    const unsigned long long until = global_ns() + timeout_ns;
+    int code = 0;
+    unsigned polls = 0;
+    while (*theirs < k) {
+      if ((++polls & 255u) == 0) {
+        if (*aborted) code = 3;
+        else if (global_ns() > until) code = 1;
+        if (code) break;
+      }
+    }
+    __threadfence_system();
+    unsigned long long tb = 0, tt = 0;
+    if (!code) {
+      const auto* st = reinterpret_cast<const volatile unsigned long long*>(g.base[p] + 64 * (s + 1));
+      tb = st[0];
+      tt = st[1];
+      if (tb != bytes || tt != stamp) code = 2;
+    }
+    if (code && atomicCAS(&failed, 0, 1) == 0 && err[0] == 0) {
+      err[1] = static_cast<unsigned long long>(p);
+      err[2] = tb;
+      err[3] = tt;
+      __threadfence_system();
+      err[0] = static_cast<unsigned long long>(code);
+    }
+  }
+  __syncthreads();
+  if (failed) return;
+  for (std::size_t i = threadIdx.x; i < count; i += blockDim.x) {
+    T a = reinterpret_cast<const T*>(g.base[0] + flag_header + s * flag_slot)[i];
+    for (int p = 1; p < n; ++p) a = T(op(C(a), C(reinterpret_cast<const T*>(g.base[p] + flag_header + s * flag_slot)[i])));
+    if (avg) a = T(C(a) / static_cast<C>(n));
+    out[i] = a;
+  }
+}
+
 template <class T>
 __global__ void divide(T* data, std::size_t n, int ranks) {
   using C = compute_t<T>;
@@ -175,6 +299,39 @@ inline void reduce(void* dst, const void* a, const void* b, std::size_t count, r
   DDL_CUDA_CHECK(cudaGetLastError());
 }
 
+/// `dst[i] = src[0][i] (op) ... (op) src[n-1][i]` on `stream`, left to right
+/// (the host `reduce_many`'s bits), in one kernel reading all n sources at
+/// once (`kernels::many_max` at most; more is an error). `dst` equals one of
+/// the sources or overlaps none. Sources may lie on peer devices with peer
+/// access enabled: the direct strategies (`one_shot`, `two_shot`) read their
+/// peers' buffers through it.
+inline void reduce_many(void* dst, const void* const* src, int n, std::size_t count, reduction r,
+                        cudaStream_t stream) {
+  if (count == 0 || n < 1) return;
+  if (n > kernels::many_max)
+    throw invalid_argument("cuda::reduce_many: " + std::to_string(n) + " sources; one kernel reads at most " +
+                           std::to_string(kernels::many_max) + " (use ring or multi_ring for more ranks)");
+  if (n == 1) {
+    if (dst != src[0]) DDL_CUDA_CHECK(cudaMemcpyAsync(dst, src[0], count * size_of(r.type), cudaMemcpyDefault, stream));
+    return;
+  }
+  kernels::sources s{};
+  std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(dst);
+  for (int k = 0; k < n; ++k) {
+    s.p[k] = src[k];
+    bits |= reinterpret_cast<std::uintptr_t>(src[k]);
+  }
+  const bool aligned = bits % 16 == 0;
+  visit_dtype(r.type, [&](auto tag) {
+    using T = decltype(tag);
+    visit_op(r.oper, [&](auto f) {
+      kernels::combine_many<T><<<grid_for(count, kernels::vec<T>::width), 256, 0, stream>>>(static_cast<T*>(dst), s, n,
+                                                                                            count, aligned, f);
+    });
+  });
+  DDL_CUDA_CHECK(cudaGetLastError());
+}
+
 /// The op's final touch on the device (`avg` divides by `ranks`).
 inline void finalize(void* data, std::size_t count, reduction r, int ranks, cudaStream_t stream,
                      reduce_engine engine = default_reduce_engine()) {
@@ -224,6 +381,9 @@ inline memory_ops device_memory_ops(stream_context* ctx) {
   };
   m.reduce = [](void* c, std::byte* dst, const std::byte* a, const std::byte* b, std::size_t count, reduction r) {
     reduce(dst, a, b, count, r, static_cast<stream_context*>(c)->stream);
+  };
+  m.reduce_many = [](void* c, std::byte* dst, const std::byte* const* src, int n, std::size_t count, reduction r) {
+    reduce_many(dst, reinterpret_cast<const void* const*>(src), n, count, r, static_cast<stream_context*>(c)->stream);
   };
   m.finalize = [](void* c, std::byte* p, std::size_t count, reduction r, int ranks) {
     finalize(p, count, r, ranks, static_cast<stream_context*>(c)->stream);

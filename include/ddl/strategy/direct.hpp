@@ -27,7 +27,9 @@
 ///    `MPI_Allreduce` takes 1.6, 5.1 us for 4 threads at 4 KiB where the
 ///    above took 10.2 (bench/results/mpi-vs-openmpi-mpich-gloo.md,
 ///    shared-memory.md, 2026-11-25). The direct reduce-scatter and
-///    all-gather take the same round up to that size.
+///    all-gather take the same round up to that size. A transport may run
+///    such a call itself (`flagged_all_reduce`: CUDA ranks, one kernel each,
+///    spinning on counters in device memory; up to its `flagged_bytes`).
 ///  * `ddl::two_shot` all-reduce: rank j reduces block j (`ddl::block_of`)
 ///    reading block j of all n inputs at once (a direct reduce-scatter), then
 ///    every rank copies each reduced block from its owner (a direct
@@ -603,6 +605,13 @@ struct one_shot : detail::direct_base {
     if constexpr (has_wait_until_v<Transport>) {
       if (bytes <= flagged_limit) {
         all_reduce_flagged(t, in, out, count, c);
+        return;
+      }
+    }
+    if constexpr (has_flagged_all_reduce_v<Transport>) {  // the transport's own counters (CUDA: device memory)
+      if (bytes <= Transport::flagged_bytes && t.flagged_ready()) {
+        t.flagged_all_reduce(in, out, count, c.red, c.base_tag,
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(c.opts->timeout));
         return;
       }
     }

@@ -90,6 +90,7 @@ struct plan_for {
     q.direct_read = detail::direct_read_of<T>::value;
     q.direct_round_one_step = detail::direct_round_of<T>::value;
     if constexpr (has_wait_until_v<T> && has_peer_memory_v<T>) q.one_round_bytes = one_shot::flagged_limit;
+    if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = T::flagged_bytes;
     if constexpr (has_peer_memory_v<T>) q.shared_levels = static_cast<int>(max_dims);
     return q;
   }
@@ -100,6 +101,7 @@ struct plan_for {
     q.peer_memory = peers_reachable(t);
     if constexpr (has_wait_until_v<T>)
       if (q.peer_memory) q.one_round_bytes = one_shot::flagged_limit;
+    if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = t.flagged_ready() ? T::flagged_bytes : 0;
     return q;
   }
   /// How the direct strategies are priced under these assumptions
@@ -121,15 +123,14 @@ struct plan_for {
 
 /// The innermost levels of `topo` whose units' ranks all share memory on
 /// transport `t` (`plan_for::shared_levels`): every level with
-/// `peer_memory`; with stages, the levels up to the largest whose every unit
+/// `peer_memory` (where `peers_reachable`); with stages, the levels up to the largest whose every unit
 /// (consecutive ranks) maps each other's stages (`stages_shared_among`, or
 /// all of them when `stages_shared()`); else none. The same on every rank.
 template <class T>
 int shared_levels(const T& t, const topology& topo) {
   const int k = static_cast<int>(topo.count());
   if constexpr (has_peer_memory_v<T>) {
-    (void)t;
-    return k;
+    return peers_reachable(t) ? k : 0;
   } else if constexpr (has_peer_stage_v<T>) {
     if (t.stages_shared()) return k;
     int levels = 0;

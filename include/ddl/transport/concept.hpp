@@ -46,6 +46,18 @@
 ///     receiving rank (threads of one process). Strategies that read their
 ///     peers' buffers in place (`ddl::one_shot`, `ddl::two_shot`) need it and
 ///     fail to compile without it; point-to-point strategies never look;
+///   - `bool peers_readable() const` (with `peer_memory`) — whether every
+///     rank can read every peer's buffers now (CUDA ranks on devices without
+///     peer access cannot); without it, always. `group_view` forwards it;
+///   - `static constexpr std::size_t flagged_bytes`, `bool flagged_ready()
+///     const` and `void flagged_all_reduce(const std::byte* in, std::byte*
+///     out, std::size_t count, ddl::reduction, ddl::tag stamp,
+///     std::chrono::nanoseconds timeout)` (with `peer_memory`) — a whole
+///     one_shot all-reduce of at most `flagged_bytes` per rank without a
+///     message, synchronised through counters in memory the ranks share
+///     (`cuda_peer_transport`: one kernel per rank spinning on its peers'
+///     device counters); `ddl::one_shot` takes it where `flagged_ready()`.
+///     The whole group only (`group_view` does not forward it);
 ///   - `std::byte* stage(std::size_t bytes)`, `const std::byte*
 ///     peer_stage(int peer, std::size_t bytes)` and `bool stages_shared()
 ///     const` — ranks that share memory through stages (MPI ranks of one
@@ -187,6 +199,22 @@ template <class T>
 struct has_peer_memory<T, std::enable_if_t<T::peer_memory>> : std::true_type {};
 
 template <class T, class = void>
+struct has_peers_readable : std::false_type {};
+template <class T>
+struct has_peers_readable<T, std::enable_if_t<std::is_same_v<decltype(std::declval<const T&>().peers_readable()), bool>>>
+    : std::true_type {};
+
+template <class T, class = void>
+struct has_flagged_all_reduce : std::false_type {};
+template <class T>
+struct has_flagged_all_reduce<
+    T, std::void_t<decltype(T::flagged_bytes), decltype(std::declval<const T&>().flagged_ready()),
+                   decltype(std::declval<T&>().flagged_all_reduce(std::declval<const std::byte*>(),
+                                                                  std::declval<std::byte*>(), std::size_t{}, reduction{},
+                                                                  tag{}, std::chrono::nanoseconds{}))>>
+    : std::true_type {};
+
+template <class T, class = void>
 struct has_peer_stage : std::false_type {};
 template <class T>
 struct has_peer_stage<
@@ -281,16 +309,23 @@ inline constexpr bool has_peer_buffer_v = has_peer_stage_v<T> && detail::has_pee
 template <class T>
 inline constexpr bool has_wait_until_v = has_peer_stage_v<T> && detail::has_wait_until<T>::value;
 
+/// True when `T` runs small one_shot all-reduces through shared counters
+/// without a message (`flagged_all_reduce`).
+template <class T>
+inline constexpr bool has_flagged_all_reduce_v = has_peer_memory_v<T> && detail::has_flagged_all_reduce<T>::value;
+
 /// True when `T`'s ranks can get at each other's memory, their buffers in
 /// place (`peer_memory`) or shared stages: the direct strategies compile over it.
 template <class T>
 inline constexpr bool reaches_peers_v = has_peer_memory_v<T> || has_peer_stage_v<T>;
 
 /// Whether every rank of `t`'s group can get at its peers' memory now:
-/// always with `peer_memory`, `t.stages_shared()` with stages.
+/// with `peer_memory` its `peers_readable()` where it has one, else
+/// always; `t.stages_shared()` with stages.
 template <class T>
 bool peers_reachable(const T& t) {
   if constexpr (has_peer_memory_v<T>) {
+    if constexpr (detail::has_peers_readable<T>::value) return t.peers_readable();
     (void)t;
     return true;
   } else if constexpr (has_peer_stage_v<T>) {

@@ -54,6 +54,11 @@ class group_view {
   const std::byte* peer_buffer(int peer, const detail::shared_region& r) {
     return parent_->peer_buffer(parent_rank(peer), r);
   }
+  /// Whether the members read each other's buffers (the parent's word).
+  template <class T = Transport, std::enable_if_t<detail::has_peers_readable<T>::value, int> = 0>
+  bool peers_readable() const {
+    return parent_->peers_readable();
+  }
   /// Whether the members map each other's stages: the parent's word on
   /// this group where it can say (`stages_shared_among`: the ranks of one
   /// machine do, though not every rank of the parent), else whether every
