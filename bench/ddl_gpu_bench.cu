@@ -7,7 +7,7 @@
 //       (a reduction moves 3S bytes, a copy 2S); ratio = reduce_bw / copy_bw.
 //       thrust::transform has no column: CCCL 3 runs it through the same
 //       cub::DeviceTransform.
-//   ddl-gpu-bench allreduce [--ranks 2,4,8] [--strategy ring|auto] [-b 1M] [-e 1G] [-f 4] [-n 10]
+//   ddl-gpu-bench allreduce [--ranks 2,4,8] [--strategy ring|auto|one_shot|two_shot|recursive_doubling|halving_doubling] [-b 1M] [-e 1G] [-f 4] [-n 10]
 //       all-reduce over cuda_peer_transport, all ranks on GPU 0, against the
 //       memory-traffic floor 2 n S / M_hbm (M_hbm: the copy bandwidth measured
 //       at that size in the same run); floor_eff = floor / time.
@@ -160,7 +160,7 @@ int allreduce_mode(const settings& s, const Strategy& strategy) {
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "ddl-gpu-bench: %s\nusage: ddl-gpu-bench reduce|allreduce [-b N] [-e N] [-f F] [-n ITERS]"
-                       " [--ranks 2,4,8] [--strategy ring|auto] [-d DTYPE] [-o OP]\n", why.c_str());
+                       " [--ranks 2,4,8] [--strategy ring|auto|one_shot|two_shot|recursive_doubling|halving_doubling] [-d DTYPE] [-o OP]\n", why.c_str());
   std::exit(2);
 }
 
@@ -204,6 +204,10 @@ int main(int argc, char** argv) {
     if (mode == "allreduce") {
       if (s.strategy == "ring") return allreduce_mode(s, ddl::ring{});
       if (s.strategy == "auto") return allreduce_mode(s, ddl::auto_strategy{});
+      if (s.strategy == "one_shot") return allreduce_mode(s, ddl::one_shot{});
+      if (s.strategy == "two_shot") return allreduce_mode(s, ddl::two_shot{});
+      if (s.strategy == "recursive_doubling") return allreduce_mode(s, ddl::recursive_doubling{});
+      if (s.strategy == "halving_doubling") return allreduce_mode(s, ddl::halving_doubling{});
       usage("unknown strategy '" + s.strategy + "'");
     }
     usage("unknown mode '" + mode + "'");

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # The GPU-side checks of the CUDA back-end, run on a machine with a GPU.
 # usage: bench/tools/gpu_checks.sh OUTDIR PHASE...   (from the repository root)
-#   build     configure build/gpu (MPI only when found) and build the CUDA targets
+#   build     configure build/gpu (MPI only when found) and build the CUDA targets;
+#             with DDL_GPU_PREBUILT=DIR (binaries built elsewhere for sm_90:
+#             ddl_test_cuda, ddl-gpu-bench, ddl-gpu-mpi-bench,
+#             ddl_example_allreduce_cuda, and libcudart beside them) those are
+#             used when they run here, and nothing is built; DDL_GPU_CMAKE_ARGS
+#             adds configure arguments (-DCMAKE_PREFIX_PATH=... for doctest)
 #   test      ddl_test_cuda (CTest's 'cuda'), ctest staged + the CUDA example -> tests.log
 #   sanitize  compute-sanitizer memcheck and racecheck on ddl_test_cuda -> sanitizer.log
-#   bench     ddl-gpu-bench reduce (both engines, 4 dtypes) and allreduce (ring, auto)
-#             -> reduce.txt, allreduce-*.txt
+#   bench     ddl-gpu-bench reduce (both engines, 4 dtypes) and allreduce (ring,
+#             auto, one_shot, two_shot; 8 B-32 KiB and 1 MiB-1 GiB), and
+#             ddl-gpu-mpi-bench over 4 MPI processes when MPI is there
+#             -> reduce.txt, allreduce-*.txt, mpi-staged.txt
 # Every step has its own time limit; machine.txt records the GPU, driver,
 # toolkit and commit. Each phase's exit status is printed; the script exits
 # non-zero when any step failed.
@@ -15,6 +22,11 @@ shift
 build=${DDL_GPU_BUILD:-build/gpu}
 mkdir -p "$out"
 status=0
+test_bin=$build/test/ddl_test_cuda
+bench_bin=$build/bench/ddl-gpu-bench
+mpi_bench_bin=$build/bench/ddl-gpu-mpi-bench
+example_bin=$build/examples/ddl_example_allreduce_cuda
+prebuilt=no
 
 # step NAME LIMIT_S LOG CMD...: run CMD under a time limit, appending to LOG.
 step() {
@@ -41,38 +53,61 @@ step() {
 for phase in "$@"; do
   case $phase in
     build)
+      pre=${DDL_GPU_PREBUILT:-}
+      if [ -n "$pre" ] && LD_LIBRARY_PATH="$pre:${LD_LIBRARY_PATH:-}" "$pre/ddl_test_cuda" --list-test-cases \
+          > "$out/prebuilt.log" 2>&1; then
+        export LD_LIBRARY_PATH="$pre:${LD_LIBRARY_PATH:-}"
+        test_bin=$pre/ddl_test_cuda bench_bin=$pre/ddl-gpu-bench mpi_bench_bin=$pre/ddl-gpu-mpi-bench
+        example_bin=$pre/ddl_example_allreduce_cuda prebuilt=yes
+        echo "== build: using the binaries in $pre" | tee -a "$out/build.log"
+        continue
+      fi
       mpi=OFF
       command -v mpicxx > /dev/null && mpi=ON
       step configure 180 "$out/build.log" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_CUDA_ARCHITECTURES=90 -DDDL_ENABLE_CUDA=ON -DDDL_ENABLE_MPI=$mpi
-      step build 400 "$out/build.log" cmake --build "$build" -j "$(nproc)" --target \
-        ddl_test_cuda ddl_test_staged ddl-gpu-bench ddl_example_allreduce_cuda
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DDDL_ENABLE_CUDA=ON -DDDL_ENABLE_MPI=$mpi ${DDL_GPU_CMAKE_ARGS:-}
+      targets="ddl_test_cuda ddl_test_staged ddl-gpu-bench ddl_example_allreduce_cuda"
+      [ "$mpi" = ON ] && targets="$targets ddl-gpu-mpi-bench"
+      # shellcheck disable=SC2086
+      step build 400 "$out/build.log" cmake --build "$build" -j "$(nproc)" --target $targets
       ;;
     test)
       # ddl_test_cuda is CTest's 'cuda' test; run directly for its per-case durations.
-      step test_cuda 360 "$out/tests.log" env DDL_TIMEOUT=60 "$build/test/ddl_test_cuda" --duration=true
-      step test_cuda_cub 360 "$out/tests.log" env DDL_TIMEOUT=60 DDL_CUDA_REDUCE=cub "$build/test/ddl_test_cuda" \
-        --duration=true '-tc=*collective*,*random floats*,*staging*,*DDL_CUDA_REDUCE*'
-      step ctest 120 "$out/tests.log" ctest --test-dir "$build" -R 'staged|example.allreduce_cuda' \
-        --output-on-failure --timeout 100
+      step test_cuda "${DDL_GPU_TEST_LIMIT:-360}" "$out/tests.log" env DDL_TIMEOUT=60 "$test_bin" --duration=true
+      step test_cuda_cub "${DDL_GPU_TEST_LIMIT:-360}" "$out/tests.log" env DDL_TIMEOUT=60 DDL_CUDA_REDUCE=cub \
+        "$test_bin" --duration=true '-tc=*random floats*,*staging*,*DDL_CUDA_REDUCE*,*asynchronous*,*flagged*'
+      if [ "$prebuilt" = yes ]; then
+        step example 60 "$out/tests.log" "$example_bin"
+      else
+        step ctest 120 "$out/tests.log" ctest --test-dir "$build" -R 'staged|example.allreduce_cuda' \
+          --output-on-failure --timeout 100
+      fi
       ;;
     sanitize)
       step memcheck 240 "$out/sanitizer.log" compute-sanitizer --tool memcheck --leak-check full \
-        --error-exitcode 3 "$build/test/ddl_test_cuda" -tc='*random floats*,*staging pipeline*,*misuse*'
+        --error-exitcode 3 "$test_bin" -tc='*random floats*,*staging pipeline*,*misuse*,*asynchronous*,*flagged*'
+      [ -n "${DDL_GPU_QUICK:-}" ] && continue  # memcheck only
       step racecheck 180 "$out/sanitizer.log" compute-sanitizer --tool racecheck --error-exitcode 3 \
-        "$build/test/ddl_test_cuda" -tc='*device reductions*'
+        "$test_bin" -tc='*device reductions*'
       step synccheck 120 "$out/sanitizer.log" compute-sanitizer --tool synccheck --error-exitcode 3 \
-        "$build/test/ddl_test_cuda" -tc='*random floats*'
+        "$test_bin" -tc='*random floats*'
       ;;
     bench)
       # Both device-reduction engines (ddl's kernel, CCCL's cub) beside a D2D copy, per dtype.
-      for d in float half bfloat16 double; do
-        step "reduce_$d" 120 "$out/reduce.txt" "$build/bench/ddl-gpu-bench" reduce -d "$d" -b 1M -e 1G -f 4 -n 20
+      # The all-reduce: small (latency) and large (bandwidth) per strategy.
+      for st in two_shot one_shot ring auto; do
+        step "allreduce_${st}_small" 60 "$out/allreduce-$st.txt" "$bench_bin" allreduce \
+          --ranks 2,4,8 --strategy "$st" -b 8 -e 32K -f 8 -n 20
+        step "allreduce_${st}_large" 150 "$out/allreduce-$st.txt" "$bench_bin" allreduce \
+          --ranks 2,4,8 --strategy "$st" -b 1M -e "${DDL_GPU_LARGEST:-1G}" -f 4 -n 10
       done
-      step allreduce_ring 240 "$out/allreduce-ring.txt" "$build/bench/ddl-gpu-bench" allreduce \
-        --ranks 2,4,8 --strategy ring -b 1M -e 1G -f 4 -n 10
-      step allreduce_auto 200 "$out/allreduce-auto.txt" "$build/bench/ddl-gpu-bench" allreduce \
-        --ranks 2,4,8 --strategy auto -b 1M -e 1G -f 4 -n 10
+      for d in float half bfloat16 double; do
+        step "reduce_$d" 120 "$out/reduce.txt" "$bench_bin" reduce -d "$d" -b 1M -e 1G -f 4 -n 20
+      done
+      if [ -x "$mpi_bench_bin" ] && command -v mpirun > /dev/null; then
+        step mpi_staged 150 "$out/mpi-staged.txt" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+          mpirun -n 4 --oversubscribe -x LD_LIBRARY_PATH "$mpi_bench_bin" -b 1M -e 256M -f 4 -n 10
+      fi
       ;;
     *)
       echo "gpu_checks.sh: unknown phase '$phase' (build, test, sanitize, bench)" >&2

@@ -1,0 +1,162 @@
+// ddl-gpu-mpi-bench: device buffers over MPI against what a user without ddl
+// writes, on the same buffers, side by side in one run.
+//
+//   mpirun -n 4 ddl-gpu-mpi-bench [-b 1M] [-e 256M] [-f 4] [-n 10] [--strategy auto|ring]
+//
+// Each process holds a float32 device buffer on GPU (rank % devices) and
+// all-reduces it in place (sum):
+//   - ddl: `communicator<Strategy, mpi_staged_transport>` (pieces staged
+//     through pinned host memory, copies overlapping MPI; `mpi_cuda.hpp`);
+//   - baseline: cudaMemcpy to a pinned host buffer, MPI_Allreduce(MPI_IN_PLACE),
+//     cudaMemcpy back.
+// Time per call: the slowest rank's, median of -n after 2 warm-ups; each
+// call starts from a barrier with the buffer refilled. `wrong` counts the
+// elements (all ranks) that are not n after the call. ratio = baseline / ddl.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <thrust/count.h>
+#include <thrust/device_ptr.h>
+#include <thrust/execution_policy.h>
+#include <thrust/fill.h>
+
+#include <ddl/cuda.hpp>
+#include <ddl/mpi_cuda.hpp>
+
+namespace {
+
+struct settings {
+  std::size_t b = 1 << 20, e = std::size_t{256} << 20;
+  double f = 4;
+  int iters = 10;
+  std::string strategy = "auto";
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The slowest rank's seconds for `call`, median of `iters` (after 2
+// warm-ups); `refill` runs before each, outside the timing.
+template <class Refill, class Call>
+double time_calls(int iters, Refill&& refill, Call&& call) {
+  std::vector<double> t;
+  for (int i = 0; i < iters + 2; ++i) {
+    refill();
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (i >= 2) t.push_back(dt);
+  }
+  return median(t);
+}
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "ddl-gpu-mpi-bench: %s\nusage: mpirun -n N ddl-gpu-mpi-bench [-b N] [-e N] [-f F] [-n ITERS]"
+                       " [--strategy auto|ring]\n", why.c_str());
+  std::exit(2);
+}
+
+template <class Strategy>
+int run(const settings& s, const Strategy& strategy) {
+  int rank = 0, n = 1, devices = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  DDL_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  const int dev = rank % devices;
+  DDL_CUDA_CHECK(cudaSetDevice(dev));
+  cudaStream_t stream = nullptr;
+  DDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    ddl::mpi_transport mt(MPI_COMM_WORLD);
+    ddl::cuda::staging_device staging(dev, stream);
+    ddl::mpi_staged_transport t(mt, staging);
+    ddl::communicator<Strategy, ddl::mpi_staged_transport> comm(t, strategy);
+    float* d = nullptr;
+    float* h = nullptr;
+    DDL_CUDA_CHECK(cudaMalloc(&d, s.e));
+    DDL_CUDA_CHECK(cudaMallocHost(&h, s.e));
+    if (rank == 0) {
+      std::printf("# ddl-gpu-mpi-bench: %d MPI processes on %d GPU(s), float32 sum, in place; ddl %s over "
+                  "mpi_staged_transport vs cudaMemcpy D2H + MPI_Allreduce(MPI_IN_PLACE) + H2D (pinned); slowest "
+                  "rank, median of %d\n", n, devices, strategy.describe().c_str(), s.iters);
+      std::printf("# %12s %12s %12s %8s %6s\n", "size(B)", "ddl_us", "mpi_copy_us", "ratio", "wrong");
+    }
+    for (std::size_t bytes = s.b; bytes <= s.e; bytes = static_cast<std::size_t>(static_cast<double>(bytes) * s.f)) {
+      const std::size_t count = bytes / sizeof(float);
+      const auto on = thrust::cuda::par.on(stream);
+      thrust::device_ptr<float> p(d);
+      auto refill = [&] {
+        thrust::fill(on, p, p + static_cast<std::ptrdiff_t>(count), 1.0f);
+        DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+      };
+      long wrong = 0;
+      auto count_wrong = [&] {
+        long w = static_cast<long>(count) - static_cast<long>(thrust::count(on, p, p + static_cast<std::ptrdiff_t>(count),
+                                                                            static_cast<float>(n)));
+        MPI_Allreduce(MPI_IN_PLACE, &w, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        wrong += w;
+      };
+      const double t_ddl = time_calls(s.iters, refill, [&] {
+        comm.all_reduce(ddl::device_view(d, count, dev, stream), ddl::op::sum);
+        DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+      });
+      count_wrong();
+      const double t_mpi = time_calls(s.iters, refill, [&] {
+        DDL_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, stream));
+        DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+        MPI_Allreduce(MPI_IN_PLACE, h, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        DDL_CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream));
+        DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+      });
+      count_wrong();
+      if (rank == 0) {
+        std::printf("  %12zu %12.1f %12.1f %8.2f %6ld\n", bytes, t_ddl * 1e6, t_mpi * 1e6, t_mpi / t_ddl, wrong);
+        std::fflush(stdout);
+      }
+    }
+    DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    (void)cudaFree(d);
+    (void)cudaFreeHost(h);
+  }
+  (void)cudaStreamDestroy(stream);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ddl::mpi_session mpi(argc, argv);
+  settings s;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) usage(a + " needs a value");
+    const std::string v = argv[++i];
+    try {
+      if (a == "-b") s.b = ddl::detail::parse_bytes("-b", v.c_str());
+      else if (a == "-e") s.e = ddl::detail::parse_bytes("-e", v.c_str());
+      else if (a == "-f") s.f = std::stod(v);
+      else if (a == "-n") s.iters = std::stoi(v);
+      else if (a == "--strategy") s.strategy = v;
+      else usage("unknown flag '" + a + "'");
+    } catch (const std::exception& e) {
+      usage(e.what());
+    }
+  }
+  if (s.f <= 1 || s.iters < 1 || s.b < 4 || s.e < s.b) usage("bad sweep");
+  try {
+    if (s.strategy == "auto") return run(s, ddl::auto_strategy{});
+    if (s.strategy == "ring") return run(s, ddl::ring{});
+    usage("unknown strategy '" + s.strategy + "'");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ddl-gpu-mpi-bench: %s\n", e.what());
+    return 1;
+  }
+}
