@@ -135,6 +135,9 @@ class cuda_peer_transport {
                                  std::chrono::nanoseconds timeout);
   /// Throws what a flagged call of this rank found, if anything (see above).
   inline void check_flagged() const;
+  /// The error for a peer whose flagged call differs from this rank's.
+  inline mismatch_error flagged_mismatch(tag mine, std::uint64_t my_bytes, int peer, tag theirs,
+                                         std::uint64_t their_bytes) const;
 
   struct message {
     // set by the sender
@@ -378,14 +381,18 @@ inline void cuda_peer_transport::check_flagged() const {
   if (code == 3) throw transport_error(what + fab_->abort_reason_);
   if (code == 1)
     throw timeout_error(peer, "one_shot (flagged)", "all_reduce", 0.0);
-  const tag theirs = e[3], mine = e[5];
-  const unsigned long long their_bytes = e[2], my_bytes = e[4];
+  throw flagged_mismatch(e[5], e[4], peer, e[3], e[2]);
+}
+
+inline mismatch_error cuda_peer_transport::flagged_mismatch(tag mine, std::uint64_t my_bytes, int peer, tag theirs,
+                                                            std::uint64_t their_bytes) const {
+  const std::string what = "cuda_peer_transport: one_shot through the flag regions: ";
   if (detail::stamps_disagree(mine, theirs) || their_bytes == my_bytes)
-    throw mismatch_error(what + detail::stamp_mismatch(rank_, mine, peer, theirs));
-  throw mismatch_error(what + detail::mismatch_words + detail::describe_tag(mine) +
-                       ": ranks disagree on the input count: rank " + std::to_string(rank_) + " passed " +
-                       std::to_string(my_bytes) + " bytes, rank " + std::to_string(peer) + " " +
-                       std::to_string(their_bytes));
+    return mismatch_error(what + detail::stamp_mismatch(rank_, mine, peer, theirs));
+  return mismatch_error(what + detail::mismatch_words + detail::describe_tag(mine) +
+                        ": ranks disagree on the input count: rank " + std::to_string(rank_) + " passed " +
+                        std::to_string(my_bytes) + " bytes, rank " + std::to_string(peer) + " " +
+                        std::to_string(their_bytes));
 }
 
 // Marks this rank at `at` and waits until every rank has come that far
@@ -424,16 +431,8 @@ inline void cuda_peer_transport::flagged_all_reduce(const std::byte* in, std::by
   seats[rank_].stamp = stamp;
   meet(2 * k - 1, until, "one_shot (flagged): peers entering the call");
   for (int p = 0; p < size(); ++p) {
-    const tag theirs = seats[p].stamp;
-    const std::uint64_t their_bytes = seats[p].bytes;
-    if (theirs == stamp && their_bytes == bytes) continue;
-    const std::string what = "cuda_peer_transport: one_shot through the flag regions: ";
-    if (detail::stamps_disagree(stamp, theirs) || their_bytes == bytes)
-      throw mismatch_error(what + detail::stamp_mismatch(rank_, stamp, p, theirs));
-    throw mismatch_error(what + detail::mismatch_words + detail::describe_tag(stamp) +
-                         ": ranks disagree on the input count: rank " + std::to_string(rank_) + " passed " +
-                         std::to_string(bytes) + " bytes, rank " + std::to_string(p) + " " +
-                         std::to_string(their_bytes));
+    if (seats[p].stamp != stamp || seats[p].bytes != bytes)
+      throw flagged_mismatch(stamp, bytes, p, seats[p].stamp, seats[p].bytes);
   }
   volatile unsigned long long* err = fab_->err_of(rank_);
   err[4] = bytes;  // what this rank called, for the message of a mismatch
