@@ -72,9 +72,20 @@ for phase in "$@"; do
       step build 400 "$out/build.log" cmake --build "$build" -j "$(nproc)" --target $targets
       ;;
     test)
-      # ddl_test_cuda is CTest's 'cuda' test; run directly for its per-case durations.
-      step test_cuda "${DDL_GPU_TEST_LIMIT:-360}" "$out/tests.log" env DDL_TIMEOUT=60 "$test_bin" --duration=true
-      step test_cuda_cub "${DDL_GPU_TEST_LIMIT:-360}" "$out/tests.log" env DDL_TIMEOUT=60 DDL_CUDA_REDUCE=cub \
+      # ddl_test_cuda is CTest's 'cuda' test; run directly, one test case at a
+      # time under its own limit (DDL_GPU_CASE_LIMIT, 120 s), so a case that
+      # hangs costs its limit and the others still run (a deadlock once ate a
+      # whole lease). DDL_TIMEOUT=20 bounds each wait inside a case too.
+      "$test_bin" --list-test-cases --no-intro 2> /dev/null | grep '^cuda:' > "$out/cases.txt"
+      k=0
+      while IFS= read -r tc; do
+        k=$((k + 1))
+        # doctest's filters take wildcards: escape its separators and brackets by '?'
+        pattern=$(printf '%s' "$tc" | sed 's/[],[]/?/g')
+        step "test_cuda_$k" "${DDL_GPU_CASE_LIMIT:-120}" "$out/tests.log" env DDL_TIMEOUT=20 "$test_bin" \
+          --duration=true "--test-case=$pattern"
+      done < "$out/cases.txt"
+      step test_cuda_cub 120 "$out/tests.log" env DDL_TIMEOUT=20 DDL_CUDA_REDUCE=cub \
         "$test_bin" --duration=true '-tc=*random floats*,*staging*,*DDL_CUDA_REDUCE*,*asynchronous*,*flagged*'
       if [ "$prebuilt" = yes ]; then
         step example 60 "$out/tests.log" "$example_bin"
