@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -151,6 +152,19 @@ inline constexpr std::size_t flag_header = 4096;
 inline constexpr std::size_t flag_slot = std::size_t{64} << 10;
 inline constexpr std::size_t flag_region_bytes = flag_header + 2 * flag_slot;
 
+/// `*p` loaded through L2 only (`__ldcg`), for data another multiprocessor wrote.
+template <class T>
+__device__ inline T load_cg(const T* p) {
+  using U = std::conditional_t<sizeof(T) == 1, unsigned char,
+                               std::conditional_t<sizeof(T) == 2, unsigned short,
+                                                  std::conditional_t<sizeof(T) == 4, unsigned int, unsigned long long>>>;
+  static_assert(sizeof(T) == sizeof(U), "load_cg: 1, 2, 4 or 8 bytes");
+  const U u = __ldcg(reinterpret_cast<const U*>(p));
+  T t;
+  memcpy(&t, &u, sizeof t);
+  return t;
+}
+
 __device__ inline unsigned long long global_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -219,9 +233,12 @@ __global__ void flagged_all_reduce(T* out, const T* in, std::size_t count, flag_
   }
   __syncthreads();
   if (failed) return;
+  // Peers' slots are read through L2 (`ld.global.cg`), never from this
+  // multiprocessor's L1, which is not coherent with their writes.
+  auto slot = [&](int p) { return reinterpret_cast<const T*>(g.base[p] + flag_header + s * flag_slot); };
   for (std::size_t i = threadIdx.x; i < count; i += blockDim.x) {
-    T a = reinterpret_cast<const T*>(g.base[0] + flag_header + s * flag_slot)[i];
-    for (int p = 1; p < n; ++p) a = T(op(C(a), C(reinterpret_cast<const T*>(g.base[p] + flag_header + s * flag_slot)[i])));
+    T a = load_cg(slot(0) + i);
+    for (int p = 1; p < n; ++p) a = T(op(C(a), C(load_cg(slot(p) + i))));
     if (avg) a = T(C(a) / static_cast<C>(n));
     out[i] = a;
   }
