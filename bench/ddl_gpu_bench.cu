@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <thrust/count.h>
@@ -121,8 +122,8 @@ int allreduce_mode(const settings& s, const Strategy& strategy) {
   std::printf("# ddl-gpu-bench allreduce: cuda_peer_transport, every rank on GPU 0, float32 sum, in place;"
               " %s; median of %d\n", strategy.describe().c_str(), s.iters);
   std::printf("# floor = 2 n S / M_hbm, M_hbm = 2S / t(cudaMemcpy D2D of S) measured here\n");
-  std::printf("# %5s %12s %12s %12s %12s %9s %6s\n", "ranks", "size(B)", "time_us", "algbw_GB/s", "floor_us",
-              "floor_eff", "wrong");
+  std::printf("# %5s %12s %12s %12s %12s %9s %6s  %s\n", "ranks", "size(B)", "time_us", "algbw_GB/s", "floor_us",
+              "floor_eff", "wrong", "plan");
   for (int n : s.ranks) {
     for (std::size_t bytes : sizes(s)) {
       const std::size_t count = bytes / 4;
@@ -131,6 +132,7 @@ int allreduce_mode(const settings& s, const Strategy& strategy) {
       ddl::thread_barrier bar(n);
       std::vector<double> times;
       long wrong = 0;
+      std::string plan = strategy.describe();  // auto: the plan it ran
       ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
       fab.run([&](ddl::cuda_peer_transport& t) {
         ddl::communicator<Strategy, ddl::cuda_peer_transport> comm(t, strategy);
@@ -147,11 +149,15 @@ int allreduce_mode(const settings& s, const Strategy& strategy) {
           if (t.rank() == 0 && i >= 2) times.push_back(dt);
         }
         const long w = static_cast<long>(count) - static_cast<long>(thrust::count(on, d.begin(), d.end(), float(n)));
-        if (t.rank() == 0) wrong = w;
+        if (t.rank() == 0) {
+          wrong = w;
+          if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>)
+            plan = ddl::describe(comm.strategy().topo(), comm.strategy().running(bytes, true));
+        }
       });
       const double tm = median(times);
-      std::printf("  %5d %12zu %12.1f %12.2f %12.1f %9.3f %6ld\n", n, bytes, tm * 1e6, bytes / tm / 1e9,
-                  floor_s * 1e6, floor_s / tm, wrong);
+      std::printf("  %5d %12zu %12.1f %12.2f %12.1f %9.3f %6ld  %s\n", n, bytes, tm * 1e6, bytes / tm / 1e9,
+                  floor_s * 1e6, floor_s / tm, wrong, plan.c_str());
       std::fflush(stdout);
     }
   }

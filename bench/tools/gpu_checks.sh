@@ -10,7 +10,8 @@
 #   test      ddl_test_cuda (CTest's 'cuda'), ctest staged + the CUDA example -> tests.log
 #   sanitize  compute-sanitizer memcheck and racecheck on ddl_test_cuda -> sanitizer.log
 #   bench     ddl-gpu-bench reduce (both engines, 4 dtypes) and allreduce (ring,
-#             auto, one_shot, two_shot; 8 B-32 KiB and 1 MiB-1 GiB), and
+#             auto with the plan it ran, one_shot, two_shot, recursive and
+#             halving doubling; 8 B-32 KiB and 1 MiB-1 GiB), and
 #             ddl-gpu-mpi-bench over 4 MPI processes when MPI is there
 #             -> reduce.txt, allreduce-*.txt, mpi-staged.txt
 # Every step has its own time limit; machine.txt records the GPU, driver,
@@ -106,7 +107,7 @@ for phase in "$@"; do
     bench)
       # Both device-reduction engines (ddl's kernel, CCCL's cub) beside a D2D copy, per dtype.
       # The all-reduce: small (latency) and large (bandwidth) per strategy.
-      for st in two_shot one_shot ring auto; do
+      for st in two_shot one_shot ring auto recursive_doubling halving_doubling; do
         step "allreduce_${st}_small" 60 "$out/allreduce-$st.txt" "$bench_bin" allreduce \
           --ranks 2,4,8 --strategy "$st" -b 8 -e 32K -f 8 -n 20
         step "allreduce_${st}_large" 150 "$out/allreduce-$st.txt" "$bench_bin" allreduce \
