@@ -43,7 +43,7 @@
 /// which deadlocked until the deadline when the kernels were launched
 /// unmet (H200, 2026-11-26, bench/results/gpu-h200.md).
 #if !defined(__CUDACC__)
-#error "ddl/transport/cuda_peer.hpp: compile this translation unit with nvcc"
+#error "ddl/cuda/peer_transport.hpp: compile this translation unit with nvcc (CMake: set its LANGUAGE to CUDA)"
 #endif
 #include <atomic>
 #include <chrono>
