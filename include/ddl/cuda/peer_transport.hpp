@@ -130,14 +130,11 @@ class cuda_peer_transport {
   /// `timeout` is a `timeout_error` naming it; an abort, a `transport_error`.
   /// What the kernel itself finds (a peer's kernel that never runs, within
   /// `timeout`; an abort) leaves `out` alone and is reported by this rank's
-  /// next flagged call and by `cuda_peer_fabric::run`.
+  /// next flagged call and by `cuda_peer_fabric::run` (`check_flagged`).
   inline void flagged_all_reduce(const std::byte* in, std::byte* out, std::size_t count, reduction red, tag stamp,
                                  std::chrono::nanoseconds timeout);
   /// Throws what a flagged call of this rank found, if anything (see above).
   inline void check_flagged() const;
-  /// The error for a peer whose flagged call differs from this rank's.
-  inline mismatch_error flagged_mismatch(tag mine, std::uint64_t my_bytes, int peer, tag theirs,
-                                         std::uint64_t their_bytes) const;
 
   struct message {
     // set by the sender
@@ -316,7 +313,7 @@ class cuda_peer_fabric {
   bool all_direct_ = true;
   // Flagged calls: each rank's flag region, whether they are there, and
   // mapped host words: the abort flag (an int in the first 8 bytes), then 8
-  // words per rank (`kernels::flagged_all_reduce`'s `err`).
+  // words per rank (`kernels::flagged_all_reduce`'s `err`: code, peer).
   cuda::kernels::flag_regions regions_{};
   bool flagged_ = false;
   // Where the ranks' threads meet around a flagged call: per rank, how far
@@ -376,23 +373,8 @@ inline void cuda_peer_transport::check_flagged() const {
   const volatile unsigned long long* e = fab_->err_of(rank_);
   const unsigned long long code = e[0];
   if (code == 0) return;
-  const int peer = static_cast<int>(e[1]);
-  const std::string what = "cuda_peer_transport: one_shot through the flag regions: ";
-  if (code == 3) throw transport_error(what + fab_->abort_reason_);
-  if (code == 1)
-    throw timeout_error(peer, "one_shot (flagged)", "all_reduce", 0.0);
-  throw flagged_mismatch(e[5], e[4], peer, e[3], e[2]);
-}
-
-inline mismatch_error cuda_peer_transport::flagged_mismatch(tag mine, std::uint64_t my_bytes, int peer, tag theirs,
-                                                            std::uint64_t their_bytes) const {
-  const std::string what = "cuda_peer_transport: one_shot through the flag regions: ";
-  if (detail::stamps_disagree(mine, theirs) || their_bytes == my_bytes)
-    return mismatch_error(what + detail::stamp_mismatch(rank_, mine, peer, theirs));
-  return mismatch_error(what + detail::mismatch_words + detail::describe_tag(mine) +
-                        ": ranks disagree on the input count: rank " + std::to_string(rank_) + " passed " +
-                        std::to_string(my_bytes) + " bytes, rank " + std::to_string(peer) + " " +
-                        std::to_string(their_bytes));
+  if (code == 3) throw transport_error("cuda_peer_transport: one_shot through the flag regions: " + fab_->abort_reason_);
+  throw timeout_error(static_cast<int>(e[1]), "one_shot (flagged): the peer's kernel", "all_reduce", 0.0);
 }
 
 // Marks this rank at `at` and waits until every rank has come that far
@@ -431,20 +413,26 @@ inline void cuda_peer_transport::flagged_all_reduce(const std::byte* in, std::by
   seats[rank_].stamp = stamp;
   meet(2 * k - 1, until, "one_shot (flagged): peers entering the call");
   for (int p = 0; p < size(); ++p) {
-    if (seats[p].stamp != stamp || seats[p].bytes != bytes)
-      throw flagged_mismatch(stamp, bytes, p, seats[p].stamp, seats[p].bytes);
+    const tag theirs = seats[p].stamp;
+    const std::uint64_t their_bytes = seats[p].bytes;
+    if (theirs == stamp && their_bytes == bytes) continue;
+    const std::string what = "cuda_peer_transport: one_shot through the flag regions: ";
+    if (detail::stamps_disagree(stamp, theirs) || their_bytes == bytes)
+      throw mismatch_error(what + detail::stamp_mismatch(rank_, stamp, p, theirs));
+    throw mismatch_error(what + detail::mismatch_words + detail::describe_tag(stamp) +
+                         ": ranks disagree on the input count: rank " + std::to_string(rank_) + " passed " +
+                         std::to_string(bytes) + " bytes, rank " + std::to_string(p) + " " +
+                         std::to_string(their_bytes));
   }
   volatile unsigned long long* err = fab_->err_of(rank_);
-  err[4] = bytes;  // what this rank called, for the message of a mismatch
-  err[5] = stamp;
   const auto ns = static_cast<unsigned long long>(timeout.count() > 0 ? timeout.count() : 0);
   const int n = size();
   visit_dtype(red.type, [&](auto tg) {
     using T = decltype(tg);
     visit_op(red.oper, [&](auto f) {
       cuda::kernels::flagged_all_reduce<T><<<1, 256, 0, ctx_.stream>>>(
-          reinterpret_cast<T*>(out), reinterpret_cast<const T*>(in), count, fab_->regions_, n, rank_, k, bytes,
-          stamp, ns, reinterpret_cast<const volatile int*>(fab_->host_words_), err, red.oper == op::avg, f);
+          reinterpret_cast<T*>(out), reinterpret_cast<const T*>(in), count, fab_->regions_, n, rank_, k, ns,
+          reinterpret_cast<const volatile int*>(fab_->host_words_), err, red.oper == op::avg, f);
     });
   });
   DDL_CUDA_CHECK(cudaGetLastError());

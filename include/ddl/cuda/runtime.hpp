@@ -147,7 +147,7 @@ __global__ void combine_many(T* dst, sources s, int n, std::size_t count, bool a
 struct flag_regions {
   std::byte* base[many_max];
 };
-/// A flag region: a counter, the stamps of two slots, then the two slots.
+/// A flag region: a counter (in a 4 KiB header), then the two slots.
 inline constexpr std::size_t flag_header = 4096;
 inline constexpr std::size_t flag_slot = std::size_t{64} << 10;
 inline constexpr std::size_t flag_region_bytes = flag_header + 2 * flag_slot;
@@ -173,30 +173,24 @@ __device__ inline unsigned long long global_ns() {
 
 // A whole one-shot all-reduce of up to `flag_slot` bytes in one block, with
 // no host synchronisation: rank r's k-th such call copies `in` into slot
-// k % 2 of its region, writes the call's stamp beside it and raises its
-// counter to k; waits for every peer's counter to reach k (at most
-// `timeout_ns`, or until `*aborted`), compares their stamps, and reduces the
-// slots in rank order into `out` (avg divided by n). A slot is written again
-// two calls later, after every peer raised its counter past k, so after each
-// finished reading it (its call k kernel ran before its call k + 1 one).
-// `err` (host memory, mapped): [code, peer, their bytes, their tag]; codes
-// 1 timeout, 2 stamps differ, 3 aborted. Then `out` is left alone.
+// k % 2 of its region and raises its counter to k; waits for every peer's
+// counter to reach k (at most `timeout_ns`, or until `*aborted`), and
+// reduces the slots in rank order into `out` (avg divided by n). The ranks
+// compared their calls before the launch (`cuda_peer_transport::
+// flagged_all_reduce`). A slot is written again two calls later, after every
+// peer raised its counter past k, so after each finished reading it (its
+// call k kernel ran before its call k + 1 one). `err` (host memory, mapped):
+// [code, peer]; codes 1 timeout, 3 aborted. Then `out` is left alone.
 template <class T, class Op>
 __global__ void flagged_all_reduce(T* out, const T* in, std::size_t count, flag_regions g, int n, int r,
-                                   unsigned long long k, unsigned long long bytes, unsigned long long stamp,
-                                   unsigned long long timeout_ns, const volatile int* aborted,
+                                   unsigned long long k, unsigned long long timeout_ns, const volatile int* aborted,
                                    volatile unsigned long long* err, bool avg, Op op) {
   using C = compute_t<T>;
   __shared__ int failed;
   const std::size_t s = k % 2;
   T* mine = reinterpret_cast<T*>(g.base[r] + flag_header + s * flag_slot);
   for (std::size_t i = threadIdx.x; i < count; i += blockDim.x) mine[i] = in[i];
-  if (threadIdx.x == 0) {
-    failed = 0;
-    auto* st = reinterpret_cast<volatile unsigned long long*>(g.base[r] + 64 * (s + 1));
-    st[0] = bytes;
-    st[1] = stamp;
-  }
+  if (threadIdx.x == 0) failed = 0;
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence_system();
@@ -216,17 +210,8 @@ __global__ void flagged_all_reduce(T* out, const T* in, std::size_t count, flag_
       }
     }
     __threadfence_system();
-    unsigned long long tb = 0, tt = 0;
-    if (!code) {
-      const auto* st = reinterpret_cast<const volatile unsigned long long*>(g.base[p] + 64 * (s + 1));
-      tb = st[0];
-      tt = st[1];
-      if (tb != bytes || tt != stamp) code = 2;
-    }
     if (code && atomicCAS(&failed, 0, 1) == 0 && err[0] == 0) {
       err[1] = static_cast<unsigned long long>(p);
-      err[2] = tb;
-      err[3] = tt;
       __threadfence_system();
       err[0] = static_cast<unsigned long long>(code);
     }
