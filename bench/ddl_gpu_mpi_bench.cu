@@ -5,13 +5,18 @@
 //
 // Each process holds a float32 device buffer on GPU (rank % devices) and
 // all-reduces it in place (sum):
-//   - ddl: `communicator<Strategy, mpi_staged_transport>` (pieces staged
-//     through pinned host memory, copies overlapping MPI; `mpi_cuda.hpp`);
+//   - ddl: `communicator<Strategy, mpi_staged_transport>` as a user gets it
+//     (`staging_options::from_env()`: calls up to `bounce_bytes`, 16 MiB or
+//     `DDL_STAGING_BOUNCE`, copied whole to a pinned shared host buffer and
+//     run on MPI by ddl's host collective; larger ones staged piece by piece
+//     through pinned memory, copies overlapping MPI; `mpi_cuda.hpp`);
+//   - ddl_staged: the same with `bounce_bytes` 0 (every call piece by piece);
 //   - baseline: cudaMemcpy to a pinned host buffer, MPI_Allreduce(MPI_IN_PLACE),
 //     cudaMemcpy back.
 // Time per call: the slowest rank's, median of -n after 2 warm-ups; each
 // call starts from a barrier with the buffer refilled. `wrong` counts the
-// elements (all ranks) that are not n after the call. ratio = baseline / ddl.
+// elements (all ranks) that are not n after the calls. ratio = baseline / ddl,
+// staged_ratio = baseline / ddl_staged.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -77,17 +82,22 @@ int run(const settings& s, const Strategy& strategy) {
   {
     ddl::mpi_transport mt(MPI_COMM_WORLD);
     ddl::cuda::staging_device staging(dev, stream);
-    ddl::mpi_staged_transport t(mt, staging);
-    ddl::communicator<Strategy, ddl::mpi_staged_transport> comm(t, strategy);
+    const ddl::staging_options as_given = ddl::staging_options::from_env();
+    ddl::staging_options piecewise = as_given;
+    piecewise.bounce_bytes = 0;
+    ddl::mpi_staged_transport t(mt, staging, as_given), tp(mt, staging, piecewise);
+    ddl::communicator<Strategy, ddl::mpi_staged_transport> comm(t, strategy), comm_staged(tp, strategy);
     float* d = nullptr;
     float* h = nullptr;
     DDL_CUDA_CHECK(cudaMalloc(&d, s.e));
     DDL_CUDA_CHECK(cudaMallocHost(&h, s.e));
     if (rank == 0) {
       std::printf("# ddl-gpu-mpi-bench: %d MPI processes on %d GPU(s), float32 sum, in place; ddl %s over "
-                  "mpi_staged_transport vs cudaMemcpy D2H + MPI_Allreduce(MPI_IN_PLACE) + H2D (pinned); slowest "
-                  "rank, median of %d\n", n, devices, strategy.describe().c_str(), s.iters);
-      std::printf("# %12s %12s %12s %8s %6s\n", "size(B)", "ddl_us", "mpi_copy_us", "ratio", "wrong");
+                  "mpi_staged_transport (bounce_bytes %zu; ddl_staged: 0) vs cudaMemcpy D2H + "
+                  "MPI_Allreduce(MPI_IN_PLACE) + H2D (pinned); slowest rank, median of %d\n",
+                  n, devices, strategy.describe().c_str(), as_given.bounce_bytes, s.iters);
+      std::printf("# %12s %12s %14s %12s %8s %13s %6s\n", "size(B)", "ddl_us", "ddl_staged_us", "mpi_copy_us",
+                  "ratio", "staged_ratio", "wrong");
     }
     for (std::size_t bytes = s.b; bytes <= s.e; bytes = static_cast<std::size_t>(static_cast<double>(bytes) * s.f)) {
       const std::size_t count = bytes / sizeof(float);
@@ -109,6 +119,11 @@ int run(const settings& s, const Strategy& strategy) {
         DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
       });
       count_wrong();
+      const double t_staged = time_calls(s.iters, refill, [&] {
+        comm_staged.all_reduce(ddl::device_view(d, count, dev, stream), ddl::op::sum);
+        DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+      });
+      count_wrong();
       const double t_mpi = time_calls(s.iters, refill, [&] {
         DDL_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, stream));
         DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -118,7 +133,8 @@ int run(const settings& s, const Strategy& strategy) {
       });
       count_wrong();
       if (rank == 0) {
-        std::printf("  %12zu %12.1f %12.1f %8.2f %6ld\n", bytes, t_ddl * 1e6, t_mpi * 1e6, t_mpi / t_ddl, wrong);
+        std::printf("  %12zu %12.1f %14.1f %12.1f %8.2f %13.2f %6ld\n", bytes, t_ddl * 1e6, t_staged * 1e6, t_mpi * 1e6,
+                    t_mpi / t_ddl, t_mpi / t_staged, wrong);
         std::fflush(stdout);
       }
     }

@@ -43,11 +43,13 @@ struct matrix_buffer {
 // ranks are threads that split the work of filling `expected` and meet at
 // `barrier`; without, each rank fills all of its own `expected`. The input
 // and output buffers are `in_mem` and `out_mem` where given (`matrix_bytes`
-// each: e.g. `ddl::shared_buffer`s), else vectors.
+// each: e.g. `ddl::shared_buffer`s), else vectors. The views say their
+// buffers lie at `where` (host memory all the same: for transports whose
+// "device" is the host, as the staging tests' is).
 template <class Strategy, class Transport, class Barrier>
 void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_log& log, const ddl::options& opts,
                  const Strategy& strategy, std::byte* expected_bytes, bool shared, Barrier&& barrier,
-                 std::byte* in_mem = nullptr, std::byte* out_mem = nullptr) {
+                 std::byte* in_mem = nullptr, std::byte* out_mem = nullptr, ddl::location at = {}) {
   const std::size_t bytes = matrix_bytes(counts);
   const int n = t.size();
   {
@@ -55,6 +57,11 @@ void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_l
     const int r = t.rank();
     matrix_buffer in(in_mem, bytes), out(out_mem, bytes);
     std::vector<std::byte> keep(bytes);
+    auto view_at = [&](auto* p, std::size_t count) {
+      auto v = ddl::host_view(p, count);
+      v.where = at;
+      return v;
+    };
     auto where = [&](const char* coll, const char* placement, ddl::dtype dt, ddl::op o, std::size_t count,
                      std::size_t i) {
       std::ostringstream m;
@@ -92,22 +99,22 @@ void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_l
             barrier();  // E is complete
 
             std::memset(out.data(), sentinel, cb);
-            comm.all_reduce(ddl::host_view(static_cast<const T*>(I), count), ddl::host_view(O, count), o);
+            comm.all_reduce(view_at(static_cast<const T*>(I), count), view_at(O, count), o);
             check_range(O, 0, count, "all_reduce", "out-of-place", o);
             input_intact("all_reduce", o);
 
             std::memcpy(out.data(), in.data(), cb);
-            comm.all_reduce(ddl::host_view(O, count), o);
+            comm.all_reduce(view_at(O, count), o);
             check_range(O, 0, count, "all_reduce", "in-place", o);
 
             std::memset(out.data(), sentinel, cb);
-            comm.reduce_scatter(ddl::host_view(static_cast<const T*>(I), count), ddl::host_view(O, mine.size), o);
+            comm.reduce_scatter(view_at(static_cast<const T*>(I), count), view_at(O, mine.size), o);
             check_range(O, mine.offset, mine.size, "reduce_scatter", "out-of-place", o);
             input_intact("reduce_scatter", o);
 
             std::memcpy(out.data(), in.data(), cb);
-            comm.reduce_scatter(ddl::host_view(static_cast<const T*>(O), count),
-                                ddl::host_view(O + mine.offset, mine.size), o);
+            comm.reduce_scatter(view_at(static_cast<const T*>(O), count),
+                                view_at(O + mine.offset, mine.size), o);
             check_range(O + mine.offset, mine.offset, mine.size, "reduce_scatter", "in-place", o);
           }
           // all_gather: element i comes from the rank whose block holds i.
@@ -121,13 +128,13 @@ void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_l
           std::memcpy(in.data(), E + mine.offset, mine.size * sizeof(T));
           std::memcpy(keep.data(), in.data(), mine.size * sizeof(T));
           std::memset(out.data(), sentinel, cb);
-          comm.all_gather(ddl::host_view(static_cast<const T*>(I), mine.size), ddl::host_view(O, count));
+          comm.all_gather(view_at(static_cast<const T*>(I), mine.size), view_at(O, count));
           check_range(O, 0, count, "all_gather", "out-of-place", ddl::op::sum);
           if (std::memcmp(in.data(), keep.data(), mine.size * sizeof(T)) != 0)
             log.add(where("all_gather", "input modified", dt, ddl::op::sum, count, 0));
           std::memset(out.data(), sentinel, cb);
           std::memcpy(O + mine.offset, I, mine.size * sizeof(T));
-          comm.all_gather(ddl::host_view(static_cast<const T*>(O + mine.offset), mine.size), ddl::host_view(O, count));
+          comm.all_gather(view_at(static_cast<const T*>(O + mine.offset), mine.size), view_at(O, count));
           check_range(O, 0, count, "all_gather", "in-place", ddl::op::sum);
           barrier();  // E is read by everyone before the next count rewrites it
         }

@@ -18,6 +18,9 @@
 #include <string>
 #include <thread>
 
+#include <ddl/staged/transport.hpp>
+
+#include "fake_device.hpp"
 #include "matrix.hpp"
 
 using namespace ddl_test;
@@ -246,6 +249,51 @@ TEST_CASE("mpi: buffers in a ddl::shared_buffer are read by their peers where th
     }
     CHECK_FALSE(ddl::detail::shared_registry::find(was, 1));
   }
+}
+
+TEST_CASE("mpi: device buffers staged over MPI: calls up to bounce_bytes run on MPI whole, from a shared host "
+          "buffer") {
+  using staged = ddl::staged_transport<ddl::mpi_transport, slow_device<>>;
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  const int n = t.size(), me = t.rank();
+  slow_device<> dev;
+  {
+    // The matrix through a fake device: calls up to 1000 bytes bounce, larger
+    // ones go piece by piece, in one communicator.
+    ddl::staging_options so;
+    so.slot_bytes = 192;
+    so.slots = 3;
+    so.bounce_bytes = 1000;
+    staged st(t, dev, so);
+    const auto counts = matrix_counts(n, 4099);
+    std::vector<std::byte> expected(matrix_bytes(counts));
+    for (int k = 0; k < 2; ++k) {
+      failure_log log;
+      if (k == 0) matrix_rank(st, counts, log, {}, ddl::ring{}, expected.data(), false, [] {}, nullptr, nullptr, on_device);
+      else matrix_rank(st, counts, log, {}, ddl::auto_strategy{}, expected.data(), false, [] {}, nullptr, nullptr, on_device);
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+      CHECK(all_sum(static_cast<int>(log.count())) == 0);
+    }
+  }
+  CHECK(dev.pinned == 0);
+  // A 1 MiB call bounces through the transport's host buffer, a
+  // `shared_buffer` (which MPI peers of one machine read in place: the
+  // shared-buffer case above), copied once each way.
+  ddl::staging_options so;
+  so.bounce_bytes = std::size_t{1} << 20;
+  staged st(t, dev, so);
+  ddl::communicator<ddl::auto_strategy, staged> comm(st);
+  const std::size_t count = std::size_t{1} << 18;
+  std::vector<float> g(count, static_cast<float>(me + 1));
+  auto v = ddl::host_view(g.data(), count);
+  v.where = on_device;
+  const int copies = dev.copies;
+  comm.all_reduce(v, ddl::op::sum);
+  CHECK(dev.copies - copies == 2);
+  CHECK(g[0] == static_cast<float>(n * (n + 1) / 2));
+  CHECK(g[count - 1] == static_cast<float>(n * (n + 1) / 2));
+  CHECK(static_cast<bool>(ddl::detail::shared_registry::find(st.bounce_buffer(count * sizeof(float)), count * sizeof(float))));
+  CHECK(dev.pinned == 1);
 }
 
 TEST_CASE("mpi: stages shared per machine (DDL_MPI_SHM_RANKS=2 as machines of 2 ranks): the multi-ring's first dimension through them, auto weighs it") {

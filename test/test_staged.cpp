@@ -1,90 +1,27 @@
-// The staging pipeline (device buffers over a host transport) on the CPU:
-// a "device" whose copies and reductions run late, in stream order, one per
-// poll, so every ordering mistake in the pipeline shows as wrong data.
+// The staging pipeline (device buffers over a host transport) on the CPU,
+// through a fake device whose copies and reductions run late, in stream
+// order, one per poll (`fake_device.hpp`), so every ordering mistake in the
+// pipeline shows as wrong data.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <deque>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "fake_device.hpp"
 #include "matrix.hpp"
 #include "support.hpp"
 #include <ddl/staged/transport.hpp>
 
 namespace {
 
-template <bool Direct>
-class slow_device {
- public:
-  static constexpr bool direct = Direct;
-  struct event {
-    std::uint64_t seq = 0;
-  };
-
-  std::byte* allocate_slot(std::size_t n) {
-    ++slots_alive;
-    auto* p = new std::byte[n];
-    std::memset(p, 0x5A, n);
-    return p;
-  }
-  void release_slot(std::byte* p, std::size_t) {
-    --slots_alive;
-    delete[] p;
-  }
-  event copy(std::byte* dst, const std::byte* src, std::size_t n) {
-    return queue([=] { std::memmove(dst, src, n); });
-  }
-  event reduce(std::byte* dst, const std::byte* a, const std::byte* b, std::size_t count, ddl::reduction r) {
-    return queue([=] { ddl::host::reduce(dst, a, b, count, r); });
-  }
-  event mark() { return queue([] {}); }
-  // One queued operation completes per poll, in order: a slow, in-order stream.
-  bool ready(event& e) {
-    if (done_ < e.seq && !work_.empty()) {
-      work_.front()();
-      work_.pop_front();
-      ++done_;
-    }
-    return done_ >= e.seq;
-  }
-  // Local operations join the same stream: everything queued runs first.
-  ddl::memory_ops memory(const ddl::location&) {
-    ddl::memory_ops m = ddl::host_memory_ops();
-    m.ctx = this;
-    m.copy = [](void* c, std::byte* d, const std::byte* s, std::size_t n) {
-      static_cast<slow_device*>(c)->flush();
-      std::memmove(d, s, n);
-    };
-    m.reduce = [](void* c, std::byte* d, const std::byte* a, const std::byte* b, std::size_t n, ddl::reduction r) {
-      static_cast<slow_device*>(c)->flush();
-      ddl::host::reduce(d, a, b, n, r);
-    };
-    m.finalize = [](void* c, std::byte* p, std::size_t n, ddl::reduction r, int ranks) {
-      static_cast<slow_device*>(c)->flush();
-      ddl::host::finalize(p, n, r, ranks);
-    };
-    return m;
-  }
-  void flush() {
-    while (!work_.empty()) {
-      work_.front()();
-      work_.pop_front();
-      ++done_;
-    }
-  }
-  int slots_alive = 0;
-
- private:
-  event queue(std::function<void()> f) {
-    work_.push_back(std::move(f));
-    return {++queued_};
-  }
-  std::deque<std::function<void()>> work_;
-  std::uint64_t queued_ = 0, done_ = 0;
-};
+using ddl_test::on_device;
+using ddl_test::slow_device;
 
 template <bool Direct, class Strategy>
-void staged_matrix(int n, Strategy s, ddl_test::failure_log& log, ddl::staging_options so) {
+void staged_matrix(int n, Strategy s, ddl_test::failure_log& log, ddl::staging_options so, ddl::location at = {}) {
   using T = ddl::staged_transport<ddl::local_transport, slow_device<Direct>>;
   const auto counts = ddl_test::matrix_counts(n, 4099);
   std::vector<std::vector<std::byte>> expected(static_cast<std::size_t>(n), std::vector<std::byte>(4099 * 8));
@@ -94,9 +31,11 @@ void staged_matrix(int n, Strategy s, ddl_test::failure_log& log, ddl::staging_o
     slow_device<Direct> dev;
     {
       T t(lt, dev, so);
-      ddl_test::matrix_rank(t, counts, log, o, s, expected[static_cast<std::size_t>(lt.rank())].data(), false, [] {});
+      ddl_test::matrix_rank(t, counts, log, o, s, expected[static_cast<std::size_t>(lt.rank())].data(), false, [] {},
+                            nullptr, nullptr, at);
     }
     if (dev.slots_alive != 0) log.add("staging slots leaked on rank " + std::to_string(lt.rank()));
+    if (dev.pinned != 0) log.add("the bounce buffer is still pinned on rank " + std::to_string(lt.rank()));
   });
 }
 
@@ -107,6 +46,7 @@ TEST_CASE("staged: the correctness matrix through a slow in-order device, staged
   ddl::staging_options so;
   so.slot_bytes = 192;  // divisible by every element size
   so.slots = 3;
+  so.bounce_bytes = 0;  // every call through the pipeline
   for (int n : {1, 2, 3, 5}) {
     staged_matrix<false>(n, ddl::ring{}, log, so);
     staged_matrix<true>(n, ddl::halving_doubling{}, log, so);
@@ -114,6 +54,97 @@ TEST_CASE("staged: the correctness matrix through a slow in-order device, staged
   staged_matrix<false>(4, ddl::recursive_doubling{}, log, so);
   staged_matrix<false>(6, ddl::multi_ring<ddl::dynamic_extents>({2, 3}, {1, 0}), log, so);
   CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("staged: calls up to bounce_bytes run whole on the host transport, larger ones through the pipeline, in one communicator") {
+  ddl_test::failure_log log;
+  ddl::staging_options so;
+  so.slot_bytes = 192;
+  so.slots = 3;
+  so.bounce_bytes = 1000;  // the matrix's counts reach 4099 elements: both kinds of call, interleaved
+  for (int n : {1, 2, 3, 5}) {
+    staged_matrix<false>(n, ddl::ring{}, log, so, on_device);
+    staged_matrix<true>(n, ddl::auto_strategy{}, log, so, on_device);
+  }
+  staged_matrix<false>(4, ddl::recursive_doubling{}, log, so, on_device);
+  so.bounce_bytes = std::size_t{1} << 30;  // every call bounces; host buffers too (used where they lie)
+  staged_matrix<false>(3, ddl::halving_doubling{}, log, so, on_device);
+  staged_matrix<false>(3, ddl::ring{}, log, so);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("staged: a call that bounces copies its device buffer once each way, pinned once, and reuses it") {
+  std::vector<int> copies(3), pins(3), pinned(3);
+  std::vector<float> got(3);
+  ddl::local_fabric::run(3, [&](ddl::local_transport& lt) {
+    slow_device<false> dev;
+    const auto r = static_cast<std::size_t>(lt.rank());
+    {
+      ddl::staging_options so;
+      so.slot_bytes = 256;
+      so.bounce_bytes = 4096;
+      ddl::staged_transport<ddl::local_transport, slow_device<false>> t(lt, dev, so);
+      ddl::communicator<ddl::ring, ddl::staged_transport<ddl::local_transport, slow_device<false>>> comm(t);
+      std::vector<float> g(1000, 1.0f);  // 4000 bytes: bounces
+      auto v = ddl::host_view(g.data(), g.size());
+      v.where = on_device;
+      for (int k = 0; k < 3; ++k) comm.all_reduce(v, ddl::op::sum);
+      copies[r] = dev.copies;  // in and out, three times
+      pins[r] = dev.pins;
+      got[r] = g[999];
+      std::vector<float> big(2000, 1.0f);  // 8000 bytes: the pipeline, 32 pieces a message
+      auto w = ddl::host_view(big.data(), big.size());
+      w.where = on_device;
+      comm.all_reduce(w, ddl::op::sum);
+      if (big[1999] != 3.0f) got[r] = -1;
+    }
+    pinned[r] = dev.pinned;
+  });
+  for (int r = 0; r < 3; ++r) {
+    CHECK(copies[r] == 6);
+    CHECK(pins[r] == 1);
+    CHECK(pinned[r] == 0);
+    CHECK(got[r] == 27.0f);
+  }
+}
+
+TEST_CASE("staged: ranks that disagree on bounce_bytes get mismatch_error on every rank, never a wrong result") {
+  std::vector<std::string> errors(3);
+  ddl::local_fabric::run(3, [&](ddl::local_transport& lt) {
+    slow_device<false> dev;
+    ddl::staging_options so;
+    so.bounce_bytes = lt.rank() == 1 ? 0 : 4096;  // rank 1 stages, the others bounce
+    ddl::staged_transport<ddl::local_transport, slow_device<false>> t(lt, dev, so);
+    ddl::options o;
+    o.timeout = std::chrono::seconds(20);
+    ddl::communicator<ddl::ring, ddl::staged_transport<ddl::local_transport, slow_device<false>>> comm(t, o);
+    std::vector<float> g(100, 1.0f);
+    auto v = ddl::host_view(g.data(), g.size());
+    v.where = on_device;
+    try {
+      comm.all_reduce(v, ddl::op::sum);
+      errors[static_cast<std::size_t>(lt.rank())] = "returned";
+    } catch (const ddl::mismatch_error& e) {
+      errors[static_cast<std::size_t>(lt.rank())] = e.what();
+    } catch (const std::exception& e) {
+      errors[static_cast<std::size_t>(lt.rank())] = std::string("other error: ") + e.what();
+    }
+  });
+  for (const auto& e : errors) {
+    INFO(e);
+    CHECK(e.find("disagree on whether the call runs through host memory") != std::string::npos);
+  }
+}
+
+TEST_CASE("staged: DDL_STAGING_BOUNCE sets bounce_bytes") {
+  setenv("DDL_STAGING_BOUNCE", "64K", 1);
+  CHECK(ddl::staging_options::from_env().bounce_bytes == 65536);
+  setenv("DDL_STAGING_BOUNCE", "0", 1);
+  CHECK(ddl::staging_options::from_env().bounce_bytes == 0);
+  setenv("DDL_STAGING_BOUNCE", "lots", 1);
+  CHECK_THROWS_AS(ddl::staging_options::from_env(), ddl::invalid_argument);
+  unsetenv("DDL_STAGING_BOUNCE");
+  CHECK(ddl::staging_options::from_env().bounce_bytes == ddl::staging_options{}.bounce_bytes);
 }
 
 TEST_CASE("staged: pieces of one message are in flight together (the copy overlaps the transfer)") {

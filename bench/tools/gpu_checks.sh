@@ -12,8 +12,9 @@
 #   bench     ddl-gpu-bench reduce (both engines, 4 dtypes) and allreduce (ring,
 #             auto with the plan it ran, one_shot, two_shot, recursive and
 #             halving doubling; 8 B-32 KiB and 1 MiB-1 GiB), and
-#             ddl-gpu-mpi-bench over 4 MPI processes when MPI is there
-#             -> reduce.txt, allreduce-*.txt, mpi-staged.txt
+#             ddl-gpu-mpi-bench over 4 MPI processes when MPI is there (as
+#             given, and with every size bounced through host memory)
+#             -> reduce.txt, allreduce-*.txt, mpi-staged.txt, mpi-bounce-all.txt
 # Every step has its own time limit; machine.txt records the GPU, driver,
 # toolkit and commit. Each phase's exit status is printed; the script exits
 # non-zero when any step failed.
@@ -117,8 +118,13 @@ for phase in "$@"; do
         step "reduce_$d" 120 "$out/reduce.txt" "$bench_bin" reduce -d "$d" -b 1M -e 1G -f 4 -n 20
       done
       if [ -x "$mpi_bench_bin" ] && command -v mpirun > /dev/null; then
+        # As given (calls up to 16 MiB bounce through host memory) beside piece
+        # by piece; then with every size bounced, to place the default.
         step mpi_staged 150 "$out/mpi-staged.txt" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-          mpirun -n 4 --oversubscribe -x LD_LIBRARY_PATH "$mpi_bench_bin" -b 1M -e 256M -f 4 -n 10
+          mpirun -n 4 --oversubscribe -x LD_LIBRARY_PATH "$mpi_bench_bin" -b 64K -e 256M -f 4 -n 10
+        step mpi_bounce_all 150 "$out/mpi-bounce-all.txt" env OMPI_ALLOW_RUN_AS_ROOT=1 \
+          OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DDL_STAGING_BOUNCE=1G mpirun -n 4 --oversubscribe -x LD_LIBRARY_PATH \
+          -x DDL_STAGING_BOUNCE "$mpi_bench_bin" -b 1M -e 256M -f 4 -n 10
       fi
       ;;
     *)

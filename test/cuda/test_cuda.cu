@@ -429,35 +429,40 @@ TEST_CASE("cuda: asynchronous collectives and gradient buckets on device buffers
   }
 }
 
-TEST_CASE("cuda: device buffers through the staging pipeline over a host transport") {
+TEST_CASE("cuda: device buffers through the staging pipeline over a host transport, and bounced whole through "
+          "pinned shared host memory") {
   for (int n : {2, 3, 5}) {
-    ddl_test::failure_log log;
-    const std::size_t count = 100003;
-    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
-      cudaStream_t stream = nullptr;
-      DDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-      {
-        ddl::cuda::staging_device dev(0, stream);
-        ddl::staging_options so;
-        so.slot_bytes = 64 << 10;
-        so.slots = 4;
-        ddl::staged_transport<ddl::local_transport, ddl::cuda::staging_device> t(lt, dev, so);
-        ddl::communicator<ddl::ring, decltype(t)> comm(t);
-        const auto on = thrust::cuda::par.on(stream);
-        dvec<double> d(count), want(count);
-        for (ddl::op o : ddl::all_ops) {
-          thrust::tabulate(on, d.begin(), d.end(), input_fn<double>{o, lt.rank(), 0});
-          thrust::tabulate(on, want.begin(), want.end(), expected_fn<double>{o, n, 0});
-          comm.all_reduce(ddl::device_view(raw(d), count, 0, stream), o);
-          const long at = first_difference(raw(d), raw(want), count, stream);
-          if (at >= 0)
-            log.add("staged n=" + std::to_string(n) + " op=" + ddl::name_of(o) + " rank=" + std::to_string(lt.rank()) +
-                    ": first wrong element " + std::to_string(at));
+    for (std::size_t bounce : {std::size_t{0}, std::size_t{1} << 30}) {
+      ddl_test::failure_log log;
+      const std::size_t count = 100003;
+      ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+        cudaStream_t stream = nullptr;
+        DDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        {
+          ddl::cuda::staging_device dev(0, stream);
+          ddl::staging_options so;
+          so.slot_bytes = 64 << 10;
+          so.slots = 4;
+          so.bounce_bytes = bounce;  // 0: piece by piece; else the whole buffer copied each way once
+          ddl::staged_transport<ddl::local_transport, ddl::cuda::staging_device> t(lt, dev, so);
+          ddl::communicator<ddl::ring, decltype(t)> comm(t);
+          const auto on = thrust::cuda::par.on(stream);
+          dvec<double> d(count), want(count);
+          for (ddl::op o : ddl::all_ops) {
+            thrust::tabulate(on, d.begin(), d.end(), input_fn<double>{o, lt.rank(), 0});
+            thrust::tabulate(on, want.begin(), want.end(), expected_fn<double>{o, n, 0});
+            comm.all_reduce(ddl::device_view(raw(d), count, 0, stream), o);
+            const long at = first_difference(raw(d), raw(want), count, stream);
+            if (at >= 0)
+              log.add("staged n=" + std::to_string(n) + " bounce=" + std::to_string(bounce) + " op=" + ddl::name_of(o) +
+                      " rank=" + std::to_string(lt.rank()) +
+                      ": first wrong element " + std::to_string(at));
+          }
         }
-      }
-      DDL_CUDA_CHECK(cudaStreamDestroy(stream));
-    });
-    CHECK_MESSAGE(log.count() == 0, log.summary());
+        DDL_CUDA_CHECK(cudaStreamDestroy(stream));
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 /// blocking calls issued meanwhile queue behind them.
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -33,6 +34,39 @@
 #include "ddl/transport/stamp.hpp"
 
 namespace ddl {
+
+namespace detail {
+/// A communicator's state for calls that bounce (`has_host_bounce_v`): its
+/// strategy as validated on the host transport, and a host workspace.
+template <class Strategy, class Transport, class = void>
+struct bounce_side {
+  static constexpr bool on = false;
+};
+template <class Strategy, class Transport>
+struct bounce_side<Strategy, Transport, std::enable_if_t<has_host_bounce_v<Transport>>> {
+  static constexpr bool on = true;
+  using host_transport = std::remove_reference_t<decltype(std::declval<Transport&>().host())>;
+  explicit bounce_side(Strategy s) : strategy(std::move(s)) {}
+  bounce_side(const bounce_side&) = delete;
+  bounce_side& operator=(const bounce_side&) = delete;
+  ~bounce_side() {
+    if (work) mem.release(mem.ctx, work, work_bytes);
+  }
+  std::byte* workspace(std::size_t bytes) {
+    if (bytes > work_bytes) {
+      if (work) mem.release(mem.ctx, work, work_bytes);
+      work = nullptr;
+      work = mem.allocate(mem.ctx, bytes);
+      work_bytes = bytes;
+    }
+    return work;
+  }
+  Strategy strategy;
+  memory_ops mem = host_memory_ops();
+  std::byte* work = nullptr;
+  std::size_t work_bytes = 0;
+};
+}  // namespace detail
 
 /// Collectives over the ranks of a transport, with the algorithm chosen by
 /// `Strategy` at compile time.
@@ -73,6 +107,10 @@ class communicator {
     opts_.validate();
     check_options(opts_);
     validate_strategy(strategy_, t, 0);
+    if constexpr (bounce::on) {
+      host_ = std::make_unique<bounce>(strategy_);
+      validate_strategy(host_->strategy, t.host(), 0);
+    }
   }
   template <class S = Strategy, std::enable_if_t<std::is_default_constructible_v<S>, int> = 0>
   explicit communicator(Transport& t, options o = options::from_env()) : communicator(t, Strategy{}, o) {}
@@ -308,8 +346,20 @@ class communicator {
     return [this, in, out, o] {
       if (opts_.check_calls) verify(print("all_reduce", in.count, out.count, in.type, o));
       if (in.count == 0) return;
+      const auto st = stamp(detail::call_kind::all_reduce, in.count, out.count, in.type, o);
+      if constexpr (bounce::on) {
+        if (transport_->bounces(in.bytes())) {
+          bounced b(*this, in.bytes());
+          const std::byte* hin = b.load(in, 0);
+          std::byte* hout = b.at(out, 0);
+          auto c = bounce_context("all_reduce", in.type, o,
+                                  host_->strategy.all_reduce_workspace(in.count, in.type, size()), st);
+          host_->strategy.all_reduce(transport_->host(), hin, hout, in.count, c);
+          return b.store(out, 0);
+        }
+      }
       auto c = context("all_reduce", out.where, in.type, o, strategy_.all_reduce_workspace(in.count, in.type, size()),
-                       stamp(detail::call_kind::all_reduce, in.count, out.count, in.type, o));
+                       st);
       strategy_.all_reduce(*transport_, in.byte_data(), out.byte_data(), in.count, c);
     };
   }
@@ -319,10 +369,23 @@ class communicator {
       if (in.count == 0) return;
       const std::size_t es = size_of(in.type);
       const block mine = block_of(in.count, size(), rank());
+      const auto st = stamp(detail::call_kind::reduce_scatter, in.count, 0, in.type, o);
+      if constexpr (bounce::on) {
+        if (transport_->bounces(in.bytes())) {
+          bounced b(*this, in.bytes());
+          const std::byte* hin = b.load(in, 0);
+          std::byte* hout = b.at(out, mine.offset * es);
+          const bool in_place = hout == hin + mine.offset * es;
+          const std::size_t extra = in_place ? 0 : host_->strategy.reduce_scatter_workspace(in.count, in.type, size());
+          auto c = bounce_context("reduce_scatter", in.type, o, extra, st);
+          host_->strategy.reduce_scatter(transport_->host(), hin, in_place ? hout - mine.offset * es : c.work, hout,
+                                         in.count, c);
+          return b.store(out, mine.offset * es);
+        }
+      }
       const bool in_place = out.byte_data() == in.byte_data() + mine.offset * es;
       const std::size_t extra = in_place ? 0 : strategy_.reduce_scatter_workspace(in.count, in.type, size());
-      auto c = context("reduce_scatter", out.where, in.type, o, extra,
-                       stamp(detail::call_kind::reduce_scatter, in.count, 0, in.type, o));
+      auto c = context("reduce_scatter", out.where, in.type, o, extra, st);
       std::byte* work = in_place ? out.byte_data() - mine.offset * es : c.work;
       strategy_.reduce_scatter(*transport_, in.byte_data(), work, out.byte_data(), in.count, c);
     };
@@ -331,8 +394,18 @@ class communicator {
     return [this, in, out] {
       if (opts_.check_calls) verify(print("all_gather", 0, out.count, in.type, op::sum));
       if (out.count == 0) return;
-      auto c = context("all_gather", out.where, in.type, op::sum, 0,
-                       stamp(detail::call_kind::all_gather, 0, out.count, in.type, op::sum));
+      const auto st = stamp(detail::call_kind::all_gather, 0, out.count, in.type, op::sum);
+      if constexpr (bounce::on) {
+        if (transport_->bounces(out.bytes())) {
+          bounced b(*this, out.bytes());
+          const std::size_t offset = block_of(out.count, size(), rank()).offset * size_of(in.type);
+          const std::byte* hin = b.load(in, offset);
+          auto c = bounce_context("all_gather", in.type, op::sum, 0, st);
+          host_->strategy.all_gather(transport_->host(), hin, b.at(out, 0), out.count, c);
+          return b.store(out, 0);
+        }
+      }
+      auto c = context("all_gather", out.where, in.type, op::sum, 0, st);
       strategy_.all_gather(*transport_, in.byte_data(), out.byte_data(), out.count, c);
     };
   }
@@ -340,31 +413,43 @@ class communicator {
     return [this, data, root] {
       if (opts_.check_calls) verify(print("broadcast", data.count, 0, data.type, op::sum, root));
       if (data.count == 0 || size() == 1) return;
-      auto c = context("broadcast", data.where, data.type, op::sum, 0,
-                       stamp(detail::call_kind::broadcast, data.count, 0, data.type, op::sum, root));
-      const std::size_t bytes = data.bytes(), elem = size_of(data.type);
-      const topology topo = link_topology();
-      const broadcast_plan model = broadcast_choice(bytes, topo, elem, opts_.broadcast);
-      auto run = [&](const broadcast_plan& p, const call_context& cp) {
-        const tag tg = cp.base_tag + tag_offset::broadcast;
-        switch (p.algo) {
-          case broadcast_algorithm::chain:
-            detail::chain_broadcast(*transport_, data.byte_data(), bytes, root, p.segments, elem, cp, tg);
-            break;
-          case broadcast_algorithm::scatter_allgather:
-            detail::scatter_allgather_broadcast(*transport_, data.byte_data(), bytes, root, elem, cp, tg);
-            break;
-          default: detail::binomial_broadcast(*transport_, data.byte_data(), bytes, root, cp, tg);
+      const auto st = stamp(detail::call_kind::broadcast, data.count, 0, data.type, op::sum, root);
+      if constexpr (bounce::on) {
+        if (transport_->bounces(data.bytes())) {
+          bounced b(*this, data.bytes());
+          std::byte* h = rank() == root ? const_cast<std::byte*>(b.load(data, 0)) : b.at(data, 0);
+          broadcast_on(transport_->host(), h, data, root, bounce_context("broadcast", data.type, op::sum, 0, st));
+          if (rank() != root) b.store(data, 0);
+          return;
         }
-      };
-      // Measured like auto's all-reduces (`strategy/tuning.hpp`) unless an
-      // algorithm is forced; the plan is folded into the stamp either way.
-      if (opts_.broadcast != broadcast_algorithm::automatic || !broadcast_tuner::applies(*transport_, c, bytes))
-        return run(model, detail::with_plan_stamp(c, model));
-      broadcasts_.run(*transport_, bytes, false, model, c, [&] {
-        return detail::tuning_candidates(bytes, topo, elem, broadcast_tuner::within, broadcast_tuner::max_candidates);
-      }, run);
+      }
+      broadcast_on(*transport_, data.byte_data(), data, root, context("broadcast", data.where, data.type, op::sum, 0, st));
     };
+  }
+  // The broadcast of `data`'s bytes at `p` over `t` (the call's transport,
+  // or its host one when the call bounces).
+  template <class T>
+  void broadcast_on(T& t, std::byte* p, const buffer_view& data, int root, const call_context& c) {
+    const std::size_t bytes = data.bytes(), elem = size_of(data.type);
+    const topology topo = link_topology();
+    const broadcast_plan model = broadcast_choice(bytes, topo, elem, opts_.broadcast);
+    auto run = [&](const broadcast_plan& pl, const call_context& cp) {
+      const tag tg = cp.base_tag + tag_offset::broadcast;
+      switch (pl.algo) {
+        case broadcast_algorithm::chain: detail::chain_broadcast(t, p, bytes, root, pl.segments, elem, cp, tg); break;
+        case broadcast_algorithm::scatter_allgather:
+          detail::scatter_allgather_broadcast(t, p, bytes, root, elem, cp, tg);
+          break;
+        default: detail::binomial_broadcast(t, p, bytes, root, cp, tg);
+      }
+    };
+    // Measured like auto's all-reduces (`strategy/tuning.hpp`) unless an
+    // algorithm is forced; the plan is folded into the stamp either way.
+    if (opts_.broadcast != broadcast_algorithm::automatic || !broadcast_tuner::applies(t, c, bytes))
+      return run(model, detail::with_plan_stamp(c, model));
+    broadcasts_.run(t, bytes, false, model, c, [&] {
+      return detail::tuning_candidates(bytes, topo, elem, broadcast_tuner::within, broadcast_tuner::max_candidates);
+    }, run);
   }
   auto barrier_job() {
     return [this] {
@@ -545,17 +630,18 @@ class communicator {
     mem_ = o.mem_;
     workspace_ = std::exchange(o.workspace_, nullptr);
     workspace_size_ = std::exchange(o.workspace_size_, 0);
+    host_ = std::move(o.host_);
     engine_.reset();  // the source's engine stays with its requests; ours starts on demand
   }
 
   // Strategies validate against the group size, or against the transport
   // itself when they need more (auto_strategy takes its default link costs).
-  template <class S>
-  static auto validate_strategy(S& s, Transport& t, int) -> decltype(s.validate(t), void()) {
+  template <class S, class T>
+  static auto validate_strategy(S& s, T& t, int) -> decltype(s.validate(t), void()) {
     s.validate(t);
   }
-  template <class S>
-  static void validate_strategy(S& s, Transport& t, long) {
+  template <class S, class T>
+  static void validate_strategy(S& s, T& t, long) {
     s.validate(t.size());
   }
 
@@ -584,8 +670,9 @@ class communicator {
                              "for in-place, or disjoint buffers)");
   }
 
+  template <class T = Transport>
   std::size_t scratch_bytes(dtype t) const {
-    if constexpr (has_fused_reduce_v<Transport>) {
+    if constexpr (has_fused_reduce_v<T>) {
       (void)t;
       return 0;
     } else {
@@ -600,19 +687,66 @@ class communicator {
   call_context context(const char* collective, const location& where, dtype t, op o, std::size_t extra,
                        std::uint16_t stamp) {
     use_memory(memory_for(*transport_, where));
+    const std::size_t scratch = scratch_bytes(t);
+    return context_in(mem_, workspace(scratch + extra), scratch, collective, t, o, stamp);
+  }
+  call_context context_in(const memory_ops& mem, std::byte* workspace, std::size_t scratch, const char* collective,
+                          dtype t, op o, std::uint16_t stamp) {
     call_context c;
-    c.mem = &mem_;
+    c.mem = &mem;
     c.collective = collective;
     c.strategy = Strategy::name;
     c.red = reduction{t, o};
     c.opts = &opts_;
     c.base_tag = detail::call_tag(++sequence_, stamp);
-    const std::size_t scratch = scratch_bytes(t);
-    c.scratch = workspace(scratch + extra);
+    c.scratch = workspace;
     c.scratch_bytes = scratch;
     c.work = c.scratch + scratch;
     return c;
   }
+
+  // --- calls that bounce (`has_host_bounce_v`: `staged_transport`) ----------
+
+  using bounce = detail::bounce_side<Strategy, Transport>;
+  // A call on the host transport: host memory, the host side's workspace,
+  // and a stamp of its own (a rank that bounces never combines messages with
+  // one that does not: they disagree on the "strategy").
+  call_context bounce_context(const char* collective, dtype t, op o, std::size_t extra, std::uint16_t stamp) {
+    const std::size_t scratch = scratch_bytes<typename bounce::host_transport>(t);
+    return context_in(host_->mem, host_->workspace(scratch + extra), scratch, collective, t, o,
+                      static_cast<std::uint16_t>(stamp ^ detail::bounce_stamp_bit));
+  }
+  // The host image of a call's buffers: device buffers are copied into the
+  // transport's bounce buffer (at the byte offset their place in the call
+  // gives them) and back; host buffers are used where they lie.
+  class bounced {
+   public:
+    bounced(communicator& c, std::size_t bytes)
+        : c_(c),
+          base_(c.transport_->bounce_buffer(bytes)),
+          until_(std::chrono::steady_clock::now() +
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(c.opts_.timeout)) {}
+    // Where `v` lies on the host for the call.
+    std::byte* at(const const_buffer_view& v, std::size_t offset) const {
+      return on_host(v) ? const_cast<std::byte*>(v.byte_data()) : base_ + offset;
+    }
+    // As `at`, with the device buffer's contents copied there first.
+    const std::byte* load(const const_buffer_view& v, std::size_t offset) {
+      std::byte* h = at(v, offset);
+      if (!on_host(v)) c_.transport_->bounce_copy(h, v.byte_data(), v.bytes(), v.where, until_);
+      return h;
+    }
+    // Copies the call's result back into a device buffer `v`.
+    void store(const buffer_view& v, std::size_t offset) {
+      if (!on_host(v)) c_.transport_->bounce_copy(v.byte_data(), base_ + offset, v.bytes(), v.where, until_);
+    }
+
+   private:
+    static bool on_host(const const_buffer_view& v) { return v.where.space == memory_space::host; }
+    communicator& c_;
+    std::byte* base_;
+    deadline until_;
+  };
 
   // The workspace lives in the memory of the buffers being reduced; a call
   // on another kind of memory (host after device) releases and re-allocates.
@@ -649,6 +783,7 @@ class communicator {
   // Created by the first asynchronous call (or a blocking one behind it);
   // shared with the requests so one may outlive the communicator.
   std::shared_ptr<detail::progress_engine> engine_;
+  std::unique_ptr<bounce> host_;  // calls that bounce (none on other transports)
 };
 
 }  // namespace ddl

@@ -46,6 +46,18 @@ class device_backend {
     if (Direct) (void)cudaFree(p);
     else (void)cudaFreeHost(p);
   }
+  /// Page-locks host memory the transport bounces calls through (false where
+  /// the driver refuses: the copies then run from pageable memory).
+  bool pin(std::byte* p, std::size_t n) {
+    device_guard g(ctx_.device);
+    if (cudaHostRegister(p, n, cudaHostRegisterPortable) == cudaSuccess) return true;
+    (void)cudaGetLastError();  // not sticky: clear it
+    return false;
+  }
+  void unpin(std::byte* p) {
+    device_guard g(ctx_.device);
+    (void)cudaHostUnregister(p);
+  }
   event copy(std::byte* dst, const std::byte* src, std::size_t n) {
     if (n) DDL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, ctx_.stream));
     return mark();

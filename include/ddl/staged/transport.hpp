@@ -12,6 +12,16 @@
 /// piece k and the copy back of piece k-1. Inner messages are posted in
 /// request order, so matching keeps the Inner transport's FIFO guarantee.
 ///
+/// Calls of up to `staging_options::bounce_bytes` per rank skip the pipeline
+/// (`bounces`): a communicator copies the call's device buffer into host
+/// memory once (`bounce_buffer`, `bounce_copy`), runs the whole call on the
+/// host transport (`host()`) and copies the result back: two copies and the
+/// host's own collective instead of a copy, an event and a kernel per piece
+/// and step (the pipeline's fixed cost, ~1.8 ms a call with 4 processes on
+/// one H200, bench/results/gpu-h200.md). The bounce buffer is a
+/// `ddl::shared_buffer`, so MPI peers of one machine read it in place, and is
+/// pinned for the device where the device can (`Device::pin`).
+///
 /// A `Device` whose `direct` is true (a CUDA-aware MPI) skips the slots for
 /// sends and plain receives: the inner transport gets device pointers, once
 /// the stream has produced the data.
@@ -22,19 +32,26 @@
 ///   `event copy(std::byte* dst, const std::byte* src, std::size_t)` — async;
 ///   `event reduce(std::byte* dst, const std::byte* a, const std::byte* b, std::size_t count, reduction)`;
 ///   `event mark()` — an event after the work queued so far;
-///   `bool ready(event&)`; `memory_ops memory(const location&)` — also picks the stream.
+///   `bool ready(event&)`; `memory_ops memory(const location&)` — also picks the stream;
+///   optionally `bool pin(std::byte*, std::size_t)` and `void unpin(std::byte*)`
+///   (page-lock host memory for fast copies; false where it cannot).
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <deque>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ddl/core/error.hpp"
 #include "ddl/core/memory.hpp"
 #include "ddl/detail/event.hpp"
+#include "ddl/core/config.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
+#include "ddl/transport/shared_buffer.hpp"
 
 namespace ddl {
 
@@ -42,7 +59,27 @@ namespace ddl {
 struct staging_options {
   std::size_t slot_bytes = std::size_t{1} << 20;  ///< largest piece
   int slots = 8;                                  ///< per direction
+  /// Calls of at most this many bytes per rank run whole on the host
+  /// transport through one copy each way (`staged_transport::bounces`); 0:
+  /// every call through the pipeline. Every rank must use the same value.
+  /// `DDL_STAGING_BOUNCE` (bytes, "16M" as elsewhere) sets it.
+  std::size_t bounce_bytes = std::size_t{16} << 20;
+
+  /// The defaults, with `DDL_STAGING_BOUNCE` read.
+  static staging_options from_env() {
+    staging_options o;
+    if (const char* b = std::getenv("DDL_STAGING_BOUNCE")) o.bounce_bytes = detail::parse_bytes("DDL_STAGING_BOUNCE", b);
+    return o;
+  }
 };
+
+namespace detail {
+template <class D, class = void>
+struct can_pin : std::false_type {};
+template <class D>
+struct can_pin<D, std::void_t<decltype(std::declval<D&>().pin(std::declval<std::byte*>(), std::size_t{})),
+                              decltype(std::declval<D&>().unpin(std::declval<std::byte*>()))>> : std::true_type {};
+}  // namespace detail
 
 template <class Inner, class Device>
 class staged_transport {
@@ -66,7 +103,8 @@ class staged_transport {
   };
 
   /// \param inner moves the bytes (must outlive this); \param dev does the device side.
-  staged_transport(Inner& inner, Device& dev, staging_options o = {}) : inner_(&inner), dev_(&dev), opts_(o) {
+  staged_transport(Inner& inner, Device& dev, staging_options o = staging_options::from_env())
+      : inner_(&inner), dev_(&dev), opts_(o) {
     if (o.slot_bytes < 64 || o.slots < 1) throw invalid_argument("staging_options: slot_bytes >= 64 and slots >= 1");
     for (int d = 0; d < 2; ++d)
       for (int k = 0; k < o.slots; ++k) free_[d].push_back(dev.allocate_slot(o.slot_bytes));
@@ -90,6 +128,7 @@ class staged_transport {
     pieces_.clear();
     for (int d = 0; d < 2; ++d)
       for (std::byte* s : free_[d]) dev_->release_slot(s, opts_.slot_bytes);
+    unpin_bounce();
   }
 
   int rank() const { return inner_->rank(); }
@@ -100,6 +139,41 @@ class staged_transport {
     inner_->abort(why);
   }
   memory_ops memory(const location& where) { return dev_->memory(where); }
+
+  /// The host transport: calls that `bounces` accepts run on it.
+  Inner& host() noexcept { return *inner_; }
+  /// Whether a call of `bytes` per rank runs whole on `host()` (at most
+  /// `staging_options::bounce_bytes`): the same answer on every rank.
+  bool bounces(std::size_t bytes) const noexcept { return bytes <= opts_.bounce_bytes; }
+  /// Host memory for a call that bounces, at least `bytes` long: a
+  /// `shared_buffer`, pinned where the device can; grown on demand (its
+  /// address may then change), kept for the transport's life.
+  std::byte* bounce_buffer(std::size_t bytes) {
+    if (bytes > bounce_.size()) {
+      unpin_bounce();
+      bounce_ = shared_buffer{};  // the old one goes first: peak memory is the new size
+      bounce_ = shared_buffer(bytes);
+      if constexpr (detail::can_pin<Device>::value) pinned_ = dev_->pin(bounce_.data(), bounce_.size());
+    }
+    return bounce_.data();
+  }
+  /// Copies `n` bytes between a buffer at `where` (device or host) and host
+  /// memory, after the work queued on `where`'s stream, and waits for it
+  /// (`timeout_error` when `until` passes first: the stream is held up).
+  void bounce_copy(std::byte* dst, const std::byte* src, std::size_t n, const location& where, deadline until) {
+    if (n == 0) return;
+    (void)dev_->memory(where);  // picks the stream
+    event ev = dev_->copy(dst, src, n);
+    const auto start = std::chrono::steady_clock::now();
+    detail::backoff b;
+    while (!dev_->ready(ev)) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until)
+        throw timeout_error(rank(), "this rank's copy between device and host memory (its stream is held up)", "",
+                            std::chrono::duration<double>(now - start).count());
+      b.pause();
+    }
+  }
 
   request isend(int peer, const_bytes data, tag t) { return post(kind::send, peer, const_cast<std::byte*>(data.data), nullptr, data.size, {}, t); }
   request irecv(int peer, mutable_bytes data, tag t) { return post(kind::recv, peer, data.data, nullptr, data.size, {}, t); }
@@ -304,9 +378,17 @@ class staged_transport {
     }
   }
 
+  void unpin_bounce() noexcept {
+    if constexpr (detail::can_pin<Device>::value)
+      if (pinned_) dev_->unpin(bounce_.data());
+    pinned_ = false;
+  }
+
   Inner* inner_;
   Device* dev_;
   staging_options opts_;
+  shared_buffer bounce_;  // calls that bounce: the host copy of their buffer
+  bool pinned_ = false;
   std::uint64_t next_id_ = 0;
   std::deque<op> ops_;
   std::deque<piece> pieces_;

@@ -41,6 +41,15 @@
 ///     messages in flight at once (`step_machine`). Must be the same on
 ///     both ranks of a pair: it decides how both cut their messages;
 ///   - `static constexpr bool device_memory` — may be handed CUDA memory;
+///   - `Host& host()`, `bool bounces(std::size_t bytes) const`, `std::byte*
+///     bounce_buffer(std::size_t bytes)` and `void bounce_copy(std::byte* dst,
+///     const std::byte* src, std::size_t n, const ddl::location& where,
+///     ddl::deadline)` (with `device_memory`; `staged_transport`) — the
+///     transport moves device buffers through a host transport `host()`: a
+///     call of `bytes` per rank that `bounces` runs there whole (the
+///     communicator copies the device buffer into `bounce_buffer` once with
+///     `bounce_copy`, runs the strategy on `host()`, copies the result back)
+///     instead of piece by piece. `bounces` must answer alike on every rank;
 ///   - `static constexpr bool peer_memory` — ranks share an address space:
 ///     a buffer address a rank sends in a message is valid for reading on the
 ///     receiving rank (threads of one process). Strategies that read their
@@ -242,6 +251,17 @@ struct has_wait_until<T, std::void_t<decltype(std::declval<T&>().wait_until(0, s
                                                                             tag{}))>> : std::true_type {};
 
 template <class T, class = void>
+struct has_host_bounce : std::false_type {};
+template <class T>
+struct has_host_bounce<
+    T, std::enable_if_t<std::is_same_v<decltype(std::declval<const T&>().bounces(std::size_t{})), bool> &&
+                        std::is_same_v<decltype(std::declval<T&>().bounce_buffer(std::size_t{})), std::byte*>,
+                        std::void_t<decltype(std::declval<T&>().host()),
+                                    decltype(std::declval<T&>().bounce_copy(
+                                        std::declval<std::byte*>(), std::declval<const std::byte*>(), std::size_t{},
+                                        std::declval<const location&>(), deadline{}))>>> : std::true_type {};
+
+template <class T, class = void>
 struct has_stream_order : std::false_type {};
 template <class T>
 struct has_stream_order<T, std::enable_if_t<T::stream_ordered>> : std::true_type {};
@@ -300,6 +320,11 @@ inline constexpr bool has_peer_stage_v = detail::has_peer_stage<T>::value;
 /// (`stages_shared_among`).
 template <class T>
 inline constexpr bool has_stages_among_v = has_peer_stage_v<T> && detail::has_stages_among<T>::value;
+
+/// True when `T` runs calls that `bounces` accepts whole on its host
+/// transport `host()` (`staged_transport`).
+template <class T>
+inline constexpr bool has_host_bounce_v = detail::has_host_bounce<T>::value;
 
 /// True when `T` has stages and maps its peers' `shared_buffer`s (`peer_buffer`).
 template <class T>

@@ -69,6 +69,11 @@ inline std::uint16_t make_stamp(call_kind k, dtype t, op o, std::uint64_t count_
                                     (static_cast<unsigned>(o) & 7u) << 6 | (h & 0x7fu) << 9);
 }
 
+/// Flipped in the stamp of a call that runs whole on a staged transport's
+/// host transport (`staged_transport::bounces`): a rank that bounces a call
+/// and one that stages it never combine messages.
+inline constexpr std::uint16_t bounce_stamp_bit = 0x8000u;
+
 /// The base tag of call number `call` with `stamp` (phases add `tag_offset`s).
 constexpr tag call_tag(std::uint64_t call, std::uint16_t stamp) {
   return stamped_bit | tag(stamp) << stamp_shift | (call & 0xffffffffu) << call_shift;
@@ -112,6 +117,10 @@ inline std::string stamp_mismatch(int me, tag mine, int peer, tag theirs) {
   } else if (((a >> 6) & 7u) != ((b >> 6) & 7u)) {
     s += std::string("ranks disagree on the op: ") + who_a + " passed " + name_of(static_cast<op>((a >> 6) & 7u)) +
          ", " + who_b + " passed " + name_of(static_cast<op>((b >> 6) & 7u));
+  } else if ((a ^ b) == bounce_stamp_bit) {
+    s += who_a + " and " + who_b +
+         " disagree on whether the call runs through host memory (staging_options::bounce_bytes, "
+         "DDL_STAGING_BOUNCE; or on the count, the root or the strategy)";
   } else {
     s += who_a + " and " + who_b +
          " disagree on the count, the root or the strategy (or, under auto, the plan: the placement or what was "
