@@ -108,6 +108,47 @@ TEST_CASE("staged: a call that bounces copies its device buffer once each way, p
   }
 }
 
+TEST_CASE("staged: asynchronous calls, bounced and piece by piece, in flight together, each equal to its blocking "
+          "result") {
+  using staged = ddl::staged_transport<ddl::local_transport, slow_device<false>>;
+  for (ddl::progress mode : {ddl::progress::thread, ddl::progress::deferred}) {
+    CAPTURE(static_cast<int>(mode));
+    ddl_test::failure_log log;
+    ddl::local_fabric::run(3, [&](ddl::local_transport& lt) {
+      slow_device<false> dev;
+      ddl::staging_options so;
+      so.slot_bytes = 256;
+      so.bounce_bytes = 2048;  // 500 floats bounce, 1000 do not
+      staged t(lt, dev, so);
+      ddl::options o;
+      o.async_progress = mode;
+      ddl::communicator<ddl::auto_strategy, staged> comm(t, o);
+      const int r = lt.rank();
+      std::vector<std::vector<float>> bufs;
+      for (int k = 0; k < 6; ++k) bufs.emplace_back(k % 2 ? 1000 : 500, static_cast<float>(r + k));
+      std::vector<ddl::collective_request> reqs;
+      for (auto& b : bufs) {
+        auto v = ddl::host_view(b.data(), b.size());
+        v.where = on_device;
+        reqs.push_back(comm.all_reduce_async(v, ddl::op::sum));
+      }
+      std::vector<float> g(300, static_cast<float>(r));  // a broadcast behind them: bounced
+      auto gv = ddl::host_view(g.data(), g.size());
+      gv.where = on_device;
+      reqs.push_back(comm.broadcast_async(gv, 2));
+      for (auto it = reqs.rbegin(); it != reqs.rend(); ++it) it->wait();  // waited in reverse
+      for (int k = 0; k < 6; ++k) {
+        const float want = static_cast<float>(3 * k + 3);  // (0+k) + (1+k) + (2+k)
+        const auto& b = bufs[static_cast<std::size_t>(k)];
+        if (b.front() != want || b.back() != want)
+          log.add("call " + std::to_string(k) + " on rank " + std::to_string(r) + ": " + std::to_string(b.back()));
+      }
+      if (g.front() != 2.0f || g.back() != 2.0f) log.add("broadcast on rank " + std::to_string(r));
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
 TEST_CASE("staged: ranks that disagree on bounce_bytes get mismatch_error on every rank, never a wrong result") {
   std::vector<std::string> errors(3);
   ddl::local_fabric::run(3, [&](ddl::local_transport& lt) {
