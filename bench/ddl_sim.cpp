@@ -4,6 +4,13 @@
 //   ddl-sim --preset paper --bytes 350e6 --strategy all
 //   ddl-sim --topology 4:20GB/s:3us,16:10GB/s:5us,16:9.5GB/s:8us --bytes 350e6 --strategy auto
 //   ddl-sim --preset paper --scaling --model resnet50 --csv out.csv --plot out.png
+//   ddl-sim --preset paper --shared-levels 1 --bytes 64M --strategy all
+//
+// --shared-levels K: the ranks of one unit of the K innermost levels read
+// each other's memory (a node's GPUs over NVLink): the direct strategies
+// (one_shot, two_shot, a multi-ring's direct-first dimension) run there,
+// every read of a peer's memory a flow over the links between them
+// (`sim_options::shared_levels`).
 //
 // Per strategy it prints the cost model's prediction, the simulated time, the
 // level that bounded the run (the highest level crossed by messages in
@@ -17,6 +24,7 @@
 // backward pass goes on.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -77,11 +85,11 @@ const model_preset models[] = {
   std::fprintf(stderr,
                "ddl-sim: %s\n"
                "usage: ddl-sim [--preset paper|paper-node-links | --topology SPEC] [--bytes N]\n"
-               "               [--strategy all|auto|ring|recursive_doubling|halving_doubling|multi_ring]\n"
-               "               [--chunk BYTES] [--csv FILE]\n"
+               "               [--strategy all|auto|ring|recursive_doubling|halving_doubling|multi_ring|one_shot|two_shot]\n"
+               "               [--chunk BYTES] [--shared-levels K] [--csv FILE]\n"
                "       ddl-sim --scaling [--preset ...] [--model resnet50|resnet50-caffe|resnet101-22k]\n"
                "               [--grad-bytes N] [--compute SECONDS] [--tensors resnet50|transformer|FILE.csv]\n"
-               "               [--bucket BYTES] [--max-gpus N] [--csv FILE] [--plot FILE.png]\n"
+               "               [--bucket BYTES] [--max-gpus N] [--shared-levels K] [--csv FILE] [--plot FILE.png]\n"
                "SPEC uses DDL_TOPOLOGY's syntax, e.g. 4:20GB/s:3us,16:10GB/s:5us,4:9.5GB/s:8us\n",
                why.c_str());
   std::exit(2);
@@ -116,6 +124,25 @@ struct outcome {
   double seconds = 0, wall = 0;
   ddl::sim_report rep;
 };
+
+// A phantom simulation of `topo` whose `shared` innermost levels share memory.
+ddl::sim_options phantom_run(int shared) {
+  ddl::sim_options o;
+  o.phantom = true;
+  o.shared_levels = shared;
+  return o;
+}
+
+// What auto weighs on `fab`'s transport (the shared levels, as auto sees them).
+ddl::plan_for allowed_on(ddl::sim_fabric& fab) {
+  ddl::plan_for q = ddl::plan_for::transport<ddl::sim_transport>();
+  fab.run([&](ddl::sim_transport& t) {
+    if (t.rank() != 0) return;
+    q = ddl::plan_for::transport(t);
+    q.shared_levels = ddl::shared_levels(t, t.topology());
+  });
+  return q;
+}
 
 // One all-reduce of `bytes` (float32, phantom) with strategy `s`.
 template <class Strategy>
@@ -153,17 +180,17 @@ ddl::topology scaled(const preset& p, int n) {
 }
 
 int run_strategies(const ddl::topology& topo, const std::string& which, double bytes, std::size_t chunk,
-                   const std::string& csv) {
-  ddl::sim_fabric fab(topo, ddl::sim_options{true});
-  std::printf("# ddl-sim: all-reduce of %.0f bytes (float32, sum) on %s, %d ranks, chunk %zu bytes\n", bytes,
-              topo.str().c_str(), topo.size(), chunk);
+                   const std::string& csv, int shared) {
+  ddl::sim_fabric fab(topo, phantom_run(shared));
+  std::printf("# ddl-sim: all-reduce of %.0f bytes (float32, sum) on %s, %d ranks, chunk %zu bytes, %d shared-memory "
+              "level(s)\n", bytes, topo.str().c_str(), topo.size(), chunk, shared);
   std::printf("# model = cost model (strategy/cost_model.hpp); sim = sim_transport running the strategy code\n");
   std::printf("# %-34s %11s %11s %7s  %-28s %-26s %9s %7s\n", "strategy", "model_ms", "sim_ms", "sim/mod",
               "bound by", "busiest link (busy %)", "messages", "wall_s");
   std::FILE* out = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
   if (!csv.empty() && !out) usage("cannot write " + csv);
   if (out) std::fprintf(out, "strategy,bytes,ranks,model_ms,sim_ms,bound_level,messages,wall_s\n");
-  const ddl::plan_for allowed = ddl::plan_for::transport<ddl::sim_transport>();  // what auto weighs here
+  const ddl::plan_for allowed = allowed_on(fab);  // what auto weighs here
   const ddl::plan best = ddl::best_plan(topo, bytes, allowed);
   auto line = [&](const std::string& name, double model, const outcome& o, bool chosen) {
     const auto& b = o.rep.busiest;
@@ -184,7 +211,8 @@ int run_strategies(const ddl::topology& topo, const std::string& which, double b
     bool take = which == "all";
     if (which == "ring") take = is_ring;
     if (which == "multi_ring") take = p.algo == ddl::algorithm::multi_ring && p.dims > 1;
-    if (which == "recursive_doubling" || which == "halving_doubling") take = which == ddl::name_of(p.algo);
+    if (which == "recursive_doubling" || which == "halving_doubling" || which == "one_shot" || which == "two_shot")
+      take = which == ddl::name_of(p.algo);
     if (!take) continue;
     any = true;
     const bool chosen = p.algo == best.algo && p.dims == best.dims && p.bounds == best.bounds && p.order == best.order &&
@@ -258,14 +286,15 @@ std::pair<double, std::size_t> simulate_step(ddl::sim_fabric& fab, const trainin
 }
 
 int run_scaling(const preset& pr, const model_preset& m, const std::string& tensors, int max_gpus, std::size_t chunk,
-                const ddl::bucket_options& bo, const std::string& csv, const std::string& plot) {
+                const ddl::bucket_options& bo, const std::string& csv, const std::string& plot, int shared) {
   const auto list = ddl_bench::load_model(tensors);
   double list_bytes = 0;
   for (const auto& t : list) list_bytes += 4.0 * static_cast<double>(t.elements);
   const double grad_bytes = m.grad_bytes > 0 ? m.grad_bytes : list_bytes;
   const training_step step = make_step(list, grad_bytes, m.compute_s);
   const double bytes = 4.0 * static_cast<double>(step.total);
-  std::printf("# ddl-sim --scaling: %s on the %s network (%s)\n", m.note, pr.name, pr.note);
+  std::printf("# ddl-sim --scaling: %s on the %s network (%s), %d shared-memory level(s)\n", m.note, pr.name, pr.note,
+              shared);
   std::printf("# gradients %.0f bytes in %zu tensors (%s%s), compute %.3f s per iteration on one GPU\n", bytes,
               list.size(), tensors.c_str(),
               std::fabs(grad_bytes - list_bytes) > 1 ? (", sizes scaled x" + std::to_string(grad_bytes / list_bytes)).c_str()
@@ -291,8 +320,8 @@ int run_scaling(const preset& pr, const model_preset& m, const std::string& tens
     std::string topo_s = "-", plan_s = "-";
     if (n > 1) {
       const ddl::topology topo = scaled(pr, n);
-      ddl::sim_fabric fab(topo, ddl::sim_options{true});
-      const ddl::plan best = ddl::best_plan(topo, bytes, ddl::plan_for::transport<ddl::sim_transport>());
+      ddl::sim_fabric fab(topo, phantom_run(std::min(shared, static_cast<int>(topo.count()))));  // small n: fewer levels
+      const ddl::plan best = ddl::best_plan(topo, bytes, allowed_on(fab));
       comm = simulate(fab, ddl::auto_strategy(topo), bytes, chunk).seconds;
       std::tie(t_ovl, nbuckets) = simulate_step(fab, step, chunk, bo);
       topo_s = topo.str();
@@ -353,7 +382,7 @@ int main(int argc, char** argv) {
   std::size_t bucket = 0;
   double bytes = 350e6, grad = -1, compute = -1;
   std::size_t chunk = std::size_t{1} << 20;
-  int max_gpus = 256;
+  int max_gpus = 256, shared = 0;
   bool scaling = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -375,10 +404,12 @@ int main(int argc, char** argv) {
     else if (a == "--max-gpus") max_gpus = std::atoi(value().c_str());
     else if (a == "--tensors") tensors = value();
     else if (a == "--bucket") bucket = static_cast<std::size_t>(parse_number(a, value()));
+    else if (a == "--shared-levels") shared = std::atoi(value().c_str());
     else if (a == "-h" || a == "--help") usage("help");
     else usage("unknown flag '" + a + "'");
   }
   if (chunk < 64) usage("--chunk must be at least 64 bytes");
+  if (shared < 0) usage("--shared-levels must be 0 or more");
   const preset* pr = nullptr;
   for (const auto& p : presets)
     if (preset_name == p.name) pr = &p;
@@ -400,11 +431,11 @@ int main(int argc, char** argv) {
         bo.last_bucket_bytes = std::min(bo.last_bucket_bytes, bucket);
       }
       return run_scaling(*pr, m, tensors.empty() ? m.tensors : tensors, max_gpus, chunk, bo,
-                         csv.empty() ? "ddl-sim-scaling.csv" : csv, plot);
+                         csv.empty() ? "ddl-sim-scaling.csv" : csv, plot, shared);
     }
     const ddl::topology topo = topo_spec.empty() ? scaled(*pr, 256) : ddl::topology::parse(topo_spec, "--topology");
     if (topo_spec.empty()) std::printf("# preset %s: %s\n", pr->name, pr->note);
-    return run_strategies(topo, strategy, bytes, chunk, csv);
+    return run_strategies(topo, strategy, bytes, chunk, csv, shared);
   } catch (const ddl::error& e) {
     std::fprintf(stderr, "ddl-sim: %s\n", e.what());
     return 1;

@@ -124,6 +124,134 @@ TEST_CASE("sim: the correctness matrix on real buffers, every strategy, odd and 
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
+namespace {
+// A simulation whose `shared` innermost levels share memory.
+ddl::sim_options shared_memory(int shared, bool phantom = false) {
+  ddl::sim_options o;
+  o.phantom = phantom;
+  o.shared_levels = shared;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("sim: shared-memory levels run the direct strategies: the correctness matrix, odd and prime rank counts") {
+  ddl_test::failure_log log;
+  auto run = [&](auto strategy, const ddl::topology& topo, int shared) {
+    ddl::sim_fabric f(topo, shared_memory(shared));
+    const auto counts = ddl_test::matrix_counts(topo.size(), 4099);
+    const std::size_t maxc = *std::max_element(counts.begin(), counts.end());
+    std::vector<std::vector<std::byte>> expected(static_cast<std::size_t>(topo.size()),
+                                                 std::vector<std::byte>(maxc * 8));
+    ddl::options o;
+    o.chunk_bytes = 512;
+    f.run([&](ddl::sim_transport& t) {
+      ddl_test::matrix_rank(t, counts, log, o, strategy, expected[static_cast<std::size_t>(t.rank())].data(), false,
+                            [] {});
+    });
+  };
+  for (int n : {1, 2, 3, 5, 7}) {
+    const ddl::topology flat = ddl::topology::uniform(n, 1e9, 1e-6);
+    run(ddl::one_shot{}, flat, 1);
+    run(ddl::two_shot{}, flat, 1);
+  }
+  // Machines of 3 ranks (2 and 5 of them): the first dimension through shared memory.
+  for (const char* spec : {"3:20GB/s:1us,2:5GB/s:4us", "3:20GB/s:1us,5:5GB/s:4us"}) {
+    const ddl::topology box = ddl::topology::parse(spec);
+    run(ddl::multi_ring<ddl::dynamic_extents>({3, box[1].extent}, {0, 1}).direct_first(), box, 1);
+    run(ddl::auto_strategy{}, box, 1);
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("sim: a read of a peer's memory is a flow over the links: one_shot and two_shot against their traffic") {
+  // n ranks on one level of bandwidth B: two_shot reads (n-1)/n S from its
+  // peers in each of its two phases, one_shot (n-1) S, all through the
+  // reader's one link; the address round and phase ends cost latencies.
+  const double bw = 10e9, alpha = 2e-6;
+  for (int n : {2, 3, 4, 8}) {
+    const ddl::topology topo = ddl::topology::uniform(n, bw, alpha);
+    ddl::sim_fabric f(topo, shared_memory(1, true));
+    for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{64} << 20}) {
+      CAPTURE(n);
+      CAPTURE(bytes);
+      const double s = static_cast<double>(bytes);
+      const double two = sim_seconds(f, ddl::two_shot{}, bytes), one = sim_seconds(f, ddl::one_shot{}, bytes);
+      const double two_reads = 2 * (n - 1) * s / n / bw, one_reads = (n - 1) * s / bw;
+      CHECK(two >= two_reads);
+      CHECK(two <= two_reads + 20 * alpha + 0.02 * two_reads);
+      CHECK(one >= one_reads);
+      CHECK(one <= one_reads + 20 * alpha + 0.02 * one_reads);
+      // The planner prices them so on this transport (`direct_reads_over_links`).
+      ddl::plan_for q = ddl::plan_for::transport<ddl::sim_transport>();
+      q.peer_memory = true;
+      q.shared_levels = 1;
+      CHECK(q.direct_over_links);
+      for (const ddl::plan& p : ddl::all_plans(topo, s, q)) {
+        if (p.algo == ddl::algorithm::two_shot) CHECK(two == doctest::Approx(p.seconds).epsilon(0.05));
+        if (p.algo == ddl::algorithm::one_shot) CHECK(one == doctest::Approx(p.seconds).epsilon(0.05));
+      }
+    }
+  }
+  // Without shared levels the direct strategies are refused, naming why.
+  ddl::sim_fabric none(ddl::topology::uniform(4, bw, alpha), {true});
+  CHECK_THROWS_WITH_AS(sim_seconds(none, ddl::two_shot{}, 4096), doctest::Contains("read their peers' memory"),
+                       ddl::invalid_argument);
+  CHECK_THROWS_AS(ddl::sim_fabric(ddl::topology::uniform(4, bw, alpha), shared_memory(2)), ddl::invalid_argument);
+}
+
+TEST_CASE("sim: shared levels are units of the topology: reads outside one are refused, auto weighs the direct forms "
+          "inside, and model and simulation agree on the paper's network") {
+  const ddl::topology topo = ddl::topology::parse(paper);
+  ddl::sim_fabric f(topo, shared_memory(1, true));
+  f.run([&](ddl::sim_transport& t) {
+    if (t.rank() != 0) return;
+    CHECK_FALSE(t.stages_shared());
+    CHECK(t.stages_shared_among(0, 1, 4));
+    CHECK_FALSE(t.stages_shared_among(0, 1, 5));
+    CHECK_FALSE(t.stages_shared_among(2, 4, 2));
+    CHECK(t.peer_stage(3, 16) != nullptr);
+    CHECK_THROWS_AS(t.peer_stage(4, 16), ddl::transport_error);
+    CHECK(ddl::shared_levels(t, topo) == 1);
+  });
+  // The direct-first candidates are weighed, and each one's model is within
+  // 10% of its simulation (reads as flows over NVLink-like links).
+  ddl::plan_for q = ddl::plan_for::transport<ddl::sim_transport>();
+  q.shared_levels = 1;
+  int direct = 0;
+  for (double bytes : {64e6, 1e6}) {
+    for (const ddl::plan& p : ddl::all_plans(topo, bytes, q)) {
+      if (!p.direct_first) continue;
+      ++direct;
+      CAPTURE(ddl::describe(topo, p));
+      CAPTURE(bytes);
+      CHECK(sim_seconds(f, ddl::planned(topo, p), static_cast<std::size_t>(bytes)) ==
+            doctest::Approx(p.seconds).epsilon(0.10));
+    }
+  }
+  CHECK(direct >= 4);
+  // One node: auto weighs one_shot and two_shot, and what it runs is within
+  // 2% of the fastest candidate simulated (two_shot ties with the ring on
+  // link-bound nodes: it reads what a ring sends).
+  const ddl::topology one_node = ddl::topology::parse("4:20GB/s:3us");
+  ddl::sim_fabric node(one_node, shared_memory(1, true));
+  std::string plan;
+  node.run([&](ddl::sim_transport& t) {
+    ddl::communicator<ddl::auto_strategy, ddl::sim_transport> comm(t);
+    if (t.rank() == 0) plan = comm.explain(64 << 20);
+  });
+  CHECK(plan.find("two_shot") != std::string::npos);
+  CHECK(plan.find("one_shot") != std::string::npos);
+  ddl::plan_for in_node = q;
+  in_node.peer_memory = true;  // one node: every rank reads every other
+  for (std::size_t bytes : {std::size_t{4} << 10, std::size_t{4} << 20, std::size_t{64} << 20}) {
+    double fastest = 1e9;
+    for (const ddl::plan& p : ddl::all_plans(one_node, static_cast<double>(bytes), in_node))
+      fastest = std::min(fastest, sim_seconds(node, ddl::planned(one_node, p), bytes));
+    CAPTURE(bytes);
+    CHECK(sim_seconds(node, ddl::auto_strategy{}, bytes) <= 1.02 * fastest);
+  }
+}
+
 TEST_CASE("sim: real data is bit-identical to the in-process transport (random floats)") {
   const ddl::topology topo = ddl::topology::parse("2:20GB/s:1us,5:5GB/s:4us");
   const int n = topo.size();

@@ -24,6 +24,17 @@
 ///    elsewhere does not give its unused share away.
 ///  * Local copies and reductions take no virtual time (the network bounds
 ///    every algorithm here; the cost model makes the same assumption).
+///  * Shared memory (`sim_options::shared_levels` = k): the ranks of one unit
+///    of level k-1 read each other's memory, as a node's GPUs do over NVLink
+///    or a machine's processes through shared stages. The transport then has
+///    stages (`stage`, `peer_stage`, `stages_shared_among`; the Transport
+///    concept), so the direct strategies run inside such units (`one_shot`,
+///    `two_shot`, a multi-ring's `direct_first` dimension; `auto` weighs
+///    them there). A local operation that reads a peer's stage is a flow of
+///    those bytes from the peer to the reader over the links between them,
+///    exactly as a message of that size would be, started when the reader
+///    reads (several at once for an n-way reduction) and finished before the
+///    operation's data moves. The reader's own memory costs nothing.
 ///    Computation is what a rank says it is: `sim_transport::compute(s)`
 ///    lets `s` virtual seconds pass for the calling fiber.
 ///
@@ -61,6 +72,8 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -84,6 +97,9 @@ struct sim_options {
   bool phantom = false;
   /// Stack of each rank's fiber (virtual memory; only touched pages count).
   std::size_t stack_bytes = std::size_t{256} << 10;
+  /// The innermost levels [0, shared_levels) lie inside units whose ranks
+  /// read each other's memory (see the file comment); 0: none.
+  int shared_levels = 0;
 };
 
 class sim_fabric;
@@ -103,6 +119,11 @@ class sim_transport {
     friend class sim_transport;
     friend class sim_fabric;
   };
+
+  /// The direct strategies' reads of a peer are flows over the links and a
+  /// rank's own memory is free (see the file comment): the planner prices
+  /// them so (`cost::direct_costs::over_links`).
+  static constexpr bool direct_reads_over_links = true;
 
   /// Ranks are fibers of one thread in virtual time: no thread may drive
   /// them, but a fiber of the same rank may (asynchronous collectives
@@ -141,6 +162,18 @@ class sim_transport {
   /// shared by every rank.
   inline void* phantom_buffer(std::size_t bytes, int slot = 0);
 
+  /// Stages (the Transport concept's; `sim_options::shared_levels`): this
+  /// rank's, at least `bytes` long (grown when shorter: its address may
+  /// change; at least 4 KiB, zeroed; phantom in phantom runs).
+  inline std::byte* stage(std::size_t bytes);
+  /// Rank `peer`'s stage, for its first `bytes`; `transport_error` when the
+  /// two share no unit of the shared levels or the peer's is shorter.
+  inline const std::byte* peer_stage(int peer, std::size_t bytes);
+  /// Whether every rank reads every other's memory (one shared unit holds them all).
+  inline bool stages_shared() const;
+  /// Whether ranks `base + i * stride` (i < `size`) lie in one shared unit.
+  inline bool stages_shared_among(int base, int stride, int size) const;
+
  private:
   friend class sim_fabric;
   sim_fabric* fab_ = nullptr;
@@ -152,7 +185,13 @@ class sim_transport {
 class sim_fabric {
  public:
   explicit sim_fabric(const ddl::topology& topo, sim_options o = {})
-      : topo_(checked(topo)), opts_(o), n_(topo.size()), net_(topo_, clock_), fibers_(o.stack_bytes) {}
+      : topo_(checked(topo)), opts_(o), n_(topo.size()), net_(topo_, clock_), fibers_(o.stack_bytes) {
+    if (o.shared_levels < 0 || static_cast<std::size_t>(o.shared_levels) > topo_.count())
+      throw invalid_argument("sim_options.shared_levels is " + std::to_string(o.shared_levels) + "; the topology has " +
+                             std::to_string(topo_.count()) + " levels");
+    for (int l = 0; l < o.shared_levels; ++l) shared_unit_ *= topo_[static_cast<std::size_t>(l)].extent;
+    stages_.assign(static_cast<std::size_t>(n_), stage_rec{});
+  }
   sim_fabric(const sim_fabric&) = delete;
   sim_fabric& operator=(const sim_fabric&) = delete;
   ~sim_fabric() {
@@ -424,8 +463,15 @@ class sim_fabric {
   /// Message `m` arrived: its data moves (real buffers) and both sides complete.
   void arrived(std::uint32_t m) {
     const auto [s, r] = msg_ops_[m];
+    if (s == read_flow) {  // a read of a peer's stage: the reader's operation goes on
+      ops_[r].done = true;
+      finish_op(r);
+      return;
+    }
     op_rec &so = ops_[s], &ro = ops_[r];
-    if (!so.cancelled && !ro.cancelled && !opts_.phantom && so.bytes) {
+    // Phantom runs move the data of messages between real buffers only (the
+    // direct strategies' address tables); phantom buffers hold nothing.
+    if (!so.cancelled && !ro.cancelled && so.bytes && (!opts_.phantom || (!phantom_at(so.src) && !phantom_at(ro.dst)))) {
       if (ro.fused) {
         const std::size_t count = so.bytes / size_of(ro.red.type);
         if (ro.red.received_first) host::reduce(ro.dst, so.src, ro.local, count, ro.red);
@@ -507,18 +553,88 @@ class sim_fabric {
   }
 
   // --- memory ------------------------------------------------------------------
-  memory_ops memory_ops_for(const location& where) {
+  // Host operations (no-ops on phantom buffers) whose reads of a peer's
+  // stage first move those bytes over the network (`read`); `ctx` is the
+  // rank's transport. Named "host" in phantom runs too: phantom buffers are
+  // host addresses nothing touches.
+  memory_ops memory_ops_for(const location& where, sim_transport* t) {
     if (where.space != memory_space::host) throw invalid_argument("sim_transport: buffers are host (or phantom) memory");
-    if (!opts_.phantom) return host_memory_ops();
     memory_ops m;
-    m.name = "phantom";
-    m.ctx = this;
-    m.copy = [](void*, std::byte*, const std::byte*, std::size_t) {};
-    m.reduce = [](void*, std::byte*, const std::byte*, const std::byte*, std::size_t, reduction) {};
-    m.finalize = [](void*, std::byte*, std::size_t, reduction, int) {};
-    m.allocate = [](void* f, std::size_t n) { return static_cast<std::byte*>(static_cast<sim_fabric*>(f)->phantom(n, 3)); };
-    m.release = [](void*, std::byte*, std::size_t) {};
+    m.name = "host";
+    m.ctx = t;
+    m.copy = [](void* c, std::byte* dst, const std::byte* src, std::size_t n) {
+      if (fabric_of(c).read(c, &src, 1, n) && n && dst != src) std::memmove(dst, src, n);
+    };
+    m.reduce = [](void* c, std::byte* dst, const std::byte* a, const std::byte* b, std::size_t count, reduction r) {
+      const std::byte* src[2] = {a, b};
+      if (fabric_of(c).read(c, src, 2, count * size_of(r.type))) host::reduce(dst, a, b, count, r);
+    };
+    m.reduce_many = [](void* c, std::byte* dst, const std::byte* const* src, int n, std::size_t count, reduction r) {
+      if (fabric_of(c).read(c, src, n, count * size_of(r.type)))
+        host::reduce_many(dst, reinterpret_cast<const void* const*>(src), n, count, r);
+    };
+    m.finalize = [](void* c, std::byte* p, std::size_t count, reduction r, int ranks) {
+      if (!fabric_of(c).opts_.phantom) host::finalize(p, count, r, ranks);
+    };
+    m.allocate = [](void* c, std::size_t n) {
+      sim_fabric& f = fabric_of(c);
+      return f.opts_.phantom ? static_cast<std::byte*>(f.phantom(n, 3)) : new std::byte[n];
+    };
+    m.release = [](void* c, std::byte* p, std::size_t) {
+      if (!fabric_of(c).opts_.phantom) delete[] p;
+    };
     return m;
+  }
+  static inline sim_fabric& fabric_of(void* t);
+
+  // The reads of `n` sources of `bytes` each by the calling rank (`t`):
+  // those that lie in a peer's stage travel from the peer as flows over the
+  // network, all at once, and this fiber waits for them. Returns whether the
+  // operation's data should move (false in phantom runs).
+  inline bool read(void* t, const std::byte* const* src, int n, std::size_t bytes);
+
+  // --- stages (shared memory) ---------------------------------------------------
+  struct stage_rec {
+    std::byte* base = nullptr;
+    std::size_t size = 0;
+  };
+  bool same_unit(int a, int b) const noexcept { return opts_.shared_levels > 0 && a / shared_unit_ == b / shared_unit_; }
+  std::byte* stage(int r, std::size_t bytes) {
+    stage_rec& s = stages_[static_cast<std::size_t>(r)];
+    if (bytes <= s.size) return s.base;
+    const std::size_t size = std::max<std::size_t>({bytes, s.size * 2, 4096});
+    std::byte* at = nullptr;
+    if (opts_.phantom) {
+      void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) throw transport_error("sim_transport: cannot reserve a stage of " + std::to_string(size) + " bytes");
+      phantom_.emplace_back(p, size);
+      phantom_ranges_[static_cast<const std::byte*>(p)] = size;
+      at = static_cast<std::byte*>(p);
+    } else {
+      stage_memory_.emplace_back(new std::byte[size]());  // zeroed; kept: peers may hold the old one until their call ends
+      at = stage_memory_.back().get();
+    }
+    stage_owner_[at] = {size, r};
+    s = {at, size};
+    return at;
+  }
+  // Whether `p` lies in a phantom range.
+  bool phantom_at(const std::byte* p) const {
+    auto it = phantom_ranges_.upper_bound(p);
+    if (it == phantom_ranges_.begin()) return false;
+    --it;
+    return p < it->first + it->second;
+  }
+  // The rank whose stage holds [p, p + bytes), or -1.
+  int stage_owner(const std::byte* p, std::size_t bytes) const {
+    auto it = stage_owner_.upper_bound(p);
+    if (it == stage_owner_.begin()) return -1;
+    --it;
+    if (p >= it->first + it->second.first) return -1;
+    if (p + bytes > it->first + it->second.first)
+      throw transport_error("sim_transport: a read of " + std::to_string(bytes) + " bytes runs past rank " +
+                            std::to_string(it->second.second) + "'s stage");
+    return it->second.second;
   }
 
   void* phantom(std::size_t bytes, int slot) {
@@ -530,6 +646,7 @@ class sim_fabric {
       void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (p == MAP_FAILED) throw transport_error("sim_transport: cannot reserve " + std::to_string(size) + " phantom bytes");
       phantom_.emplace_back(p, size);  // earlier ranges stay reserved: ranks may still hold them
+      phantom_ranges_[static_cast<const std::byte*>(p)] = size;
       s = {p, size};
     }
     return s.first;
@@ -566,6 +683,12 @@ class sim_fabric {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> msg_ops_;  // per network message: its send and receive ops
   std::pair<void*, std::size_t> slots_[4]{};
   std::vector<std::pair<void*, std::size_t>> phantom_;
+  static constexpr std::uint32_t read_flow = ~std::uint32_t{0};  // msg_ops_: a read, not a send
+  int shared_unit_ = 1;                                          // ranks per shared unit
+  std::vector<stage_rec> stages_;                                // per rank: its stage now
+  std::map<const std::byte*, std::pair<std::size_t, int>> stage_owner_;  // every stage ever: (size, rank)
+  std::vector<std::unique_ptr<std::byte[]>> stage_memory_;       // real runs: the stages' memory
+  std::map<const std::byte*, std::size_t> phantom_ranges_;       // every phantom range: its size
 };
 
 // --- sim_transport members ---------------------------------------------------
@@ -608,7 +731,76 @@ inline void sim_transport::abort(const std::string& why) {
 }
 inline cooperative_scheduler* sim_transport::cooperative() noexcept { return &fab_->scheduler_; }
 inline void sim_transport::compute(double seconds) { fab_->compute(seconds); }
-inline memory_ops sim_transport::memory(const location& where) { return fab_->memory_ops_for(where); }
+inline memory_ops sim_transport::memory(const location& where) { return fab_->memory_ops_for(where, this); }
+inline sim_fabric& sim_fabric::fabric_of(void* t) { return *static_cast<sim_transport*>(t)->fab_; }
+
+inline bool sim_fabric::read(void* t, const std::byte* const* src, int n, std::size_t bytes) {
+  if (stage_owner_.empty() || bytes == 0) return !opts_.phantom;
+  const int me = static_cast<sim_transport*>(t)->rank_;
+  std::vector<std::uint32_t> flows;
+  for (int k = 0; k < n; ++k) {
+    const int owner = stage_owner(src[k], bytes);
+    if (owner < 0 || owner == me) continue;
+    if (failed_) throw transport_error(failed_why_);
+    const std::uint32_t i = new_op();
+    op_rec& o = ops_[i];
+    const std::uint32_t gen = o.gen;
+    o = op_rec{};
+    o.used = true;
+    o.gen = gen;
+    o.rank = me;
+    o.peer = owner;
+    o.fiber = fibers_.running();
+    o.bytes = bytes;
+    o.matched = true;
+    const std::uint32_t m = net_.start(owner, me, bytes);
+    if (msg_ops_.size() <= m) msg_ops_.resize(m + 1);
+    msg_ops_[m] = {read_flow, i};
+    flows.push_back(i);
+  }
+  std::size_t waited = 0;
+  try {
+    for (; waited < flows.size(); ++waited) {
+      for (;;) {
+        op_rec& o = ops_[flows[waited]];
+        if (o.done) {
+          free_op(flows[waited]);
+          break;
+        }
+        throw_if_stuck(o);
+        fibers_.block();
+      }
+    }
+  } catch (...) {
+    for (std::size_t k = waited; k < flows.size(); ++k) {
+      op_rec& o = ops_[flows[k]];
+      if (o.done) free_op(flows[k]);
+      else o.cancelled = true;  // freed when its flow ends
+    }
+    throw;
+  }
+  return !opts_.phantom;
+}
+
+inline std::byte* sim_transport::stage(std::size_t bytes) { return fab_->stage(rank_, bytes); }
+inline const std::byte* sim_transport::peer_stage(int peer, std::size_t bytes) {
+  if (peer < 0 || peer >= fab_->n_ || !fab_->same_unit(rank_, peer))
+    throw transport_error("sim_transport: rank " + std::to_string(rank_) + " cannot read rank " + std::to_string(peer) +
+                          "'s memory: no unit of the shared levels (sim_options::shared_levels = " +
+                          std::to_string(fab_->opts_.shared_levels) + ") holds both");
+  if (!fab_->stages_[static_cast<std::size_t>(peer)].base) fab_->stage(peer, 4096);  // every stage starts at 4 KiB
+  const sim_fabric::stage_rec& s = fab_->stages_[static_cast<std::size_t>(peer)];
+  if (s.size < bytes)
+    throw transport_error("sim_transport: rank " + std::to_string(peer) + "'s stage holds " + std::to_string(s.size) +
+                          " bytes; rank " + std::to_string(rank_) + " asked for " + std::to_string(bytes));
+  return s.base;
+}
+inline bool sim_transport::stages_shared() const { return fab_->opts_.shared_levels > 0 && fab_->shared_unit_ >= fab_->n_; }
+inline bool sim_transport::stages_shared_among(int base, int stride, int size) const {
+  for (int i = 1; i < size; ++i)
+    if (!fab_->same_unit(base, base + i * stride)) return false;
+  return fab_->opts_.shared_levels > 0;
+}
 inline void* sim_transport::phantom_buffer(std::size_t bytes, int slot) { return fab_->phantom(bytes, slot); }
 
 inline void sim_transport::request_fields::withdraw() noexcept {

@@ -48,6 +48,9 @@
 ///    ranks, ~50 us against ~33), and M = `direct_read_factor` B_min the
 ///    bandwidth one rank gets reading several buffers at once,
 ///      one_shot: 2 sigma + (n+1) S / M,  two_shot: 3 sigma + (3n-1) S / (n M)
+///    or, where reads of peers cross the links and a rank's own memory is
+///    free (`direct_costs::over_links`: the simulator's shared levels),
+///      one_shot: 2 sigma + (n-1) S / B,  two_shot: 3 sigma + 2 (n-1) S / (n B)
 ///    (over MPI, `mpi_transport::direct_round_one_step`, sigma is one latency:
 ///    a step's latency there is already a process switch on a crowded node);
 ///    one_shot synchronised through counters in the stages (calls up to
@@ -191,6 +194,12 @@ struct direct_costs {
   /// transport's `direct_round_one_step`: MPI, where a step's latency is
   /// already a process switch on a crowded node).
   bool round_one_step = false;
+  /// Reads of a peer's memory cross the links and the reader's own memory
+  /// costs nothing (the transport's `direct_reads_over_links`: the
+  /// simulator's shared levels, a node's GPUs over NVLink): the bytes read
+  /// from peers at the links' rate B instead of all memory traffic at
+  /// `read` B: one_shot (n-1) S / B, two_shot (n-1) S / (n B) per phase.
+  bool over_links = false;
 };
 
 constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, const direct_costs& d);
@@ -327,8 +336,12 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
   if (!d.round_one_step) sigma *= rounds;
   const double m = d.read * b;
   if (p.algo == algorithm::one_shot) {
-    p.phase[0] = (d.one_round ? alpha : 2 * sigma) + (n + 1) * bytes / m;
+    p.phase[0] = (d.one_round ? alpha : 2 * sigma) + (d.over_links ? (n - 1) * bytes / b : (n + 1) * bytes / m);
     p.phases = 1;
+  } else if (d.over_links) {
+    p.phase[0] = 2 * sigma + (n - 1) * bytes / n / b;  // block r of the n-1 peers' buffers, over the links
+    p.phase[1] = sigma + (n - 1) * bytes / n / b;      // the n-1 reduced blocks, over the links
+    p.phases = 2;
   } else {
     p.phase[0] = 2 * sigma + (n + 1) * bytes / n / m;      // reduce own block from n buffers
     p.phase[1] = sigma + 2.0 * (n - 1) * bytes / n / m;    // copy the n-1 other blocks

@@ -39,6 +39,15 @@ template <class T>
 struct direct_round_of<T, std::void_t<decltype(T::direct_round_one_step)>> {
   static constexpr bool value = T::direct_round_one_step;
 };
+/// A transport's `direct_reads_over_links` where it declares one.
+template <class T, class = void>
+struct direct_over_links_of {
+  static constexpr bool value = false;
+};
+template <class T>
+struct direct_over_links_of<T, std::void_t<decltype(T::direct_reads_over_links)>> {
+  static constexpr bool value = T::direct_reads_over_links;
+};
 }  // namespace detail
 
 /// Which candidates a planner may choose.
@@ -66,6 +75,10 @@ struct plan_for {
   /// peer) costs one latency, not ceil(log2 n) (`cost::price_direct`): the
   /// transport's `direct_round_one_step` (MPI).
   bool direct_round_one_step = false;
+  /// A direct strategy's reads of peers cross the links, its own memory is
+  /// free (`cost::direct_costs::over_links`): the transport's
+  /// `direct_reads_over_links` (the simulator).
+  bool direct_over_links = false;
   /// Bytes up to which one_shot synchronises through counters in shared
   /// stages (`one_shot::flagged_limit` over a transport with `wait_until`
   /// whose stages are shared: threads, MPI ranks of one machine; 0: never):
@@ -89,6 +102,7 @@ struct plan_for {
     plan_for q(w, has_peer_memory_v<T>, inplace, detail::can_pipeline_v<T>);
     q.direct_read = detail::direct_read_of<T>::value;
     q.direct_round_one_step = detail::direct_round_of<T>::value;
+    q.direct_over_links = detail::direct_over_links_of<T>::value;
     if constexpr (has_wait_until_v<T> && has_peer_memory_v<T>) q.one_round_bytes = one_shot::flagged_limit;
     if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = T::flagged_bytes;
     if constexpr (has_peer_memory_v<T>) q.shared_levels = static_cast<int>(max_dims);
@@ -111,12 +125,13 @@ struct plan_for {
     d.read = direct_read;
     d.one_round = one_round;
     d.round_one_step = direct_round_one_step;
+    d.over_links = direct_over_links;
     return d;
   }
   constexpr bool operator==(const plan_for& o) const noexcept {
     return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline &&
            direct_read == o.direct_read && one_round_bytes == o.one_round_bytes && shared_levels == o.shared_levels &&
-           direct_round_one_step == o.direct_round_one_step;
+           direct_round_one_step == o.direct_round_one_step && direct_over_links == o.direct_over_links;
   }
   constexpr bool operator!=(const plan_for& o) const noexcept { return !(*this == o); }
 };

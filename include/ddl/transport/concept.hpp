@@ -125,7 +125,8 @@
 ///     where the transport knows them (the simulator's network): `auto` and
 ///     the broadcast price on them (`has_topology_v`);
 ///   - `ddl::memory_ops memory(const ddl::location&)` — the local copies and
-///     reductions for buffers at that location (see `core/memory.hpp`).
+///     reductions for buffers at that location (see `core/memory.hpp`);
+///     `group_view` forwards it.
 #include <chrono>
 #include <cstdint>
 #include <string>

@@ -42,6 +42,11 @@ class group_view {
     return parent_->irecv_reduce(parent_rank(peer), dst, local, r, t);
   }
   void wait(request& r, deadline d) { parent_->wait(r, d); }
+  /// The parent's local operations (a communicator over the group uses them).
+  template <class T = Transport, std::enable_if_t<has_memory_ops_v<T>, int> = 0>
+  memory_ops memory(const location& where) {
+    return parent_->memory(where);
+  }
   template <class T = Transport, std::enable_if_t<has_peer_stage_v<T>, int> = 0>
   std::byte* stage(std::size_t bytes) {
     return parent_->stage(bytes);
