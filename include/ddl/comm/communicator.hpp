@@ -723,12 +723,15 @@ class communicator {
    public:
     bounced(communicator& c, std::size_t bytes)
         : c_(c),
-          base_(c.transport_->bounce_buffer(bytes)),
+          bytes_(bytes),
           until_(std::chrono::steady_clock::now() +
                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(c.opts_.timeout)) {}
-    // Where `v` lies on the host for the call.
-    std::byte* at(const const_buffer_view& v, std::size_t offset) const {
-      return on_host(v) ? const_cast<std::byte*>(v.byte_data()) : base_ + offset;
+    // Where `v` lies on the host for the call (the bounce buffer is taken
+    // only when a buffer is on the device).
+    std::byte* at(const const_buffer_view& v, std::size_t offset) {
+      if (on_host(v)) return const_cast<std::byte*>(v.byte_data());
+      if (!base_) base_ = c_.transport_->bounce_buffer(bytes_);
+      return base_ + offset;
     }
     // As `at`, with the device buffer's contents copied there first.
     const std::byte* load(const const_buffer_view& v, std::size_t offset) {
@@ -738,13 +741,14 @@ class communicator {
     }
     // Copies the call's result back into a device buffer `v`.
     void store(const buffer_view& v, std::size_t offset) {
-      if (!on_host(v)) c_.transport_->bounce_copy(v.byte_data(), base_ + offset, v.bytes(), v.where, until_);
+      if (!on_host(v)) c_.transport_->bounce_copy(v.byte_data(), at(v, offset), v.bytes(), v.where, until_);
     }
 
    private:
     static bool on_host(const const_buffer_view& v) { return v.where.space == memory_space::host; }
     communicator& c_;
-    std::byte* base_;
+    std::size_t bytes_;
+    std::byte* base_ = nullptr;
     deadline until_;
   };
 
