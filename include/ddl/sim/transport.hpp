@@ -24,6 +24,8 @@
 ///    elsewhere does not give its unused share away.
 ///  * Local copies and reductions take no virtual time (the network bounds
 ///    every algorithm here; the cost model makes the same assumption).
+///    Computation is what a rank says it is: `sim_transport::compute(s)`
+///    lets `s` virtual seconds pass for the calling fiber.
 ///  * Shared memory (`sim_options::shared_levels` = k): the ranks of one unit
 ///    of level k-1 read each other's memory, as a node's GPUs do over NVLink
 ///    or a machine's processes through shared stages. The transport then has
@@ -35,8 +37,6 @@
 ///    exactly as a message of that size would be, started when the reader
 ///    reads (several at once for an n-way reduction) and finished before the
 ///    operation's data moves. The reader's own memory costs nothing.
-///    Computation is what a rank says it is: `sim_transport::compute(s)`
-///    lets `s` virtual seconds pass for the calling fiber.
 ///
 /// Each rank may own more fibers than its own (`cooperative()`, see
 /// `transport/cooperative.hpp`): a communicator's asynchronous collectives
