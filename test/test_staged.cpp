@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,63 @@ TEST_CASE("staged: asynchronous calls, bounced and piece by piece, in flight tog
     });
     CHECK_MESSAGE(log.count() == 0, log.summary());
   }
+}
+
+TEST_CASE("staged: bounced calls whose input and output lie in different memories (host and device views)") {
+  using staged = ddl::staged_transport<ddl::local_transport, slow_device<false>>;
+  std::vector<std::string> bad;
+  std::mutex m;
+  ddl::local_fabric::run(3, [&](ddl::local_transport& lt) {
+    slow_device<false> dev;
+    ddl::staging_options so;
+    so.bounce_bytes = 1 << 20;
+    staged t(lt, dev, so);
+    ddl::communicator<ddl::ring, staged> comm(t);
+    const int r = lt.rank();
+    auto at = [](ddl::buffer_view v, bool device) {
+      if (device) v.where = on_device;
+      return v;
+    };
+    auto fail = [&](const std::string& what) {
+      std::lock_guard<std::mutex> g(m);
+      bad.push_back(what + " on rank " + std::to_string(r));
+    };
+    const std::size_t count = 301;
+    const ddl::block mine = ddl::block_of(count, 3, r);
+    for (bool in_dev : {false, true}) {
+      const std::string how = in_dev ? "device in, host out" : "host in, device out";
+      std::vector<float> in(count), out(count, -1.0f);
+      for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<float>(r * 1000 + static_cast<int>(i));
+      const std::vector<float> kept = in;
+      comm.all_reduce(at(ddl::host_view(in.data(), count), in_dev), at(ddl::host_view(out.data(), count), !in_dev),
+                      ddl::op::sum);
+      for (std::size_t i = 0; i < count; ++i)
+        if (out[i] != static_cast<float>(3000 + 3 * static_cast<int>(i))) {
+          fail("all_reduce " + how);
+          break;
+        }
+      if (in != kept) fail("all_reduce " + how + ": input modified");
+      std::vector<float> block(mine.size, -1.0f);
+      comm.reduce_scatter(at(ddl::host_view(in.data(), count), in_dev), at(ddl::host_view(block.data(), mine.size), !in_dev),
+                          ddl::op::sum);
+      for (std::size_t k = 0; k < mine.size; ++k)
+        if (block[k] != static_cast<float>(3000 + 3 * static_cast<int>(mine.offset + k))) {
+          fail("reduce_scatter " + how);
+          break;
+        }
+      if (in != kept) fail("reduce_scatter " + how + ": input modified");
+      std::vector<float> own(mine.size), all(count, -1.0f);
+      for (std::size_t k = 0; k < mine.size; ++k) own[k] = static_cast<float>(mine.offset + k);
+      comm.all_gather(at(ddl::host_view(own.data(), mine.size), in_dev), at(ddl::host_view(all.data(), count), !in_dev));
+      for (std::size_t i = 0; i < count; ++i)
+        if (all[i] != static_cast<float>(i)) {
+          fail("all_gather " + how);
+          break;
+        }
+    }
+  });
+  const std::string first = bad.empty() ? std::string() : bad.front();
+  CHECK_MESSAGE(bad.empty(), first);
 }
 
 TEST_CASE("staged: ranks that disagree on bounce_bytes get mismatch_error on every rank, never a wrong result") {
