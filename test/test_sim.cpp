@@ -154,6 +154,11 @@ TEST_CASE("sim: shared-memory levels run the direct strategies: the correctness 
     run(ddl::one_shot{}, flat, 1);
     run(ddl::two_shot{}, flat, 1);
   }
+  // Two levels, both shared: one unit holds every rank.
+  const ddl::topology two_levels = ddl::topology::parse("2:20GB/s:1us,3:5GB/s:4us");
+  run(ddl::one_shot{}, two_levels, 2);
+  run(ddl::two_shot{}, two_levels, 2);
+  run(ddl::auto_strategy{}, two_levels, 2);
   // Machines of 3 ranks (2 and 5 of them): the first dimension through shared memory.
   for (const char* spec : {"3:20GB/s:1us,2:5GB/s:4us", "3:20GB/s:1us,5:5GB/s:4us"}) {
     const ddl::topology box = ddl::topology::parse(spec);
