@@ -224,6 +224,8 @@ int run_strategies(const ddl::topology& topo, const std::string& which, double b
     line("auto -> " + ddl::describe(topo, best), best.seconds, simulate(fab, ddl::auto_strategy(topo), bytes, chunk),
          false);
   }
+  if (!any && (which == "one_shot" || which == "two_shot"))
+    usage(which + " runs only where one shared unit holds every rank (--shared-levels as many as the topology's levels)");
   if (!any) usage("unknown strategy '" + which + "'");
   std::printf("# planner's choice marked *; peak memory %ld MiB\n", peak_rss_mib());
   if (out) std::fclose(out);
