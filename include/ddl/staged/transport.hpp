@@ -45,10 +45,10 @@
 #include <utility>
 #include <vector>
 
+#include "ddl/core/config.hpp"
 #include "ddl/core/error.hpp"
 #include "ddl/core/memory.hpp"
 #include "ddl/detail/event.hpp"
-#include "ddl/core/config.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
 #include "ddl/transport/shared_buffer.hpp"
