@@ -32,6 +32,8 @@
 #include <ddl/cuda.hpp>
 #include <ddl/mpi_cuda.hpp>
 
+#include "ddl_bench/mpi_timing.hpp"
+
 namespace {
 
 struct settings {
@@ -40,28 +42,6 @@ struct settings {
   int iters = 10;
   std::string strategy = "auto";
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// The slowest rank's seconds for `call`, median of `iters` (after 2
-// warm-ups); `refill` runs before each, outside the timing.
-template <class Refill, class Call>
-double time_calls(int iters, Refill&& refill, Call&& call) {
-  std::vector<double> t;
-  for (int i = 0; i < iters + 2; ++i) {
-    refill();
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto t0 = std::chrono::steady_clock::now();
-    call();
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (i >= 2) t.push_back(dt);
-  }
-  return median(t);
-}
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "ddl-gpu-mpi-bench: %s\nusage: mpirun -n N ddl-gpu-mpi-bench [-b N] [-e N] [-f F] [-n ITERS]"
@@ -114,17 +94,17 @@ int run(const settings& s, const Strategy& strategy) {
         MPI_Allreduce(MPI_IN_PLACE, &w, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         wrong += w;
       };
-      const double t_ddl = time_calls(s.iters, refill, [&] {
+      const double t_ddl = ddl_bench::slowest_median(s.iters, refill, [&] {
         comm.all_reduce(ddl::device_view(d, count, dev, stream), ddl::op::sum);
         DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
       });
       count_wrong();
-      const double t_staged = time_calls(s.iters, refill, [&] {
+      const double t_staged = ddl_bench::slowest_median(s.iters, refill, [&] {
         comm_staged.all_reduce(ddl::device_view(d, count, dev, stream), ddl::op::sum);
         DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
       });
       count_wrong();
-      const double t_mpi = time_calls(s.iters, refill, [&] {
+      const double t_mpi = ddl_bench::slowest_median(s.iters, refill, [&] {
         DDL_CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, stream));
         DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
         MPI_Allreduce(MPI_IN_PLACE, h, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);

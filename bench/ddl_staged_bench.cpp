@@ -18,7 +18,6 @@
 // the buffer refilled; `wrong` counts elements (all ranks, all rows) that are
 // not n afterwards (any: exit status 1). ratio = copy+MPI time / bounce time.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +26,8 @@
 
 #include <ddl/mpi.hpp>
 #include <ddl/staged/transport.hpp>
+
+#include "ddl_bench/mpi_timing.hpp"
 
 namespace {
 
@@ -90,20 +91,11 @@ int main(int argc, char** argv) {
 
   std::vector<float> buf(hi / sizeof(float)), host(hi / sizeof(float));
   auto time_calls = [&](std::size_t count, auto&& call, long& wrong) {
-    std::vector<double> t;
-    for (int i = 0; i < iters + 2; ++i) {
-      std::fill(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(count), 1.0f);
-      MPI_Barrier(MPI_COMM_WORLD);
-      const auto t0 = std::chrono::steady_clock::now();
-      call();
-      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      if (i >= 2) t.push_back(dt);
-    }
+    const double t = ddl_bench::slowest_median(
+        iters, [&] { std::fill(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(count), 1.0f); }, call);
     wrong += std::count_if(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(count),
                            [n](float x) { return x != static_cast<float>(n); });
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2] * 1e6;
+    return t * 1e6;
   };
   if (rank == 0) {
     std::printf("# ddl-staged-bench: %d MPI processes, float32 sum in place, through staged_transport with a memcpy "
