@@ -195,7 +195,7 @@ class sim_fabric {
   sim_fabric(const sim_fabric&) = delete;
   sim_fabric& operator=(const sim_fabric&) = delete;
   ~sim_fabric() {
-    for (auto& r : phantom_) munmap(r.first, r.second);
+    for (auto& [at, size] : phantom_) munmap(const_cast<std::byte*>(at), size);
   }
 
   int size() const noexcept { return n_; }
@@ -607,8 +607,7 @@ class sim_fabric {
     if (opts_.phantom) {
       void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (p == MAP_FAILED) throw transport_error("sim_transport: cannot reserve a stage of " + std::to_string(size) + " bytes");
-      phantom_.emplace_back(p, size);
-      phantom_ranges_[static_cast<const std::byte*>(p)] = size;
+      phantom_[static_cast<const std::byte*>(p)] = size;
       at = static_cast<std::byte*>(p);
     } else {
       stage_memory_.emplace_back(new std::byte[size]());  // zeroed; kept: peers may hold the old one until their call ends
@@ -620,8 +619,8 @@ class sim_fabric {
   }
   // Whether `p` lies in a phantom range.
   bool phantom_at(const std::byte* p) const {
-    auto it = phantom_ranges_.upper_bound(p);
-    if (it == phantom_ranges_.begin()) return false;
+    auto it = phantom_.upper_bound(p);
+    if (it == phantom_.begin()) return false;
     --it;
     return p < it->first + it->second;
   }
@@ -645,8 +644,7 @@ class sim_fabric {
       const std::size_t size = std::max<std::size_t>(bytes, 4096);
       void* p = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (p == MAP_FAILED) throw transport_error("sim_transport: cannot reserve " + std::to_string(size) + " phantom bytes");
-      phantom_.emplace_back(p, size);  // earlier ranges stay reserved: ranks may still hold them
-      phantom_ranges_[static_cast<const std::byte*>(p)] = size;
+      phantom_[static_cast<const std::byte*>(p)] = size;  // earlier ranges stay reserved: ranks may still hold them
       s = {p, size};
     }
     return s.first;
@@ -682,13 +680,12 @@ class sim_fabric {
   std::unordered_map<match_key, match_queues, match_hash> match_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> msg_ops_;  // per network message: its send and receive ops
   std::pair<void*, std::size_t> slots_[4]{};
-  std::vector<std::pair<void*, std::size_t>> phantom_;
+  std::map<const std::byte*, std::size_t> phantom_;  // every phantom range (slots, stages): its size
   static constexpr std::uint32_t read_flow = ~std::uint32_t{0};  // msg_ops_: a read, not a send
   int shared_unit_ = 1;                                          // ranks per shared unit
   std::vector<stage_rec> stages_;                                // per rank: its stage now
   std::map<const std::byte*, std::pair<std::size_t, int>> stage_owner_;  // every stage ever: (size, rank)
   std::vector<std::unique_ptr<std::byte[]>> stage_memory_;       // real runs: the stages' memory
-  std::map<const std::byte*, std::size_t> phantom_ranges_;       // every phantom range: its size
 };
 
 // --- sim_transport members ---------------------------------------------------
