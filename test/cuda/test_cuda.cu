@@ -17,8 +17,10 @@
 #include <thrust/mismatch.h>
 #include <thrust/tabulate.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -271,6 +273,74 @@ TEST_CASE("cuda: every collective over cuda_peer_transport, 1-8 ranks on one GPU
   peer_collectives(6, ddl::multi_ring<ddl::dynamic_extents>({2, 3}, {1, 0}), log);
   peer_collectives(8, ddl::auto_strategy(ddl::topology::parse("2:200GB/s:10us,4:100GB/s:10us")), log);
   CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+// The all-reduce times (us, float sum in place, every rank on the GPU, median
+// of 10) of one H100 run, 2026-11-26 (bench/results/gpu-h100.md, raw
+// gpu-raw/h100-2026-11-26/): ring, recursive doubling, halving doubling,
+// one_shot, two_shot at 1, 4, 16, 64, 256 MiB.
+struct measured_row {
+  int ranks;
+  double us[5][5];  // [algorithm][size]
+};
+constexpr measured_row h100_allreduce[] = {
+    {2, {{52.3, 62.9, 63.7, 130.0, 466.5}, {42.0, 42.6, 71.3, 240.4, 904.3}, {62.3, 54.4, 69.6, 131.9, 465.3},
+         {45.1, 51.2, 77.0, 252.8, 925.6}, {58.2, 60.5, 62.0, 144.5, 478.6}}},
+    {4, {{344.7, 341.6, 315.1, 441.4, 1424.3}, {127.3, 145.3, 168.8, 552.9, 2151.9}, {269.0, 273.9, 270.2, 371.5, 1356.2},
+         {175.0, 169.4, 240.5, 694.5, 2535.5}, {264.1, 254.7, 261.7, 343.1, 1065.2}}},
+    {8, {{1944.8, 1936.8, 1990.7, 1832.3, 3111.7}, {452.8, 460.8, 599.9, 1941.5, 7782.6}, {965.9, 908.8, 908.0, 949.5, 3098.4},
+         {709.2, 750.5, 824.2, 2268.7, 7986.4}, {1110.6, 1044.8, 1112.4, 1151.6, 2453.5}}},
+};
+
+TEST_CASE("cuda: auto prices a step at a latency per rank of the fabric, and its plans run within 10% of the best "
+          "measured on an H100") {
+  for (const measured_row& row : h100_allreduce) {
+    const int n = row.ranks;
+    CAPTURE(n);
+    ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
+    std::vector<ddl::topology> topos(static_cast<std::size_t>(n));
+    std::vector<std::string> plans(static_cast<std::size_t>(n));
+    fab.run([&](ddl::cuda_peer_transport& t) {
+      ddl::communicator<ddl::auto_strategy, ddl::cuda_peer_transport> comm(t);
+      topos[static_cast<std::size_t>(t.rank())] = comm.strategy().topo();
+      std::string seen;
+      for (int k = 0; k < 5; ++k) {
+        const std::size_t bytes = std::size_t{1} << (20 + 2 * k);
+        const ddl::plan p = comm.strategy().choose(bytes, ddl::candidates::all, true);
+        int a = 0;  // the measured row this plan ran as
+        switch (p.algo) {
+          case ddl::algorithm::multi_ring: a = p.direct_first ? 4 : 0; break;
+          case ddl::algorithm::recursive_doubling: a = 1; break;
+          case ddl::algorithm::halving_doubling: a = 2; break;
+          case ddl::algorithm::one_shot: a = 3; break;
+          case ddl::algorithm::two_shot: a = 4; break;
+        }
+        double best = row.us[0][k];
+        for (int b = 1; b < 5; ++b) best = std::min(best, row.us[b][k]);
+        seen += std::to_string(bytes >> 20) + " MiB " + ddl::name_of(p.algo) +
+                (row.us[a][k] <= 1.10 * best ? " ok; " : " SLOW; ");
+      }
+      plans[static_cast<std::size_t>(t.rank())] = seen;
+    });
+    for (int r = 0; r < n; ++r) {
+      const ddl::topology& topo = topos[static_cast<std::size_t>(r)];
+      REQUIRE(topo.count() == 1);
+      CHECK(topo[0].extent == n);
+      CHECK(topo[0].latency == doctest::Approx(ddl::cuda_peer_transport::step_latency_per_rank * n));
+      CHECK(topo[0].bandwidth == doctest::Approx(ddl::cuda_peer_transport::link_bandwidth));
+      CHECK(plans[static_cast<std::size_t>(r)] == plans[0]);
+    }
+    INFO(plans[0]);
+    CHECK(plans[0].find("SLOW") == std::string::npos);
+  }
+  // DDL_TOPOLOGY, where set, is what the planner sees instead.
+  setenv("DDL_TOPOLOGY", "2:7GB/s:3us", 1);
+  ddl::cuda_peer_fabric fab(2, std::vector<int>{0, 0});
+  std::vector<double> latency(2);
+  fab.run([&](ddl::cuda_peer_transport& t) { latency[static_cast<std::size_t>(t.rank())] = t.topology()[0].latency; });
+  unsetenv("DDL_TOPOLOGY");
+  CHECK(latency[0] == doctest::Approx(3e-6));
+  CHECK(latency[1] == doctest::Approx(3e-6));
 }
 
 // Rank `rank`'s random float at `i`: a hash's 24 bits times 2^-24..2^7, signed

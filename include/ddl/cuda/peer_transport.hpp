@@ -59,6 +59,7 @@
 
 #include "ddl/cuda/runtime.hpp"
 #include "ddl/detail/event.hpp"
+#include "ddl/topology/topology.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
 #include "ddl/transport/threads.hpp"
@@ -79,10 +80,11 @@ class cuda_peer_transport {
   /// Every rank's buffers are readable by every other rank's kernels where
   /// the devices allow it (`peers_readable`): the direct strategies apply.
   static constexpr bool peer_memory = true;
-  /// Planner defaults for ranks sharing GPUs: device memory bandwidth shared
-  /// by a peer read, a write and a local read, and one kernel launch.
-  static constexpr double default_bandwidth = 200e9;
-  static constexpr double default_latency = 10e-6;
+  /// The planner's link costs (`topology()`): device memory bandwidth shared
+  /// by a peer read, a write and a local read; and a step's latency per rank
+  /// of the fabric, since the ranks' threads take turns in the driver.
+  static constexpr double link_bandwidth = 200e9;
+  static constexpr double step_latency_per_rank = 10e-6;
 
   struct message;
   /// What a request refers to (`transport/request.hpp`).
@@ -100,6 +102,15 @@ class cuda_peer_transport {
   /// This rank gives the group up (the concept's `abort`).
   inline void abort(const std::string& why);
   inline int size() const noexcept;
+  /// The levels `auto_strategy` and the broadcast price on: `DDL_TOPOLOGY`
+  /// where set, else one level of `link_bandwidth` whose step latency is
+  /// `step_latency_per_rank` times the ranks. A step every rank takes costs
+  /// about n times one rank's CUDA calls: on one H100, 1 MiB, a step of the
+  /// ring, recursive or halving doubling took 26-31 us at 2 ranks, 57-67 at
+  /// 4, 139-161 at 8; priced at a flat 10 us the planner chose halving
+  /// doubling at 4-16 MiB where recursive doubling ran 1.5-2x faster
+  /// (bench/results/gpu-h100.md, 2026-11-26).
+  inline ddl::topology topology() const;
   int device() const noexcept { return ctx_.device; }
   /// Whether every rank's device reads every other's memory (one device, or
   /// peer access between all of them): `one_shot` and `two_shot` need it.
@@ -367,6 +378,10 @@ class cuda_peer_fabric {
 
 inline int cuda_peer_transport::size() const noexcept { return fab_->n_; }
 inline bool cuda_peer_transport::peers_readable() const noexcept { return fab_->all_direct(); }
+inline ddl::topology cuda_peer_transport::topology() const {
+  return ddl::topology::from_env(size(),
+                                 ddl::topology::uniform(size(), link_bandwidth, step_latency_per_rank * size()));
+}
 inline bool cuda_peer_transport::flagged_ready() const noexcept { return fab_->flagged_; }
 
 inline void cuda_peer_transport::check_flagged() const {
