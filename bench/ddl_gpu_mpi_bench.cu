@@ -6,7 +6,7 @@
 // Each process holds a float32 device buffer on GPU (rank % devices) and
 // all-reduces it in place (sum):
 //   - ddl: `communicator<Strategy, mpi_staged_transport>` as a user gets it
-//     (`staging_options::from_env()`: calls up to `bounce_bytes`, 16 MiB or
+//     (`staging_options::from_env()`: calls up to `bounce_bytes`, 64 MiB or
 //     `DDL_STAGING_BOUNCE`, copied whole to a pinned shared host buffer and
 //     run on MPI by ddl's host collective; larger ones staged piece by piece
 //     through pinned memory, copies overlapping MPI; `mpi_cuda.hpp`);

@@ -118,7 +118,7 @@ for phase in "$@"; do
         step "reduce_$d" 120 "$out/reduce.txt" "$bench_bin" reduce -d "$d" -b 1M -e 1G -f 4 -n 20
       done
       if [ -x "$mpi_bench_bin" ] && command -v mpirun > /dev/null; then
-        # As given (calls up to 16 MiB bounce through host memory) beside piece
+        # As given (calls up to 64 MiB bounce through host memory) beside piece
         # by piece; then with every size bounced, to place the default.
         step mpi_staged 150 "$out/mpi-staged.txt" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
           mpirun -n 4 --oversubscribe -x LD_LIBRARY_PATH "$mpi_bench_bin" -b 64K -e 256M -f 4 -n 10

@@ -4,7 +4,7 @@
 /// (`MPIX_Query_cuda_support`, where it offers it); with a CUDA-aware MPI use
 /// `mpi_direct_transport`, otherwise `mpi_staged_transport`, which stages
 /// pieces through pinned host memory with the copies overlapping the network,
-/// and runs calls up to `staging_options::bounce_bytes` (16 MiB,
+/// and runs calls up to `staging_options::bounce_bytes` (64 MiB,
 /// `DDL_STAGING_BOUNCE`) whole on MPI from one copy in pinned shared host
 /// memory (see `staged/transport.hpp`). Compile with nvcc; link `ddl::mpi`
 /// and `ddl::cuda`.

@@ -62,8 +62,12 @@ struct staging_options {
   /// Calls of at most this many bytes per rank run whole on the host
   /// transport through one copy each way (`staged_transport::bounces`); 0:
   /// every call through the pipeline. Every rank must use the same value.
-  /// `DDL_STAGING_BOUNCE` (bytes, "16M" as elsewhere) sets it.
-  std::size_t bounce_bytes = std::size_t{16} << 20;
+  /// `DDL_STAGING_BOUNCE` (bytes, "16M" as elsewhere) sets it. Default 64
+  /// MiB: on one H100, 4 processes, bounced calls ran 1.1-2.5x "copy,
+  /// `MPI_Allreduce`, copy" at 64 KiB-256 MiB and ahead of the pieces at every
+  /// size (bench/results/gpu-h100.md); the pinned buffer grows to the
+  /// largest call up to this size.
+  std::size_t bounce_bytes = std::size_t{64} << 20;
 
   /// The defaults, with `DDL_STAGING_BOUNCE` read.
   static staging_options from_env() {
