@@ -173,6 +173,77 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
   unsetenv("DDL_MPI_SHM");
 }
 
+// two_shot's all-reduce and the direct all-gather on blocks longer than a
+// stage segment: element i of rank p's input.
+template <class T>
+T segment_value(int p, std::size_t i) {
+  return static_cast<T>((p + 1) * static_cast<int>(i % 7 + 1));
+}
+
+template <class T>
+void segments_check(ddl::mpi_transport& t, failure_log& log) {
+  const int n = t.size(), me = t.rank();
+  const std::size_t per = ddl::two_shot::stage_segment / sizeof(T);
+  // Every block over one segment and ragged (blocks differ by one).
+  const std::size_t count = static_cast<std::size_t>(n) * (per + per / 3) + static_cast<std::size_t>(n / 2) + 1;
+  const T sum_ranks = static_cast<T>(n * (n + 1) / 2);
+  ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(t);
+  auto note = [&](const char* what, std::size_t i, double got, double want) {
+    log.add(std::string(what) + " " + ddl::name_of(ddl::dtype_of<T>::value) + " rank " + std::to_string(me) + " [" +
+            std::to_string(i) + "] = " + std::to_string(got) + ", expected " + std::to_string(want));
+  };
+  // Plain buffers, or a shared one on even ranks only (the ranks then agree
+  // on segments), or shared everywhere (read in place, whole).
+  for (int layout = 0; layout < 3; ++layout) {
+    const bool shared = layout == 2 || (layout == 1 && me % 2 == 0);
+    ddl::shared_buffer sb(shared ? 2 * count * sizeof(T) : 0);
+    std::vector<T> plain(shared ? 0 : 2 * count);
+    T* in = shared ? sb.as<T>() : plain.data();
+    T* out = in + count;
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      T* dst = in_place ? in : out;
+      for (std::size_t i = 0; i < count; ++i) in[i] = segment_value<T>(me, i);
+      comm.all_reduce(ddl::host_view(static_cast<const T*>(in), count), ddl::host_view(dst, count), ddl::op::sum);
+      for (std::size_t i = 0; i < count; ++i)
+        if (dst[i] != sum_ranks * static_cast<T>(i % 7 + 1)) {
+          note("two_shot all_reduce", i, static_cast<double>(dst[i]), static_cast<double>(sum_ranks) * (i % 7 + 1));
+          break;
+        }
+      // All-gather: rank p's block holds p's values.
+      const ddl::block mine = ddl::block_of(count, n, me);
+      std::fill(dst, dst + count, T(-1));
+      T* src = in_place ? dst + mine.offset : in;
+      for (std::size_t i = 0; i < mine.size; ++i) src[i] = segment_value<T>(me, mine.offset + i);
+      comm.all_gather(ddl::host_view(static_cast<const T*>(src), mine.size), ddl::host_view(dst, count));
+      for (int p = 0; p < n; ++p) {
+        const ddl::block b = ddl::block_of(count, n, p);
+        for (std::size_t i = b.offset; i < b.offset + b.size; ++i)
+          if (dst[i] != segment_value<T>(p, i)) {
+            note("all_gather", i, static_cast<double>(dst[i]), static_cast<double>(segment_value<T>(p, i)));
+            p = n;
+            break;
+          }
+      }
+    }
+  }
+}
+
+TEST_CASE("mpi: two_shot and the direct all-gather take blocks longer than a stage segment in segments, every "
+          "buffer layout agreed") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  if (!t.stages_shared()) {
+    MESSAGE("shared memory between the ranks is not allowed here");
+    return;
+  }
+  failure_log log;
+  segments_check<float>(t, log);
+  segments_check<double>(t, log);
+  segments_check<std::int32_t>(t, log);
+  const int failures = all_sum(static_cast<int>(log.count()));
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(failures == 0);
+}
+
 TEST_CASE("mpi: buffers in a ddl::shared_buffer are read by their peers where they lie, not through stages") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   if (!t.stages_shared()) {
@@ -212,11 +283,16 @@ TEST_CASE("mpi: buffers in a ddl::shared_buffer are read by their peers where th
   matrix(ddl::auto_strategy{}, in.data(), out.data());
   if (n < 2) return;
   {
-    // Read in place: a fresh transport's stages never grow for 1 MiB calls
-    // (they start at one page), so a peer's stage that far is an error.
+    // Read in place: a fresh transport's stages never grow for calls of 1.5
+    // MiB (they start at one page), so a peer's stage that far is an error.
+    // Such a call is longer than two_shot's stage segment: its first
+    // segment tells every rank that all inputs are shared, and the rest
+    // goes as one call, read in place too.
     ddl::mpi_transport fresh(MPI_COMM_WORLD);
     ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(fresh);
-    const std::size_t count = std::size_t{1} << 18;
+    const std::size_t count = (std::size_t{3} << 17) + 5;
+    static_assert(ddl::two_shot::stage_segment < count * sizeof(float));
+    REQUIRE(bytes >= count * sizeof(float));
     float* g = in.as<float>();
     for (std::size_t i = 0; i < count; ++i) g[i] = static_cast<float>(me + 1);
     comm.all_reduce(ddl::host_view(g, count), ddl::op::sum);

@@ -39,15 +39,6 @@ template <class T>
 struct direct_round_of<T, std::void_t<decltype(T::direct_round_one_step)>> {
   static constexpr bool value = T::direct_round_one_step;
 };
-/// A transport's `direct_reads_over_links` where it declares one.
-template <class T, class = void>
-struct direct_over_links_of {
-  static constexpr bool value = false;
-};
-template <class T>
-struct direct_over_links_of<T, std::void_t<decltype(T::direct_reads_over_links)>> {
-  static constexpr bool value = T::direct_reads_over_links;
-};
 }  // namespace detail
 
 /// Which candidates a planner may choose.
@@ -102,7 +93,7 @@ struct plan_for {
     plan_for q(w, has_peer_memory_v<T>, inplace, detail::can_pipeline_v<T>);
     q.direct_read = detail::direct_read_of<T>::value;
     q.direct_round_one_step = detail::direct_round_of<T>::value;
-    q.direct_over_links = detail::direct_over_links_of<T>::value;
+    q.direct_over_links = direct_reads_over_links_v<T>;
     if constexpr (has_wait_until_v<T> && has_peer_memory_v<T>) q.one_round_bytes = one_shot::flagged_limit;
     if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = T::flagged_bytes;
     if constexpr (has_peer_memory_v<T>) q.shared_levels = static_cast<int>(max_dims);

@@ -335,6 +335,18 @@ inline constexpr bool has_peer_buffer_v = has_peer_stage_v<T> && detail::has_pee
 template <class T>
 inline constexpr bool has_wait_until_v = has_peer_stage_v<T> && detail::has_wait_until<T>::value;
 
+/// True when `T` says a read of a peer's stage crosses its links, its own
+/// memory being free (`direct_reads_over_links`: the simulator): the
+/// planner prices the direct strategies so, and two_shot takes a plain
+/// input through the stage whole, not in cache-sized segments.
+template <class T, class = void>
+struct direct_reads_over_links : std::false_type {};
+template <class T>
+struct direct_reads_over_links<T, std::void_t<decltype(T::direct_reads_over_links)>>
+    : std::bool_constant<T::direct_reads_over_links> {};
+template <class T>
+inline constexpr bool direct_reads_over_links_v = direct_reads_over_links<T>::value;
+
 /// True when `T` runs small one_shot all-reduces through shared counters
 /// without a message (`flagged_all_reduce`).
 template <class T>

@@ -17,6 +17,7 @@ class group_view {
   static constexpr bool device_memory = accepts_device_memory_v<Transport>;
   static constexpr bool stream_ordered = is_stream_ordered_v<Transport>;
   static constexpr bool peer_memory = has_peer_memory_v<Transport>;
+  static constexpr bool direct_reads_over_links = direct_reads_over_links_v<Transport>;
 
   group_view() = default;
   /// \pre `parent.rank()` is one of the members.
