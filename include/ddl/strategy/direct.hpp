@@ -36,7 +36,7 @@
 ///    all-gather). Three synchronisations; (3n-1) S / n bytes per rank, where
 ///    the ring moves 5 (n-1) S / n: for large messages. Through stages add
 ///    2 (n+1) S / n (the copy in, the reduced block copied out for the
-///    peers), in segments of `two_shot::stage_segment` so that the stage
+///    peers), in segments of `stage_segment` so that the stage
 ///    stays in cache; over MPI that still beats its messages, each a kernel
 ///    copy between processes at a quarter of memcpy's rate here
 ///    (bench/results/mpi-vs-openmpi-mpich-gloo.md).
@@ -112,9 +112,10 @@ class direct_base {
   /// all-gather whose parts are not, go through the stages in segments of at
   /// most this many bytes per part, one after another, each a call of its
   /// own: the stage stays in cache, so its copies cost cache traffic, not
-  /// memory's. 2 MPI ranks, plain buffers, in place: two_shot 2.2x faster
-  /// at 16 MiB and 2.4x at 128 MiB than through a stage of the whole
-  /// buffer, 4 ranks 1.6-2.2x, 8 ranks 1.5x (segments of 256 KiB-4 MiB
+  /// memory's. Open MPI ranks, plain buffers, in place, medians: two_shot
+  /// 2.3x faster at 16 MiB and 2.4x at 128 MiB than through a stage of the
+  /// whole buffer at 2 ranks, 1.2-1.3x at 4, 1.0-1.1x at 8; the all-gather
+  /// 1.6-1.7x at 2 ranks, level at 4 and 8 (segments of 256 KiB-8 MiB
   /// tried; bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-26).
   static constexpr std::size_t stage_segment = std::size_t{1} << 20;
   template <class Transport>
