@@ -100,7 +100,9 @@ class auto_strategy {
   static constexpr const char* name = "auto";
 
   /// Topology taken at validation: the transport's own when it knows it (the
-  /// simulator), else `DDL_TOPOLOGY`, else the transport's default link costs.
+  /// simulator's network; CUDA peers' costs per rank, which honour
+  /// `DDL_TOPOLOGY` themselves), else `DDL_TOPOLOGY`, else the transport's
+  /// default link costs.
   auto_strategy() = default;
   /// A fixed topology; its ranks must match the group's.
   explicit auto_strategy(const topology& t) : topology_(t), given_(true) {}

@@ -122,8 +122,9 @@
 ///   - `default_bandwidth`, `default_latency` (static) — link costs the
 ///     planner assumes when nobody measured them (`default_link`);
 ///   - `ddl::topology topology() const` — the group's levels and link costs,
-///     where the transport knows them (the simulator's network): `auto` and
-///     the broadcast price on them (`has_topology_v`);
+///     where the transport knows them (the simulator's network; CUDA peers,
+///     whose step latency grows with the ranks): `auto` and the broadcast
+///     price on them (`has_topology_v`);
 ///   - `ddl::memory_ops memory(const ddl::location&)` — the local copies and
 ///     reductions for buffers at that location (see `core/memory.hpp`);
 ///     `group_view` forwards it.
