@@ -285,9 +285,9 @@ TEST_CASE("mpi: buffers in a ddl::shared_buffer are read by their peers where th
   {
     // Read in place: a fresh transport's stages never grow for calls of 1.5
     // MiB (they start at one page), so a peer's stage that far is an error.
-    // Such a call is longer than two_shot's stage segment: its first
-    // segment tells every rank that all inputs are shared, and the rest
-    // goes as one call, read in place too.
+    // Such a call is longer than two_shot's stage segment: one round tells
+    // every rank that all inputs are shared, and the call goes whole, read
+    // in place.
     ddl::mpi_transport fresh(MPI_COMM_WORLD);
     ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(fresh);
     const std::size_t count = (std::size_t{3} << 17) + 5;

@@ -121,6 +121,21 @@ class direct_base {
   template <class Transport>
   static constexpr bool stages_in_segments_v =
       !has_peer_memory_v<Transport> && !direct_reads_over_links_v<Transport>;
+  /// Elements of `es` bytes in one segment.
+  static constexpr std::size_t segment_elements(std::size_t es) noexcept {
+    return stage_segment / es > 0 ? stage_segment / es : 1;
+  }
+  /// Whether `[p, p + bytes)` lies in a `shared_buffer` on every rank (its
+  /// peers then read it in place, and no segments are needed): one round,
+  /// the same answer on every rank.
+  template <class Transport>
+  static bool every_rank_shared(Transport& t, const std::byte* p, std::size_t bytes, const call_context& c,
+                                const char* what) {
+    std::vector<std::byte> shared(static_cast<std::size_t>(t.size()));
+    shared[static_cast<std::size_t>(t.rank())] = region_of<Transport>(p, bytes) ? std::byte{1} : std::byte{0};
+    exchange_with_all(t, shared.data(), 1, c, c.base_tag + tag_offset::addresses, what);
+    return std::none_of(shared.begin(), shared.end(), [](std::byte b) { return b == std::byte{0}; });
+  }
 
   template <class Transport>
   void validate(const Transport& t) {
@@ -210,19 +225,11 @@ class direct_base {
       }
     }
     if constexpr (stages_in_segments_v<Transport>) {
-      const std::size_t per = std::max<std::size_t>(stage_segment / es, 1);
-      if (block_of(count, n, 0).size > per) {  // block 0 is the largest
-        // Read in place where every rank's part lies in a shared buffer
-        // (one round to say so), else through the stages in segments.
-        std::vector<std::byte> shared(static_cast<std::size_t>(n));
-        shared[static_cast<std::size_t>(r)] =
-            std::byte{region_of<Transport>(own, block_of(count, n, r).size * es) ? std::uint8_t{1} : std::uint8_t{0}};
-        exchange_with_all(t, shared.data(), 1, c, c.base_tag + tag_offset::addresses,
-                          "direct all-gather: shared buffers");
-        if (std::any_of(shared.begin(), shared.end(), [](std::byte b) { return b == std::byte{0}; })) {
-          all_gather_segments(t, own, out, count, per, c);
-          return;
-        }
+      const std::size_t per = segment_elements(es);
+      if (block_of(count, n, 0).size > per &&  // block 0 is the largest
+          !every_rank_shared(t, own, block_of(count, n, r).size * es, c, "direct all-gather: shared buffers")) {
+        all_gather_segments(t, own, out, count, per, c);
+        return;
       }
     }
     all_gather_parts(t, blocks{count, n}, own, out, count, c);
@@ -760,18 +767,10 @@ struct two_shot : detail::direct_base {
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count, const call_context& c) {
     const std::size_t es = size_of(c.red.type);
     if constexpr (stages_in_segments_v<Transport>) {
-      const std::size_t per = std::max<std::size_t>(stage_segment / es, 1);
-      if (t.size() > 1 && count > per) {
-        // The first segment alone: its address exchange tells every rank
-        // whose input lies in a shared buffer (read in place, no stage). If
-        // every rank's does, the rest goes as one call; else in segments.
-        all_reduce_whole(t, in, out, per, c);
-        bool all_shared = true;
-        for (const addresses& a : peers_) all_shared = all_shared && static_cast<bool>(a.in_at);
-        for (std::size_t off = per; off < count; off += all_shared ? count : per) {
-          const std::size_t len = all_shared ? count - off : std::min(per, count - off);
-          all_reduce_whole(t, in + off * es, out + off * es, len, c);
-        }
+      const std::size_t per = segment_elements(es);
+      if (t.size() > 1 && count > per && !every_rank_shared(t, in, count * es, c, "two-shot: shared buffers")) {
+        for (std::size_t off = 0; off < count; off += per)
+          all_reduce_whole(t, in + off * es, out + off * es, std::min(per, count - off), c);
         return;
       }
     }
