@@ -338,8 +338,9 @@ inline constexpr bool has_wait_until_v = has_peer_stage_v<T> && detail::has_wait
 
 /// True when `T` says a read of a peer's stage crosses its links, its own
 /// memory being free (`direct_reads_over_links`: the simulator): the
-/// planner prices the direct strategies so, and two_shot takes a plain
-/// input through the stage whole, not in cache-sized segments.
+/// planner prices the direct strategies so, and two_shot and the direct
+/// all-gather take plain buffers through the stage whole, not in
+/// cache-sized segments (`direct_base::stage_segment`).
 template <class T, class = void>
 struct direct_reads_over_links : std::false_type {};
 template <class T>
