@@ -388,6 +388,30 @@ TEST_CASE("generic pipeline: recursive doubling reduces into the buffer it sends
   }
 }
 
+TEST_CASE("recursive doubling over a transport that reduces as it receives lands what it reduces into its buffer") {
+  // local_transport reduces as it receives, reading the peer's buffer: an
+  // exchange into the buffer it sends (in place, and every exchange after
+  // the first) lands chunks in the workspace and combines each once sent,
+  // from two chunks up; below that the buffer and the workspace alternate.
+  // A ring of 3 chunks; counts of one chunk, of 2-3 (20, 40, 48 elements of
+  // 2-8 bytes) and far past the ring.
+  ddl::options o;
+  o.chunk_bytes = 64;
+  o.pipeline_depth = 3;
+  for (int n = 1; n <= 9; ++n) {
+    CAPTURE(n);
+    failure_log log;
+    auto counts = matrix_counts(n, 4099);
+    counts.insert(counts.end(), {20, 40, 48});
+    std::vector<std::byte> expected(4099 * 8);
+    thread_barrier bar(n);
+    ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+      matrix_rank(t, counts, log, o, ddl::recursive_doubling{}, expected.data(), true, [&] { bar.arrive_and_wait(); });
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
 // copy_only that also completes requests without blocking: the multi-ring
 // pipelined across levels runs on it (chunks land in the workspace, then
 // are reduced), as over MPI.

@@ -372,14 +372,17 @@ constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, cons
 }
 
 /// Seconds an in-place call (`in == out`) adds to plan `p`: one_shot builds
-/// the result in its workspace and copies it back; recursive doubling, over a
-/// transport that reduces as it receives, double-buffers through its
-/// workspace and after an odd number of exchanges copies back, and over one
-/// that does not (MPI) reduces each slice into the buffer only once that
-/// slice's send has completed, which costs about as much (measured at 2 MPI
-/// ranks, bench/results/mpi-vs-openmpi-mpich-gloo.md: the ring in place stays
-/// 1.1-1.9x ahead at 64 KiB-4 MiB). Both priced as one copy, which moves 2
-/// bytes per byte where a fused receive-and-reduce (B) moves 3: S / (1.5 B_min).
+/// the result in its workspace and copies it back; recursive doubling either
+/// double-buffers through its workspace and after an odd number of exchanges
+/// copies back (a buffer of one chunk on a transport that reduces as it
+/// receives, and on a device), or lands each slice and reduces it into the
+/// buffer only once that slice's send has completed (MPI; threads from two
+/// chunks), which costs about as much (2 MPI ranks,
+/// bench/results/mpi-vs-openmpi-mpich-gloo.md: the ring in place stays
+/// 1.1-1.9x ahead at 64 KiB-4 MiB; 2 threads, 16 MiB: 3.5 ms in place, 2.5 out
+/// of place, shared-memory.md). Both priced as one copy after an odd number of
+/// exchanges, which moves 2 bytes per byte where a fused receive-and-reduce
+/// (B) moves 3: S / (1.5 B_min).
 constexpr double in_place_extra(const level* lv, std::size_t k, const plan& p, double bytes) {
   int n = 1;
   double b = 0;

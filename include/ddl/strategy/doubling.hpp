@@ -171,10 +171,12 @@ struct ring_scatter_gather {
 
 /// Recursive doubling: log2(p) exchanges of the whole buffer. Best when the
 /// per-step latency dominates (small messages). Each exchange reduces into
-/// `out` in place, slice by slice once the slice is sent; over a transport
-/// with a fused receive-and-reduce (where the peer may still read the buffer)
-/// it double-buffers through `count` elements of workspace and may copy back
-/// once. `reduce_scatter` and `all_gather` use the ring.
+/// `out` in place, slice by slice once the slice is sent (chunks land in
+/// scratch first: the call's, or a ring of `pipeline_depth` chunks in the
+/// workspace on a transport that reduces as it receives); below two chunks
+/// there, and on a stream-ordered transport (a device's: nothing lands on
+/// the host), it double-buffers through `count` elements of workspace and
+/// may copy back once. `reduce_scatter` and `all_gather` use the ring.
 struct recursive_doubling : detail::ring_scatter_gather {
   static constexpr const char* name = "recursive_doubling";
   std::string describe() const { return name; }
@@ -186,14 +188,26 @@ struct recursive_doubling : detail::ring_scatter_gather {
     const std::size_t bytes = count * size_of(c.red.type);
     const detail::fold_plan f(t.size(), t.rank());
     const std::byte* cur = detail::fold_in(t, f, in, out, bytes, c);
+    const bool lands = !has_fused_reduce_v<Transport> ||
+                       (!is_stream_ordered_v<Transport> && bytes > detail::chunk_size(size_of(c.red.type), *c.opts));
     if (f.new_rank >= 0) {
       int step = 0, steps = 0;
       for (int m = 1; m < f.p2; m <<= 1) ++steps;
       for (int mask = 1; mask < f.p2; mask <<= 1, ++step) {
         const int pn = f.new_rank ^ mask, partner = f.real_rank(pn);
-        // Host transports reduce into `out` in place (each slice once sent);
-        // a fused receive-and-reduce alternates `out` and the workspace.
-        std::byte* dst = !has_fused_reduce_v<Transport> || cur != out ? out : c.work;
+        // Reducing into `out` while sending it: chunks land first and each is
+        // combined once sent (a transport without a fused reduce always; one
+        // with it for a buffer of several chunks, landing in the workspace).
+        // Else `out` and the workspace alternate, with a copy back after an
+        // odd number of exchanges: a stream-ordered transport, and one chunk,
+        // where waiting for the send before combining costs more than a copy.
+        const bool over_send = cur == out;
+        std::byte* dst = over_send && !lands ? c.work : out;
+        call_context lc = c;
+        if (has_fused_reduce_v<Transport> && over_send && lands) {
+          lc.scratch = c.work;
+          lc.scratch_bytes = bytes;
+        }
         step_desc d;
         d.send_peer = d.recv_peer = partner;
         d.send = cur;
@@ -201,7 +215,7 @@ struct recursive_doubling : detail::ring_scatter_gather {
         d.recv = dst;
         d.local = cur;
         d.received_first = pn < f.new_rank;
-        run_step(t, d, c, c.base_tag + tag_offset::exchange, phase_name{"exchange", step, steps});
+        run_step(t, d, lc, c.base_tag + tag_offset::exchange, phase_name{"exchange", step, steps});
         cur = dst;
       }
       local_copy(c, out, cur, bytes);

@@ -83,9 +83,12 @@ inline void local_finalize(const call_context& c, std::byte* data, std::size_t c
 /// `local` is set (`received (op) local` when `received_first`). A peer of -1
 /// means that side is idle.
 ///
-/// `recv` may be `send` itself (a transport without a fused receive-and-reduce,
-/// `recv == local == send`): each slice is reduced in place once its own send
-/// has completed, so a step needs no second buffer and no copy back.
+/// `recv` may be `send` itself (`recv == local == send`; not on a
+/// stream-ordered transport): chunks land in the call's scratch and each is
+/// reduced in place once its own bytes have been sent, so a step needs no
+/// second buffer and no copy back. A transport with a fused
+/// receive-and-reduce lands them too for such a step (its scratch, at least
+/// `min(recv_bytes, pipeline_depth * chunk)` bytes, supplied by the strategy).
 struct step_desc {
   int send_peer = -1;
   const std::byte* send = nullptr;
@@ -135,7 +138,8 @@ inline std::size_t chunk_size(std::size_t esize, const options& o) {
 /// lands at `landing` (+ k's offset in the slice when `landing_mirrors`, else
 /// in a ring of `depth` chunk-sized slots) and is combined from there. The
 /// result may overwrite what is being sent (`recv == send`): a chunk is
-/// combined only after the sends of its bytes completed.
+/// combined only after the sends of its bytes completed, and it lands first
+/// even where the transport could reduce as it receives.
 ///
 /// Chunks are `options::chunk_bytes`; a slice of at most `eager_pieces`
 /// eager messages of the transport's `eager_bytes(peer)` (where it says) is
@@ -149,6 +153,10 @@ class step_machine {
   static constexpr std::size_t max_depth = 16;
   static constexpr bool fused = has_fused_reduce_v<Transport>;
   static_assert(!is_stream_ordered_v<Transport> || fused, "ddl: a stream-ordered transport must offer irecv_reduce");
+  /// Chunks can land and be combined here (host memory): every transport but
+  /// a stream-ordered one. A fused transport's step that reduces into the
+  /// slice it sends lands its chunks so (its peer may still read the slice).
+  static constexpr bool can_land = !is_stream_ordered_v<Transport>;
 
   /// Slices of at most this many eager messages go as eager messages.
   static constexpr std::size_t eager_pieces = 4;
@@ -170,9 +178,10 @@ class step_machine {
     recvs_ = s.recv_peer >= 0 ? (s.recv_bytes + rchunk_ - 1) / rchunk_ : 0;
     combine_ = s.local != nullptr;
     over_send_ = combine_ && s.recv == s.send && sends_ > 0 && recvs_ > 0;
-    if (fused && over_send_)
-      throw invalid_argument("internal: a fused receive-and-reduce cannot overwrite the buffer it sends");
-    if (!fused && combine_ && recvs_ > 0 && !landing_)
+    fuse_ = fused && !over_send_;
+    if (!can_land && over_send_)
+      throw invalid_argument("internal: a stream-ordered receive-and-reduce cannot overwrite the buffer it sends");
+    if (!fuse_ && combine_ && recvs_ > 0 && !landing_)
       throw invalid_argument("internal: a combining step without a landing buffer");
     s_posted_ = s_done_ = r_posted_ = r_done_ = 0;
   }
@@ -186,12 +195,12 @@ class step_machine {
     while (r_posted_ < recvs_ && r_posted_ - r_done_ < depth_) {
       const std::size_t off = r_posted_ * rchunk_, len = std::min(rchunk_, s_.recv_bytes - off);
       request& slot = rreq_[r_posted_ % max_depth];
-      if (combine_) {
+      if (combine_ && fuse_) {
         if constexpr (fused)
           slot = t.irecv_reduce(s_.recv_peer, mutable_bytes{s_.recv + off, len}, const_bytes{s_.local + off, len}, red_,
                                 tg_);
-        else
-          slot = t.irecv(s_.recv_peer, mutable_bytes{landed(r_posted_), len}, tg_);
+      } else if (combine_) {
+        slot = t.irecv(s_.recv_peer, mutable_bytes{landed(r_posted_), len}, tg_);
       } else {
         slot = t.irecv(s_.recv_peer, mutable_bytes{s_.recv + off, len}, tg_);
       }
@@ -265,10 +274,10 @@ class step_machine {
   std::byte* landed(std::size_t k) const noexcept {
     return landing_ + (mirrors_ ? k * rchunk_ : (k % depth_) * rchunk_);
   }
-  // Receive r_done_ has arrived: combine it (without a fused reduce) and count it.
+  // Receive r_done_ has arrived: combine it (where it landed) and count it.
   void combine_received() {
-    if constexpr (!fused) {
-      if (combine_) {
+    if constexpr (can_land) {
+      if (combine_ && !fuse_) {
         const std::size_t off = r_done_ * rchunk_, len = std::min(rchunk_, s_.recv_bytes - off);
         const std::byte* got = landed(r_done_);
         if (red_.received_first)
@@ -288,7 +297,7 @@ class step_machine {
   reduction red_{};
   std::size_t esize_ = 1, schunk_ = 1, rchunk_ = 1, depth_ = 1, sends_ = 0, recvs_ = 0;
   std::size_t s_posted_ = 0, s_done_ = 0, r_posted_ = 0, r_done_ = 0;
-  bool combine_ = false, over_send_ = false;
+  bool combine_ = false, over_send_ = false, fuse_ = false;
   std::array<request, max_depth> sreq_, rreq_;
 };
 
@@ -299,8 +308,11 @@ template <class Transport>
 void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, const phase_name& ph) {
   step_machine<Transport> m;
   const std::size_t depth = std::min<std::size_t>(c.opts->pipeline_depth, step_machine<Transport>::max_depth);
-  if (!step_machine<Transport>::fused && s.local && c.scratch_bytes < depth * detail::chunk_size(size_of(c.red.type), *c.opts))
+  const std::size_t ring = depth * detail::chunk_size(size_of(c.red.type), *c.opts);
+  if (s.local && !step_machine<Transport>::fused && c.scratch_bytes < ring)
     throw invalid_argument("internal: scratch too small for the pipeline");
+  if (s.local && step_machine<Transport>::fused && s.recv == s.send && c.scratch_bytes < std::min(ring, s.recv_bytes))
+    throw invalid_argument("internal: no landing for a step that reduces into what it sends");
   m.start(t, s, tg, c.scratch, false, depth, c);
   while (!m.done()) {
     m.post(t);
