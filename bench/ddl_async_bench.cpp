@@ -35,6 +35,7 @@
 
 #include <ddl.hpp>
 
+#include "ddl_bench/sweep.hpp"
 #include "models/gradient_list.hpp"
 #ifdef DDL_BENCH_MPI
 #include <ddl/mpi.hpp>
@@ -44,11 +45,12 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-struct settings {
+struct settings : ddl_bench::sweep_flags {  // -b -e -f (overhead, broadcast), -n
+  settings() { iters = 10, min_bytes = 8, max_bytes = std::size_t(64) << 20, factor = 8; }
   std::string mode;
   std::string transport = "local";
   int ranks = 4;
-  int iters = 10, warmup = 2;
+  int warmup = 2;
   bool csv = false;
   std::string model = "resnet50";
   std::vector<double> ratios = {0, 1, 1.5};
@@ -56,8 +58,6 @@ struct settings {
   std::size_t bucket_bytes = 0;  // 0: DDL_BUCKET_BYTES or the default
   long long last_bucket = -1;    // -1: the default tail split; 0: none (DDP's layout)
   bool separate = false;         // gradients in separate allocations (packed buckets)
-  std::size_t min_bytes = 8, max_bytes = std::size_t(64) << 20;
-  double factor = 8;
 };
 
 [[noreturn]] void usage(const std::string& error) {
@@ -88,7 +88,7 @@ settings parse(int argc, char** argv) {
     try {
       if (a == "--transport") s.transport = value();
       else if (a == "--ranks") s.ranks = std::stoi(value());
-      else if (a == "-n") s.iters = std::stoi(value());
+      else if (ddl_bench::sweep_flags::names(a)) s.take(a, value());
       else if (a == "-w") s.warmup = std::stoi(value());
       else if (a == "--csv") s.csv = true;
       else if (a == "--model") s.model = value();
@@ -100,9 +100,6 @@ settings parse(int argc, char** argv) {
       else if (a == "--bucket") s.bucket_bytes = ddl::detail::parse_bytes("--bucket", value());
       else if (a == "--last-bucket") s.last_bucket = static_cast<long long>(ddl::detail::parse_bytes("--last-bucket", value()));
       else if (a == "--separate") s.separate = true;
-      else if (a == "-b") s.min_bytes = ddl::detail::parse_bytes("-b", value());
-      else if (a == "-e") s.max_bytes = ddl::detail::parse_bytes("-e", value());
-      else if (a == "-f") s.factor = std::stod(value());
       else if (a == "-h" || a == "--help") usage("help");
       else usage("unknown flag '" + a + "'");
     } catch (const ddl::error& e) {
@@ -113,12 +110,11 @@ settings parse(int argc, char** argv) {
   }
   if (s.transport != "local" && s.transport != "mpi") usage("unknown transport '" + s.transport + "'");
   if (s.ranks < 1) usage("--ranks must be at least 1");
-  if (s.iters < 1 || s.warmup < 0) usage("-n must be >= 1 and -w >= 0");
+  if (const std::string p = s.problem(4); !p.empty()) usage(p);
+  if (s.warmup < 0) usage("-w must be >= 0");
   if (s.ratios.empty()) usage("--ratios needs at least one value");
   for (double r : s.ratios)
     if (!(r >= 0)) usage("--ratios must be >= 0");
-  if (s.max_bytes < s.min_bytes) usage("-e must be >= -b");
-  if (!(s.factor > 1)) usage("-f must be > 1");
   return s;
 }
 
@@ -272,20 +268,13 @@ struct size_row {
   long wrong;
 };
 
-std::vector<std::size_t> sweep(const settings& s) {
-  std::vector<std::size_t> v;
-  for (double b = static_cast<double>(s.min_bytes); b <= static_cast<double>(s.max_bytes) * 1.0001; b *= s.factor)
-    v.push_back(std::max<std::size_t>(4, static_cast<std::size_t>(b) / 4 * 4));
-  return v;
-}
-
 template <class Transport>
 std::vector<size_row> overhead_rank(Transport& t, const settings& s) {
   ddl::communicator<ddl::auto_strategy, Transport> comm(t);
   std::vector<size_row> rows;
   std::vector<float> buf(s.max_bytes / 4 + 1);
   comm.reserve_workspace(buf.size() * sizeof(float) * 2);
-  for (std::size_t bytes : sweep(s)) {
+  for (std::size_t bytes : s.sizes(4)) {
     auto v = ddl::host_view(buf.data(), bytes / 4);
     std::vector<double> blocking, async;
     // Alternate the two so drift on a shared machine hits both alike.
@@ -313,7 +302,7 @@ std::vector<size_row> broadcast_rank(Transport& t, const settings& s) {
   ddl::communicator<ddl::auto_strategy, Transport> comm(t);
   std::vector<size_row> rows;
   std::vector<float> buf(s.max_bytes / 4 + 1);
-  for (std::size_t bytes : sweep(s)) {
+  for (std::size_t bytes : s.sizes(4)) {
     const std::size_t count = bytes / 4;
     std::vector<double> ours, theirs;
     long wrong = 0;

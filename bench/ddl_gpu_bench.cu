@@ -28,12 +28,12 @@
 
 #include <ddl/testing.hpp>
 
+#include "ddl_bench/sweep.hpp"
+
 namespace {
 
-struct settings {
-  std::size_t b = 1 << 20, e = std::size_t{1} << 30;
-  double f = 4;
-  int iters = 20;
+struct settings : ddl_bench::sweep_flags {  // -b -e -f -n
+  settings() { min_bytes = 1 << 20, max_bytes = std::size_t{1} << 30, factor = 4, iters = 20; }
   std::vector<int> ranks{2, 4, 8};
   std::string strategy = "ring";
   ddl::dtype type = ddl::dtype::float32;
@@ -79,12 +79,7 @@ double copy_seconds(std::size_t bytes, int iters) {
   return t;
 }
 
-std::vector<std::size_t> sizes(const settings& s) {
-  std::vector<std::size_t> v;
-  for (double x = static_cast<double>(s.b); x <= static_cast<double>(s.e) * 1.0000001; x *= s.f)
-    v.push_back(static_cast<std::size_t>(x) / 4 * 4);
-  return v;
-}
+std::vector<std::size_t> sizes(const settings& s) { return s.sizes(ddl::size_of(s.type)); }
 
 int reduce_mode(const settings& s) {
   const ddl::reduction r{s.type, s.oper};
@@ -181,11 +176,8 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) usage(a + " needs a value");
     const std::string v = argv[++i];
     try {
-      if (a == "-b") s.b = ddl::detail::parse_bytes("-b", v);
-      else if (a == "-e") s.e = ddl::detail::parse_bytes("-e", v);
-      else if (a == "-f") s.f = std::stod(v);
-      else if (a == "-n") s.iters = std::stoi(v);
-      else if (a == "--strategy") s.strategy = v;
+      if (s.take(a, v)) continue;
+      if (a == "--strategy") s.strategy = v;
       else if (a == "-d") s.type = ddl::parse_dtype(v);
       else if (a == "-o") s.oper = ddl::parse_op(v);
       else if (a == "--ranks") {
@@ -200,7 +192,7 @@ int main(int argc, char** argv) {
       usage(e.what());
     }
   }
-  if (s.f <= 1 || s.iters < 1 || s.b < 8 || s.e < s.b) usage("bad sweep");
+  if (const std::string p = s.problem(8); !p.empty()) usage(p);
   if (ddl::cuda::device_count() == 0) {
     std::puts("skipped: no CUDA device");
     return 77;

@@ -33,13 +33,12 @@
 #include <ddl/mpi_cuda.hpp>
 
 #include "ddl_bench/mpi_timing.hpp"
+#include "ddl_bench/sweep.hpp"
 
 namespace {
 
-struct settings {
-  std::size_t b = 1 << 20, e = std::size_t{256} << 20;
-  double f = 4;
-  int iters = 10;
+struct settings : ddl_bench::sweep_flags {  // -b -e -f -n
+  settings() { min_bytes = 1 << 20, max_bytes = std::size_t{256} << 20, factor = 4, iters = 10; }
   std::string strategy = "auto";
 };
 
@@ -69,8 +68,8 @@ int run(const settings& s, const Strategy& strategy) {
     ddl::communicator<Strategy, ddl::mpi_staged_transport> comm(t, strategy), comm_staged(tp, strategy);
     float* d = nullptr;
     float* h = nullptr;
-    DDL_CUDA_CHECK(cudaMalloc(&d, s.e));
-    DDL_CUDA_CHECK(cudaMallocHost(&h, s.e));
+    DDL_CUDA_CHECK(cudaMalloc(&d, s.max_bytes));
+    DDL_CUDA_CHECK(cudaMallocHost(&h, s.max_bytes));
     if (rank == 0) {
       std::printf("# ddl-gpu-mpi-bench: %d MPI processes on %d GPU(s), float32 sum, in place; ddl %s over "
                   "mpi_staged_transport (bounce_bytes %zu; ddl_staged: 0) vs cudaMemcpy D2H + "
@@ -79,7 +78,7 @@ int run(const settings& s, const Strategy& strategy) {
       std::printf("# %12s %12s %14s %12s %8s %13s %6s\n", "size(B)", "ddl_us", "ddl_staged_us", "mpi_copy_us",
                   "ratio", "staged_ratio", "wrong");
     }
-    for (std::size_t bytes = s.b; bytes <= s.e; bytes = static_cast<std::size_t>(static_cast<double>(bytes) * s.f)) {
+    for (std::size_t bytes : s.sizes(sizeof(float))) {
       const std::size_t count = bytes / sizeof(float);
       const auto on = thrust::cuda::par.on(stream);
       thrust::device_ptr<float> p(d);
@@ -136,17 +135,14 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) usage(a + " needs a value");
     const std::string v = argv[++i];
     try {
-      if (a == "-b") s.b = ddl::detail::parse_bytes("-b", v.c_str());
-      else if (a == "-e") s.e = ddl::detail::parse_bytes("-e", v.c_str());
-      else if (a == "-f") s.f = std::stod(v);
-      else if (a == "-n") s.iters = std::stoi(v);
-      else if (a == "--strategy") s.strategy = v;
+      if (s.take(a, v)) continue;
+      if (a == "--strategy") s.strategy = v;
       else usage("unknown flag '" + a + "'");
     } catch (const std::exception& e) {
       usage(e.what());
     }
   }
-  if (s.f <= 1 || s.iters < 1 || s.b < 4 || s.e < s.b) usage("bad sweep");
+  if (const std::string p = s.problem(4); !p.empty()) usage(p);
   try {
     if (s.strategy == "auto") return run(s, ddl::auto_strategy{});
     if (s.strategy == "ring") return run(s, ddl::ring{});

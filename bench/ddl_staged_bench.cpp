@@ -28,6 +28,7 @@
 #include <ddl/staged/transport.hpp>
 
 #include "ddl_bench/mpi_timing.hpp"
+#include "ddl_bench/sweep.hpp"
 
 namespace {
 
@@ -60,24 +61,21 @@ struct memcpy_device {
 
 int main(int argc, char** argv) {
   ddl::mpi_session session(argc, argv);
-  std::size_t lo = std::size_t{64} << 10, hi = std::size_t{16} << 20;
-  double factor = 4;
-  int iters = 10;
+  ddl_bench::sweep_flags sw;
+  sw.min_bytes = std::size_t{64} << 10, sw.max_bytes = std::size_t{16} << 20, sw.factor = 4, sw.iters = 10;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) usage(a + " needs a value");
     const std::string v = argv[++i];
     try {
-      if (a == "-b") lo = ddl::detail::parse_bytes("-b", v);
-      else if (a == "-e") hi = ddl::detail::parse_bytes("-e", v);
-      else if (a == "-f") factor = std::stod(v);
-      else if (a == "-n") iters = std::stoi(v);
-      else usage("unknown flag '" + a + "'");
+      if (!sw.take(a, v)) usage("unknown flag '" + a + "'");
     } catch (const std::exception& e) {
       usage(e.what());
     }
   }
-  if (factor <= 1 || iters < 1 || lo < 4 || hi < lo) usage("bad sweep");
+  if (const std::string p = sw.problem(4); !p.empty()) usage(p);
+  const std::size_t hi = sw.max_bytes;
+  const int iters = sw.iters;
 
   ddl::mpi_transport mt(MPI_COMM_WORLD);
   const int n = mt.size(), rank = mt.rank();
@@ -105,7 +103,7 @@ int main(int argc, char** argv) {
                 "wrong");
   }
   long total_wrong = 0;
-  for (std::size_t bytes = lo; bytes <= hi; bytes = static_cast<std::size_t>(static_cast<double>(bytes) * factor)) {
+  for (std::size_t bytes : sw.sizes(sizeof(float))) {
     const std::size_t count = bytes / sizeof(float);
     ddl::buffer_view v = ddl::host_view(buf.data(), count);
     v.where = ddl::location{ddl::memory_space::cuda, 0, nullptr};  // "device" memory: staged or bounced

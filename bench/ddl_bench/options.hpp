@@ -3,6 +3,8 @@
 // errors naming the flag), the topology auto plans with, and the sweep.
 #include <ddl.hpp>
 
+#include "sweep.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -19,10 +21,8 @@ enum class collective { all_reduce, reduce_scatter, all_gather, broadcast };
 const char* const strategy_names[] = {"ring",     "multi_ring", "pipelined", "direct_first", "recursive_doubling",
                                       "halving_doubling", "one_shot", "two_shot", "auto"};
 
-struct settings {
-  std::size_t min_bytes = 4096, max_bytes = 256u << 20;
-  double factor = 2;
-  int iters = 20, warmup = 5;
+struct settings : sweep_flags {  // -b -e -f -n
+  int warmup = 5;
   int batch = 1;  // --batch K: calls per timed sample, back to back (the time is per call)
   bool check = true, csv = false, explain = false;
   bool shared_buffers = false;  // --shared-buffers: every implementation's buffers in a ddl::shared_buffer
@@ -93,10 +93,7 @@ inline settings parse(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "-b") s.min_bytes = ddl::detail::parse_bytes("-b", value());
-      else if (a == "-e") s.max_bytes = ddl::detail::parse_bytes("-e", value());
-      else if (a == "-f") s.factor = std::stod(value());
-      else if (a == "-n") s.iters = std::stoi(value());
+      if (sweep_flags::names(a)) s.take(a, value());
       else if (a == "-w") s.warmup = std::stoi(value());
       else if (a == "--batch") s.batch = std::stoi(value());
       else if (a == "-c") s.check = std::stoi(value()) != 0;
@@ -153,10 +150,9 @@ inline settings parse(int argc, char** argv) {
     if (std::find(std::begin(strategy_names), std::end(strategy_names), name) == std::end(strategy_names))
       usage("unknown strategy '" + name + "' (available: ring, multi_ring, pipelined, direct_first, recursive_doubling, halving_doubling, one_shot, two_shot, auto, all)");
   if (s.ranks < 1) usage("--ranks must be at least 1");
-  if (s.factor <= 1 && s.min_bytes != s.max_bytes) usage("-f must be > 1");
-  if (s.iters < 1 || s.warmup < 0) usage("-n must be >= 1 and -w >= 0");
+  if (const std::string p = s.problem(1); !p.empty()) usage(p);
+  if (s.warmup < 0) usage("-w must be >= 0");
   if (s.batch < 1 || s.batch > 100000) usage("--batch must be 1-100000");
-  if (s.max_bytes < s.min_bytes) usage("-e must be >= -b");
   return s;
 }
 
@@ -185,13 +181,7 @@ inline std::vector<std::size_t> sweep(const settings& s, int n) {
   const std::size_t es = ddl::size_of(s.type);
   const std::size_t unit =
       es * (s.coll == collective::reduce_scatter || s.coll == collective::all_gather ? static_cast<std::size_t>(n) : 1);
-  std::vector<std::size_t> sizes;
-  for (double b = static_cast<double>(s.min_bytes); b <= static_cast<double>(s.max_bytes) * 1.0000001; b *= s.factor) {
-    const std::size_t bytes = std::max(unit, static_cast<std::size_t>(b) / unit * unit);
-    if (bytes && (sizes.empty() || sizes.back() != bytes)) sizes.push_back(bytes);
-    if (s.factor <= 1) break;
-  }
-  return sizes;
+  return s.sizes(unit);
 }
 
 }  // namespace ddl_bench
