@@ -137,6 +137,7 @@ int main(int argc, char** argv) {
     if (s.shared_buffers)
       std::printf("# buffers: ddl::shared_buffer, the same for every implementation (over MPI ddl's peers read\n"
                   "#   them where they lie)\n");
+    std::printf("# each sample's input was just written by its rank (out of place and in place alike)\n");
     std::printf("# floor:copy = the same %d ranks each copying their own buffer (2nS bytes of traffic, the least\n"
                 "#   any all-reduce causes); floor_eff = t_floor / t (ring all-reduce ideal: 2n/(5(n-1)) = %.0f%%)\n",
                 n, n > 1 ? 100.0 * 2 * n / (5.0 * (n - 1)) : 100.0);

@@ -197,6 +197,10 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
   // Zeroed either way (a shared_buffer starts so): every page touched once.
   ddl::shared_buffer shared_in(s.shared_buffers ? cap : 0), shared_out(s.shared_buffers ? cap : 0);
   std::vector<std::byte> in_buf(s.shared_buffers ? 0 : cap), out_buf(s.shared_buffers ? 0 : cap);
+  // The inputs, written into `in` (out of place) or `out` (in place) before
+  // every sample: each call reads memory its rank has just written, as a
+  // trainer's fresh gradients are, in both placements alike.
+  std::vector<std::byte> inputs(cap);
   std::unique_ptr<std::byte[]> own_expected;
   std::byte* expected = shared_expected;
   if (!expected) {
@@ -230,7 +234,7 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
     using T = decltype(tag);
     for (std::size_t k = 0; k < sizes.size(); ++k) {
       const std::size_t bytes = sizes[k], count = bytes / es;
-      T* I = reinterpret_cast<T*>(in);
+      T* I = reinterpret_cast<T*>(inputs.data());
       T* O = reinterpret_cast<T*>(out);
       T* E = reinterpret_cast<T*>(expected);
       for (std::size_t i = 0; i < count; ++i) I[i] = ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, r, i));
@@ -268,21 +272,23 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
       rw.bytes = bytes;
       rw.count = count;
       rw.impls.resize(impls.size());
+      std::memcpy(in, inputs.data(), bytes);
       rw.floor_s = measure(nothing, [&] { std::memcpy(out, in, bytes); });
+      auto fresh_in = [&] { std::memcpy(in, inputs.data(), bytes); };
+      auto fresh_out = [&] { std::memcpy(out, inputs.data(), bytes); };
       barrier();  // expected[] complete
       for (std::size_t j = 0; j < impls.size(); ++j) {
         result& res = rw.impls[j];
         if (impls[j].prepare) impls[j].prepare(out, count);
         if (impls[j].oop) {
-          res.t_oop = measure(nothing, [&] { impls[j].oop(in, out, count); }, impls[j].extra_warmup);
+          res.t_oop = measure(fresh_in, [&] { impls[j].oop(in, out, count); }, impls[j].extra_warmup);
           res.wrong_oop = count_wrong(false, impls[j]);
         } else {
           res.t_oop = -1;
         }
-        res.t_ip = measure([&] { std::memcpy(out, in, bytes); }, [&] { impls[j].ip(out, count); },
-                           impls[j].extra_warmup);
+        res.t_ip = measure(fresh_out, [&] { impls[j].ip(out, count); }, impls[j].extra_warmup);
         if (s.batch > 1) {  // the batch reduced the result again: check one call of its own
-          std::memcpy(out, in, bytes);
+          fresh_out();
           barrier();
           impls[j].ip(out, count);
         }

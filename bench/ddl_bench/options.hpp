@@ -67,6 +67,8 @@ inline double bus_factor(collective c, int n) {
                "pipelined is that multi_ring cut into --segments K segments (default 8) pipelined across its levels;\n"
                "each of the ITERS samples is barrier, K calls back to back (default 1), barrier, and reports a\n"
                "call's share (in place, the K calls reduce the running result again; a separate call is checked);\n"
+               "before each sample every rank writes its input afresh (into the input buffer out of place, the\n"
+               "output in place), so both placements read memory just written, as a trainer's gradients;\n"
                "--shared-buffers allocates every implementation's buffers as ddl::shared_buffer (MPI ranks of\n"
                "one machine read a peer's buffer where it lies instead of a copy in its stage)\n",
                error.c_str());
