@@ -36,6 +36,52 @@
 namespace ddl {
 
 namespace detail {
+/// Workspace memory: grown on demand (uninitialised on purpose: pages are
+/// touched by first use, once), never shrunk, reused; allocated with the
+/// `memory_ops` of the buffers it serves, released when they change.
+class workspace_memory {
+ public:
+  workspace_memory() = default;
+  workspace_memory(const workspace_memory&) = delete;
+  workspace_memory& operator=(const workspace_memory&) = delete;
+  /// Takes the other's memory (it keeps none).
+  void take(workspace_memory& o) noexcept {
+    release();
+    mem_ = o.mem_;
+    at_ = std::exchange(o.at_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  ~workspace_memory() { release(); }
+
+  /// The memory the next `get` allocates in: another kind than the current
+  /// (host after device) releases what is held first.
+  void use(const memory_ops& m) {
+    if (m.allocate != mem_.allocate || m.ctx != mem_.ctx) release();
+    mem_ = m;
+  }
+  const memory_ops& ops() const noexcept { return mem_; }
+  /// At least `bytes` (the held memory, or larger memory in its place).
+  std::byte* get(std::size_t bytes) {
+    if (bytes > size_) {
+      release();  // release first: peak memory is the new size, not both
+      at_ = mem_.allocate(mem_.ctx, bytes);
+      size_ = bytes;
+    }
+    return at_;
+  }
+  std::size_t size() const noexcept { return size_; }
+  void release() noexcept {
+    if (at_) mem_.release(mem_.ctx, at_, size_);
+    at_ = nullptr;
+    size_ = 0;
+  }
+
+ private:
+  memory_ops mem_ = host_memory_ops();
+  std::byte* at_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 /// A communicator's state for calls that bounce (`has_host_bounce_v`): its
 /// strategy as validated on the host transport, and a host workspace.
 template <class Strategy, class Transport, class = void>
@@ -47,24 +93,8 @@ struct bounce_side<Strategy, Transport, std::enable_if_t<has_host_bounce_v<Trans
   static constexpr bool on = true;
   using host_transport = std::remove_reference_t<decltype(std::declval<Transport&>().host())>;
   explicit bounce_side(Strategy s) : strategy(std::move(s)) {}
-  bounce_side(const bounce_side&) = delete;
-  bounce_side& operator=(const bounce_side&) = delete;
-  ~bounce_side() {
-    if (work) mem.release(mem.ctx, work, work_bytes);
-  }
-  std::byte* workspace(std::size_t bytes) {
-    if (bytes > work_bytes) {
-      if (work) mem.release(mem.ctx, work, work_bytes);
-      work = nullptr;
-      work = mem.allocate(mem.ctx, bytes);
-      work_bytes = bytes;
-    }
-    return work;
-  }
   Strategy strategy;
-  memory_ops mem = host_memory_ops();
-  std::byte* work = nullptr;
-  std::size_t work_bytes = 0;
+  workspace_memory work;  // host memory
 };
 }  // namespace detail
 
@@ -126,7 +156,6 @@ class communicator {
     if (this != &o) {
       finish_pending();
       o.finish_pending();
-      release_workspace();
       transport_ = o.transport_;
       strategy_ = std::move(o.strategy_);
       take(o);
@@ -134,10 +163,7 @@ class communicator {
     return *this;
   }
   /// Finishes every pending collective, then releases the workspace.
-  ~communicator() {
-    finish_pending();
-    release_workspace();
-  }
+  ~communicator() { finish_pending(); }
 
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
@@ -161,13 +187,13 @@ class communicator {
     if (engine_ && engine_->mode() != progress_mode()) engine_.reset();
   }
   /// Bytes of workspace held now (grown on demand, never shrunk, reused).
-  std::size_t workspace_bytes() const noexcept { return workspace_size_; }
+  std::size_t workspace_bytes() const noexcept { return work_.size(); }
   /// Grows the workspace up front (in the memory of buffers at `where`), so
   /// no call allocates later.
   void reserve_workspace(std::size_t bytes, const location& where = {}) {
     wait_all();
-    use_memory(memory_for(*transport_, where));
-    workspace(bytes);
+    work_.use(memory_for(*transport_, where));
+    work_.get(bytes);
   }
 
   /// Where asynchronous collectives progress: `opts().async_progress`, or
@@ -523,7 +549,7 @@ class communicator {
     c.collective = mine.collective;
     c.strategy = Strategy::name;
     c.opts = &opts_;
-    c.mem = &mem_;
+    c.mem = &work_.ops();
     c.base_tag = detail::call_tag(++sequence_, 0);  // a call of ddl's own: the same stamp everywhere
     if (size() == 1) return;
     fingerprints_.resize(static_cast<std::size_t>(size()));
@@ -627,9 +653,7 @@ class communicator {
   void take(communicator& o) noexcept {
     opts_ = o.opts_;
     sequence_ = o.sequence_;
-    mem_ = o.mem_;
-    workspace_ = std::exchange(o.workspace_, nullptr);
-    workspace_size_ = std::exchange(o.workspace_size_, 0);
+    work_.take(o.work_);
     host_ = std::move(o.host_);
     engine_.reset();  // the source's engine stays with its requests; ours starts on demand
   }
@@ -686,9 +710,9 @@ class communicator {
   }
   call_context context(const char* collective, const location& where, dtype t, op o, std::size_t extra,
                        std::uint16_t stamp) {
-    use_memory(memory_for(*transport_, where));
+    work_.use(memory_for(*transport_, where));
     const std::size_t scratch = scratch_bytes(t);
-    return context_in(mem_, workspace(scratch + extra), scratch, collective, t, o, stamp);
+    return context_in(work_.ops(), work_.get(scratch + extra), scratch, collective, t, o, stamp);
   }
   call_context context_in(const memory_ops& mem, std::byte* workspace, std::size_t scratch, const char* collective,
                           dtype t, op o, std::uint16_t stamp) {
@@ -713,7 +737,7 @@ class communicator {
   // one that does not: they disagree on the "strategy").
   call_context bounce_context(const char* collective, dtype t, op o, std::size_t extra, std::uint16_t stamp) {
     const std::size_t scratch = scratch_bytes<typename bounce::host_transport>(t);
-    return context_in(host_->mem, host_->workspace(scratch + extra), scratch, collective, t, o,
+    return context_in(host_->work.ops(), host_->work.get(scratch + extra), scratch, collective, t, o,
                       static_cast<std::uint16_t>(stamp ^ detail::bounce_stamp_bit));
   }
   // The host image of a call's buffers: device buffers are copied into the
@@ -752,27 +776,6 @@ class communicator {
     deadline until_;
   };
 
-  // The workspace lives in the memory of the buffers being reduced; a call
-  // on another kind of memory (host after device) releases and re-allocates.
-  void use_memory(const memory_ops& m) {
-    if (m.allocate != mem_.allocate || m.ctx != mem_.ctx) release_workspace();
-    mem_ = m;
-  }
-  void release_workspace() noexcept {
-    if (workspace_) mem_.release(mem_.ctx, workspace_, workspace_size_);
-    workspace_ = nullptr;
-    workspace_size_ = 0;
-  }
-
-  std::byte* workspace(std::size_t bytes) {
-    if (bytes > workspace_size_) {
-      // Uninitialised on purpose: pages are touched by first use, once.
-      release_workspace();  // release first: peak memory is the new size, not both
-      workspace_ = mem_.allocate(mem_.ctx, bytes);
-      workspace_size_ = bytes;
-    }
-    return workspace_;
-  }
 
   Transport* transport_;
   Strategy strategy_;
@@ -781,9 +784,9 @@ class communicator {
   broadcast_tuner broadcasts_;  // broadcast's measured choices
   std::uint64_t sequence_ = 0;
   std::vector<fingerprint> fingerprints_;  // the call check's table, reused
-  memory_ops mem_ = host_memory_ops();
-  std::byte* workspace_ = nullptr;
-  std::size_t workspace_size_ = 0;
+  // In the memory of the buffers being reduced: a call on another kind of
+  // memory (host after device) releases and re-allocates it.
+  detail::workspace_memory work_;
   // Created by the first asynchronous call (or a blocking one behind it);
   // shared with the requests so one may outlive the communicator.
   std::shared_ptr<detail::progress_engine> engine_;
