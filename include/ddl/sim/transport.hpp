@@ -402,17 +402,21 @@ class sim_fabric {
     free_ops_.push_back(i);
   }
 
+  // A new record holding `proto`, owned by the running fiber.
+  std::uint32_t record(op_rec proto) {
+    const std::uint32_t i = new_op();
+    proto.gen = ops_[i].gen;
+    proto.used = true;
+    proto.fiber = fibers_.running();
+    ops_[i] = std::move(proto);
+    return i;
+  }
   sim_transport::request post(op_rec proto) {
     if (proto.peer < 0 || proto.peer >= n_ || proto.peer == proto.rank)
       throw invalid_argument("sim_transport: rank " + std::to_string(proto.rank) + " addressed peer " +
                              std::to_string(proto.peer) + " of " + std::to_string(n_));
     if (failed_) throw transport_error(failed_why_);
-    const std::uint32_t i = new_op();
-    const std::uint32_t gen = ops_[i].gen;
-    proto.gen = gen;
-    proto.used = true;
-    proto.fiber = fibers_.running();
-    ops_[i] = std::move(proto);
+    const std::uint32_t i = record(std::move(proto));
     const op_rec& o = ops_[i];
     auto it = match_.find(key_of(o));
     if (it != match_.end()) {
@@ -739,17 +743,12 @@ inline bool sim_fabric::read(void* t, const std::byte* const* src, int n, std::s
     const int owner = stage_owner(src[k], bytes);
     if (owner < 0 || owner == me) continue;
     if (failed_) throw transport_error(failed_why_);
-    const std::uint32_t i = new_op();
-    op_rec& o = ops_[i];
-    const std::uint32_t gen = o.gen;
-    o = op_rec{};
-    o.used = true;
-    o.gen = gen;
-    o.rank = me;
-    o.peer = owner;
-    o.fiber = fibers_.running();
-    o.bytes = bytes;
-    o.matched = true;
+    op_rec proto;
+    proto.rank = me;
+    proto.peer = owner;
+    proto.bytes = bytes;
+    proto.matched = true;
+    const std::uint32_t i = record(std::move(proto));
     const std::uint32_t m = net_.start(owner, me, bytes);
     if (msg_ops_.size() <= m) msg_ops_.resize(m + 1);
     msg_ops_[m] = {read_flow, i};
