@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -365,27 +366,42 @@ TEST_CASE("generic pipeline: receive into scratch, then reduce (transport withou
   }
 }
 
+// Recursive doubling's whole matrix (every dtype, op, count, in and out of
+// place, input untouched) on 1-9 ranks, folds included, with 64-byte chunks
+// and a window of `depth`: over `local_transport` itself (`fused`: it
+// reduces as it receives) or through copy_only (it cannot).
+static void recursive_doubling_matrix(bool fused, std::size_t depth, std::initializer_list<std::size_t> extra_counts) {
+  ddl::options o;
+  o.chunk_bytes = 64;
+  o.pipeline_depth = depth;
+  for (int n = 1; n <= 9; ++n) {
+    CAPTURE(n);
+    failure_log log;
+    auto counts = matrix_counts(n, 4099);
+    counts.insert(counts.end(), extra_counts);
+    std::vector<std::byte> expected(4099 * 8);
+    thread_barrier bar(n);
+    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+      auto on = [&](auto& t) {
+        matrix_rank(t, counts, log, o, ddl::recursive_doubling{}, expected.data(), true, [&] { bar.arrive_and_wait(); });
+      };
+      if (fused) {
+        on(lt);
+      } else {
+        copy_only t{&lt};
+        on(t);
+      }
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
 TEST_CASE("generic pipeline: recursive doubling reduces into the buffer it sends, each slice once sent") {
   // Without irecv_reduce (MPI's case) every exchange receives and reduces into
   // the buffer it is sending from: a slice may be overwritten only after its
   // send completed. Tiny chunks and a shallow window make slices overtake
-  // each other; the full matrix (every dtype, op, count, in and out of
-  // place, input untouched) on 1-9 ranks, folds included.
-  ddl::options o;
-  o.chunk_bytes = 64;
-  o.pipeline_depth = 2;
-  for (int n = 1; n <= 9; ++n) {
-    CAPTURE(n);
-    failure_log log;
-    const auto counts = matrix_counts(n, 4099);
-    std::vector<std::byte> expected(4099 * 8);
-    thread_barrier bar(n);
-    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
-      copy_only t{&lt};
-      matrix_rank(t, counts, log, o, ddl::recursive_doubling{}, expected.data(), true, [&] { bar.arrive_and_wait(); });
-    });
-    CHECK_MESSAGE(log.count() == 0, log.summary());
-  }
+  // each other.
+  recursive_doubling_matrix(false, 2, {});
 }
 
 TEST_CASE("recursive doubling over a transport that reduces as it receives lands what it reduces into its buffer") {
@@ -395,21 +411,7 @@ TEST_CASE("recursive doubling over a transport that reduces as it receives lands
   // from two chunks up; below that the buffer and the workspace alternate.
   // A ring of 3 chunks; counts of one chunk, of 2-3 (20, 40, 48 elements of
   // 2-8 bytes) and far past the ring.
-  ddl::options o;
-  o.chunk_bytes = 64;
-  o.pipeline_depth = 3;
-  for (int n = 1; n <= 9; ++n) {
-    CAPTURE(n);
-    failure_log log;
-    auto counts = matrix_counts(n, 4099);
-    counts.insert(counts.end(), {20, 40, 48});
-    std::vector<std::byte> expected(4099 * 8);
-    thread_barrier bar(n);
-    ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
-      matrix_rank(t, counts, log, o, ddl::recursive_doubling{}, expected.data(), true, [&] { bar.arrive_and_wait(); });
-    });
-    CHECK_MESSAGE(log.count() == 0, log.summary());
-  }
+  recursive_doubling_matrix(true, 3, {20, 40, 48});
 }
 
 // copy_only that also completes requests without blocking: the multi-ring
