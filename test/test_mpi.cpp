@@ -11,7 +11,6 @@
 
 #include <chrono>
 #include <csignal>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -240,54 +239,9 @@ TEST_CASE("mpi: two_shot and the direct all-gather take blocks longer than a sta
   segments_check<float>(t, log);
   segments_check<double>(t, log);
   segments_check<std::int32_t>(t, log);
-  // The same through the stages where two_shot would read its peers'
-  // memory instead (`reads_peers`: one rank's DDL_MPI_READ=0 turns it off
-  // on every rank).
-  setenv("DDL_MPI_READ", world_rank() == 0 ? "0" : "1", 1);
-  {
-    ddl::mpi_transport staged(MPI_COMM_WORLD);
-    CHECK_FALSE(staged.reads_peers());
-    segments_check<float>(staged, log);
-    segments_check<std::int32_t>(staged, log);
-  }
-  unsetenv("DDL_MPI_READ");
   const int failures = all_sum(static_cast<int>(log.count()));
   CHECK_MESSAGE(log.count() == 0, log.summary());
   CHECK(failures == 0);
-}
-
-TEST_CASE("mpi: two_shot reads plain buffers from its peers' memory where the ranks may (no stage), and says why "
-          "a read fails") {
-  ddl::mpi_transport t(MPI_COMM_WORLD);
-  const int n = t.size(), me = t.rank();
-  if (!t.reads_peers()) {
-    MESSAGE("reading another process's memory is not allowed here (or the ranks share no stages)");
-    return;
-  }
-  // A fresh transport's stages start at one page: a call that went through
-  // them would grow them past a segment; read from the peers, they stay.
-  const std::size_t count = (std::size_t{3} << 18) + 3;
-  static_assert(ddl::two_shot::stage_segment < count * sizeof(float));
-  ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(t);
-  std::vector<float> v(count);
-  for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>(me + 1) * static_cast<float>(i % 5 + 1);
-  comm.all_reduce(ddl::host_view(v), ddl::op::sum);
-  const float ranks = static_cast<float>(n * (n + 1) / 2);
-  long wrong = 0;
-  for (std::size_t i = 0; i < count; ++i) wrong += v[i] != ranks * static_cast<float>(i % 5 + 1);
-  CHECK(all_sum(static_cast<int>(wrong)) == 0);
-  if (n > 1) CHECK_THROWS_AS(t.peer_stage((me + 1) % n, ddl::two_shot::stage_segment), ddl::transport_error);
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (n > 1) {
-    // A read of an address the peer has not mapped: a transport_error that
-    // names both ranks.
-    std::byte got[8];
-    const std::string what = error_of<ddl::transport_error>(
-        [&] { t.read_peer((me + 1) % n, reinterpret_cast<const std::byte*>(std::uintptr_t{8}), got, sizeof got); });
-    CHECK(what.find("could not read") != std::string::npos);
-    CHECK(what.find("rank " + std::to_string((me + 1) % n)) != std::string::npos);
-  }
-  CHECK_THROWS_AS(t.read_peer(n, nullptr, nullptr, 0), ddl::invalid_argument);
 }
 
 TEST_CASE("mpi: buffers in a ddl::shared_buffer are read by their peers where they lie, not through stages") {
@@ -334,9 +288,7 @@ TEST_CASE("mpi: buffers in a ddl::shared_buffer are read by their peers where th
     // Such a call is longer than two_shot's stage segment: one round tells
     // every rank that all inputs are shared, and the call goes whole, read
     // in place.
-    setenv("DDL_MPI_READ", "0", 1);  // plain buffers below go through the stages, not read from the peers
     ddl::mpi_transport fresh(MPI_COMM_WORLD);
-    unsetenv("DDL_MPI_READ");
     ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(fresh);
     const std::size_t count = (std::size_t{3} << 17) + 5;
     static_assert(ddl::two_shot::stage_segment < count * sizeof(float));

@@ -318,7 +318,6 @@ class mpi_transport {
     find_eager_peers();
     find_processes();
     find_stages();
-    find_readers();
     // Ranks sharing stages that outnumber their cores yield at once while
     // they wait on a peer's stage: a spinning rank holds the core the rank
     // it waits for needs (8 ranks on 2 cores, 8 B: 36 us a call, 41-44
@@ -451,22 +450,6 @@ class mpi_transport {
       throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
     if (const std::byte* s = stages_.peer_mapped(peer, bytes)) return s;
     return stages_.peer(peer, bytes, "mpi_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
-  }
-  /// Whether every rank copies from every other's memory at any address
-  /// (cross-memory attach, `process_vm_readv`): all ranks share stages (one
-  /// machine) and a test read of each peer worked at construction, on every
-  /// rank. Then `ddl::two_shot` reads plain buffers from the peers, one copy,
-  /// rather than through the stages. `DDL_MPI_READ=0` on any rank: false.
-  bool reads_peers() const noexcept { return reads_peers_; }
-  /// Copies `bytes` at `remote` (an address of rank `peer`'s) into `dst`.
-  void read_peer(int peer, const std::byte* remote, std::byte* dst, std::size_t bytes) {
-    refuse_if_broken();
-    if (peer < 0 || peer >= size_)
-      throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
-    if (const int e = detail::read_process(procs_[static_cast<std::size_t>(peer)].pid, remote, dst, bytes))
-      throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " could not read " +
-                            std::to_string(bytes) + " bytes of rank " + std::to_string(peer) + "'s memory (" +
-                            process_of(peer) + "): " + std::strerror(e));
   }
   /// Region `r` of rank `peer`'s `ddl::shared_buffer`, mapped here for
   /// reading (see the Transport concept's `peer_buffer`): opened through
@@ -838,29 +821,7 @@ class mpi_transport {
     stages_.agree(std::move(rows), rank_, size_);
   }
 
-  // Whether every rank reads every other's memory (see `reads_peers`): each
-  // rank reads a word of each peer's whose address and value it was told.
-  // Collective over comm_: an Allgather of addresses, an Allreduce of the answer.
-  void find_readers() {
-    const char* env = std::getenv("DDL_MPI_READ");
-    int ok = stages_.shared() && !(env && std::strcmp(env, "0") == 0) ? 1 : 0;
-    const std::uint64_t word = 0x6464'6c00'0000'0000ull + static_cast<std::uint64_t>(rank_);
-    const std::uint64_t* mine = &word;
-    std::vector<const std::uint64_t*> words(static_cast<std::size_t>(size_));
-    DDL_MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, words.data(), sizeof mine, MPI_BYTE, comm_));
-    for (int p = 0; ok && p < size_; ++p) {
-      if (p == rank_) continue;
-      std::uint64_t got = 0;
-      ok = detail::read_process(procs_[static_cast<std::size_t>(p)].pid, words[static_cast<std::size_t>(p)], &got,
-                                sizeof got) == 0 &&
-           got == 0x6464'6c00'0000'0000ull + static_cast<std::uint64_t>(p);
-    }
-    DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm_));
-    reads_peers_ = ok == 1;
-  }
-
   MPI_Comm comm_ = MPI_COMM_NULL;
-  bool reads_peers_ = false;      // see reads_peers
   detail::shared_stages stages_;  // see stages_shared
   unsigned stage_spins_ = 64;     // `wait_until`'s busy polls before it yields
   int cores_ = 1;                 // see `cores`

@@ -39,13 +39,7 @@
 ///    peers), in segments of `stage_segment` so that the stage
 ///    stays in cache; over MPI that still beats its messages, each a kernel
 ///    copy between processes at a quarter of memcpy's rate here
-///    (bench/results/mpi-vs-openmpi-mpich-gloo.md). Where the transport
-///    copies from its peers' memory (`read_peer`: MPI ranks of one machine
-///    that may, cross-memory attach), plain buffers take no stage: each rank
-///    copies its block of every peer's input, piece by piece, and reduces
-///    it, then copies the reduced blocks from the peers' outputs
-///    (`two_shot::all_reduce_read`): the pieces' landing, in cache, adds
-///    (n-1) S / n where the stages add 2 (n+1) S / n.
+///    (bench/results/mpi-vs-openmpi-mpich-gloo.md).
 ///  * `reduce_scatter` and `all_gather` (both strategies): the direct forms,
 ///    one synchronisation each besides the address exchange. Their
 ///    message-synchronised cores take any partition into one contiguous part
@@ -775,12 +769,6 @@ struct two_shot : detail::direct_base {
     if constexpr (stages_in_segments_v<Transport>) {
       const std::size_t per = segment_elements(es);
       if (t.size() > 1 && count > per && !every_rank_shared(t, in, count * es, c, "two-shot: shared buffers")) {
-        if constexpr (has_read_peer_v<Transport>) {
-          if (t.reads_peers()) {
-            all_reduce_read(t, in, out, count, c);
-            return;
-          }
-        }
         for (std::size_t off = 0; off < count; off += per)
           all_reduce_whole(t, in + off * es, out + off * es, std::min(per, count - off), c);
         return;
@@ -824,69 +812,6 @@ struct two_shot : detail::direct_base {
     }
     end_of_phase(t, c, tag_offset::call_done, "two-shot: peers reading");
   }
-
-  /// Over a transport that copies from its peers' memory (`read_peer`:
-  /// processes of one machine), buffers that are not `shared_buffer`s: no
-  /// stage. Each rank copies its block of every peer's `in`, a piece of at
-  /// most `stage_segment` bytes in all at a time, into `landing_` and
-  /// reduces the pieces in rank order into its block of `out`; once every
-  /// rank has (the phase's end) it copies the other reduced blocks from the
-  /// peers' `out` straight into its own. One copy per byte read from a
-  /// peer, where the stages take two (the owner's into the stage, the
-  /// reader's out of it).
-  template <class Transport>
-  void all_reduce_read(Transport& t, const std::byte* in, std::byte* out, std::size_t count, const call_context& c) {
-    const int n = t.size(), r = t.rank();
-    const auto un = static_cast<std::size_t>(n);
-    const std::size_t es = size_of(c.red.type);
-    require_host(c);
-    if (!c.mem->reduce_many)
-      throw invalid_argument(std::string(c.strategy) + ": buffers in " + c.mem->name +
-                             " memory offer no n-way reduction (memory_ops::reduce_many); use ring or auto");
-    where_.resize(un);
-    where_[static_cast<std::size_t>(r)] = where{in, out, count * es};
-    detail::exchange_with_all(t, reinterpret_cast<std::byte*>(where_.data()), sizeof(where), c,
-                      c.base_tag + tag_offset::addresses, "two-shot: addresses (read)");
-    for (std::size_t p = 0; p < un; ++p)
-      if (where_[p].bytes != count * es)
-        throw mismatch_error("two-shot: rank " + std::to_string(p) + " called with " +
-                             std::to_string(where_[p].bytes) + " bytes and rank " + std::to_string(r) + " with " +
-                             std::to_string(count * es) + " (count or dtype)");
-    const block mine = block_of(count, n, r);
-    const std::size_t piece = std::max<std::size_t>(1, segment_elements(es) / (un - 1));
-    if (landing_.size() < (un - 1) * piece * es) landing_.resize((un - 1) * piece * es);
-    sources_.resize(un);
-    for (std::size_t from = 0; from < mine.size; from += piece) {
-      const std::size_t len = std::min(piece, mine.size - from), at = (mine.offset + from) * es;
-      std::byte* slot = landing_.data();
-      for (int p = 0; p < n; ++p) {
-        if (p == r) {
-          sources_[static_cast<std::size_t>(p)] = in + at;
-          continue;
-        }
-        t.read_peer(p, where_[static_cast<std::size_t>(p)].in + at, slot, len * es);
-        sources_[static_cast<std::size_t>(p)] = slot;
-        slot += piece * es;
-      }
-      c.mem->reduce_many(c.mem->ctx, out + at, sources_.data(), n, len, c.red);
-    }
-    local_finalize(c, out + mine.offset * es, mine.size, n);
-    end_of_phase(t, c, tag_offset::reduced, "two-shot: reduce phase");
-    for (int k = 1; k < n; ++k) {
-      const int p = (r + k) % n;
-      const block b = block_of(count, n, p);
-      t.read_peer(p, where_[static_cast<std::size_t>(p)].out + b.offset * es, out + b.offset * es, b.size * es);
-    }
-    end_of_phase(t, c, tag_offset::call_done, "two-shot: peers reading");
-  }
-
-  struct where {  // all_reduce_read: a rank's buffers as it sees them
-    const std::byte* in;
-    const std::byte* out;
-    std::uint64_t bytes;
-  };
-  std::vector<where> where_;
-  std::vector<std::byte> landing_;  // all_reduce_read: the peers' pieces, grown once
 };
 
 }  // namespace ddl

@@ -60,16 +60,6 @@ class group_view {
   const std::byte* peer_buffer(int peer, const detail::shared_region& r) {
     return parent_->peer_buffer(parent_rank(peer), r);
   }
-  /// Whether the members copy from each other's memory (the parent's word:
-  /// every rank of it does) and such a copy.
-  template <class T = Transport, std::enable_if_t<has_read_peer_v<T>, int> = 0>
-  bool reads_peers() const {
-    return parent_->reads_peers();
-  }
-  template <class T = Transport, std::enable_if_t<has_read_peer_v<T>, int> = 0>
-  void read_peer(int peer, const std::byte* remote, std::byte* dst, std::size_t bytes) {
-    parent_->read_peer(parent_rank(peer), remote, dst, bytes);
-  }
   /// Whether the members read each other's buffers (the parent's word).
   template <class T = Transport, std::enable_if_t<detail::has_peers_readable<T>::value, int> = 0>
   bool peers_readable() const {

@@ -11,8 +11,6 @@
 /// `boot_id`) and pid namespace it lives in, so processes of two hosts, or
 /// of two containers on one host, are never compared by pid. Linux only;
 /// elsewhere `this_process()` has no machine and nothing is watched.
-#include <cerrno>
-#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +18,6 @@
 #include <string>
 
 #if defined(__linux__)
-#include <sys/uio.h>
 #include <unistd.h>
 #endif
 
@@ -118,30 +115,6 @@ inline process_state state_of(const process_id& p, std::uint64_t my_machine) {
   (void)p;
   (void)my_machine;
   return process_state::unknown;
-#endif
-}
-
-/// Copies `bytes` at `remote` in process `pid` (its address) into `dst`:
-/// cross-memory attach (`process_vm_readv`), one copy, no help from the
-/// other process. 0, or the errno of the failure (EPERM where the kernel's
-/// ptrace policy or a seccomp filter forbids it; ENOSYS off Linux).
-inline int read_process(std::int64_t pid, const void* remote, void* dst, std::size_t bytes) noexcept {
-#if defined(__linux__)
-  std::size_t done = 0;
-  while (done < bytes) {
-    iovec local{static_cast<char*>(dst) + done, bytes - done};
-    iovec from{const_cast<char*>(static_cast<const char*>(remote)) + done, bytes - done};
-    const ssize_t got = ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &from, 1, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return got < 0 ? errno : EFAULT;
-    done += static_cast<std::size_t>(got);
-  }
-  return 0;
-#else
-  (void)pid;
-  (void)remote;
-  (void)dst;
-  return bytes ? ENOSYS : 0;
 #endif
 }
 
