@@ -617,12 +617,16 @@ TEST_CASE("process watch: a child is running, stopped, then gone; a reused pid o
 TEST_CASE("one_shot: through its stage and around it, call after call, every result exact") {
   // Sizes that grow, shrink and cross every stage limit (the transport
   // stages' counters up to 64 KiB, the strategy's stage up to 16 KiB out of
-  // place and 256 KiB in place; in int32s: 16384, 4096, 65536), ranks that are all
+  // place and 256 KiB in place; in int32s: 16384, 4096, 65536; above them in
+  // place, segments of 16384 landed through 4 slots: 65537 is 5, 147461 10,
+  // 262144 16), ranks that are all
   // in place, all out of place, or some of each (then the stage is not used
-  // by anyone), and ranks late at random: a rank may write a stage slot again
-  // only once every peer has finished reading it, so any slip shows as a
-  // wrong sum.
-  const std::vector<std::size_t> sizes{1, 3, 1000, 4096, 4097, 16384, 16385, 65536, 65537, 999, 2, 70000, 16384, 4096, 5};
+  // by anyone), and ranks late at random: a rank may write a stage slot, or
+  // a landed segment into its buffer, only once every peer has finished
+  // reading it, so any slip shows as a wrong sum.
+  const std::vector<std::size_t> sizes{1,     3,      1000, 4096, 4097,   16384, 16385, 65536,
+                                       65537, 147461, 999,  2,    262144, 70000, 16384, 4096, 5};
+  static_assert(ddl::one_shot::land_segment == 16384 * sizeof(std::int32_t) && ddl::one_shot::land_slots == 4);
   for (int n : {2, 3, 5}) {
     CAPTURE(n);
     std::atomic<int> wrong{0};

@@ -17,7 +17,10 @@
 ///    limit, or when the ranks' stages
 ///    are not in step (the first call, after an error), it reads the inputs
 ///    themselves and needs a second synchronisation before any rank may
-///    return; (n+1) S bytes (in place 2 S more through the workspace).
+///    return; (n+1) S bytes. In place the result goes through the
+///    workspace: over threads segment by segment through a few slots that
+///    stay in cache, each copied to the buffer once every peer has read it
+///    (`one_shot::all_reduce_landed`), elsewhere whole, 2 S more.
 ///    Over shared stages a transport can wait on (`wait_until`: threads, MPI
 ///    ranks of one machine) a call of up to `flagged_limit` bytes sends no
 ///    message at all, and goes before both: each rank copies its input into
@@ -82,6 +85,7 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ddl/core/error.hpp"
@@ -311,9 +315,10 @@ class direct_base {
     std::uint64_t bytes;               // over `peer_stage`: the call's bytes
     std::uint64_t stage_read;          // over `peer_stage`: whether the rank's stage holds what its peers read
     shared_region in_at, out_at;       // over `peer_stage`: `in`, `out` in a `shared_buffer` (peers read them there)
+    const std::atomic<std::uint64_t>* read;  // one_shot over `peer_memory`: how far the rank has read (`read_progress`)
   };
 
-  /// Trades (in, out, staged, generation) with every peer; afterwards
+  /// Trades (in, out, staged, generation, done, read) with every peer; afterwards
   /// `peers_[p]` holds rank p's. Over `peer_stage` transports, the peers'
   /// `in` and `out` then point, as mapped here, into their `shared_buffer`s
   /// where `in_at` / `out_at` said they lie (read in place, as over
@@ -323,18 +328,18 @@ class direct_base {
   void share_addresses(Transport& t, const std::byte* in, std::byte* out, const char* what, const call_context& c,
                        const shared_region& in_at = {}, const shared_region& out_at = {},
                        const std::byte* staged = nullptr, std::uint64_t generation = 0,
-                       std::atomic<std::uint64_t>* done = nullptr) {
+                       std::atomic<std::uint64_t>* done = nullptr, const std::atomic<std::uint64_t>* read = nullptr) {
     require_peer_access<Transport>();
     if (!c.mem->reduce_many)
       throw invalid_argument(std::string(c.strategy) + ": buffers in " + c.mem->name +
                              " memory offer no n-way reduction (memory_ops::reduce_many); use ring or auto");
     const auto n = static_cast<std::size_t>(t.size());
     if (peers_.size() != n) {
-      peers_.assign(n, addresses{nullptr, nullptr, nullptr, 0, nullptr, 0, 0, {}, {}});
+      peers_.assign(n, addresses{nullptr, nullptr, nullptr, 0, nullptr, 0, 0, {}, {}, nullptr});
       sources_.assign(n, nullptr);
     }
     peers_[static_cast<std::size_t>(t.rank())] =
-        addresses{in, out, staged, generation, done, stage_bytes_, staged_ ? 1u : 0u, in_at, out_at};
+        addresses{in, out, staged, generation, done, stage_bytes_, staged_ ? 1u : 0u, in_at, out_at, read};
     exchange_with_all(t, reinterpret_cast<std::byte*>(peers_.data()), sizeof(addresses), c,
                       c.base_tag + tag_offset::addresses, what);
     if constexpr (!has_peer_memory_v<Transport>) {
@@ -438,22 +443,35 @@ class direct_base {
     __atomic_store_n(counter, k, __ATOMIC_RELEASE);
     if (sources_.size() != static_cast<std::size_t>(n)) sources_.assign(static_cast<std::size_t>(n), nullptr);
     sources_[static_cast<std::size_t>(r)] = slot;
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(c.opts->timeout);
+    const deadline until = call_deadline(c);
     for (int d = 1; d < n; ++d) {
       const int p = (r + d) % n;
       const auto* theirs = reinterpret_cast<const std::uint64_t*>(t.peer_stage(p, stage_header));
-      try {
-        t.wait_until(p, [theirs, k] { return __atomic_load_n(theirs, __ATOMIC_ACQUIRE) >= k; }, until, c.base_tag);
-      } catch (const timeout_error& e) {
-        throw timeout_error(e.peer(), std::string(c.strategy) + " " + phase_name{"peers' stages", 0, 1}.str(),
-                            c.collective, e.waited(), e.silent(), e.note());
-      }
+      wait_on_peer(t, p, [theirs, k] { return __atomic_load_n(theirs, __ATOMIC_ACQUIRE) >= k; }, until, c,
+                   phase_name{"peers' stages", 0, 1});
       const std::byte* at = t.peer_stage(p, stage_prefix);  // grown that far before it raised its counter
       std::uint64_t their[2];
       std::memcpy(their, at + 64 * (s + 1), sizeof their);
       check_stamp(r, stamp, p, their, size_of(c.red.type), c);
       sources_[static_cast<std::size_t>(p)] = at + stage_header + s * flagged_limit;
+    }
+  }
+
+  /// The deadline of a wait that starts now.
+  static deadline call_deadline(const call_context& c) {
+    return std::chrono::steady_clock::now() +
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(c.opts->timeout);
+  }
+  /// `t.wait_until(p, ready, ...)`, a timeout naming the strategy, the
+  /// collective and phase `ph`.
+  template <class Transport, class Ready>
+  static void wait_on_peer(Transport& t, int p, Ready&& ready, deadline until, const call_context& c,
+                           const phase_name& ph) {
+    try {
+      t.wait_until(p, std::forward<Ready>(ready), until, c.base_tag);
+    } catch (const timeout_error& e) {
+      throw timeout_error(e.peer(), std::string(c.strategy) + " " + ph.str(), c.collective, e.waited(), e.silent(),
+                          e.note());
     }
   }
 
@@ -631,7 +649,8 @@ class stage_memory {
 /// reading it. Larger calls (and the first, and any whose ranks' stages are
 /// not in step) read the inputs in place and synchronise once more before
 /// returning; they need `count` elements of workspace in place (the result
-/// is built there and copied back once no peer reads the input any more).
+/// is built there and copied back once no peer reads the input any more:
+/// over threads segment by segment, `all_reduce_landed`).
 /// Example:
 /// \code
 ///   ddl::communicator<ddl::one_shot, ddl::local_transport> comm(t);
@@ -651,6 +670,18 @@ struct one_shot : detail::direct_base {
   /// Whether a call of `bytes` per rank goes through the stage.
   static constexpr bool through_stage(std::size_t bytes, bool in_place) {
     return bytes > 0 && bytes <= (in_place ? stage_limit : stage_limit_out_of_place);
+  }
+  /// In place, over `peer_memory` with counters a rank can wait on
+  /// (threads), a call above the stage: the buffer is read in segments of
+  /// `land_segment` bytes, each reduced into one of `land_slots` slots at the
+  /// start of the workspace (they stay in cache) and, once every peer has
+  /// read that segment of every buffer (its `read_progress` counter), copied
+  /// to its place in the buffer. So the result is not built whole in the
+  /// workspace and copied back after a round (2 S more memory traffic).
+  static constexpr std::size_t land_segment = std::size_t{64} << 10;
+  static constexpr std::size_t land_slots = 4;
+  static constexpr std::size_t land_elements(std::size_t es) noexcept {
+    return land_segment / es > 0 ? land_segment / es : 1;
   }
   std::string describe() const { return name; }
   static std::size_t all_reduce_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
@@ -703,7 +734,10 @@ struct one_shot : detail::direct_base {
           local_copy(c, stage_.slot(slot), in, bytes);
           staged = stage_.slot(slot);
         }
-        share_addresses(t, in, out, "one-shot: addresses", c, {}, {}, staged, generation_, done);
+        // No peer reads this counter now: each read the last call's before
+        // its end of phase, and the address exchange below orders this.
+        read_.value.store(0, std::memory_order_relaxed);
+        share_addresses(t, in, out, "one-shot: addresses", c, {}, {}, staged, generation_, done, &read_.value);
         stage_.reads_over();  // every peer has entered this call: no read of an earlier one is pending
         bool all_staged = true;
         std::uint64_t latest = 0;
@@ -721,8 +755,17 @@ struct one_shot : detail::direct_base {
           return;
         }
         const bool in_place = in == out;
+        if constexpr (has_wait_until_v<Transport>) {
+          if (in_place && count > land_elements(size_of(c.red.type)) && std::strcmp(c.mem->name, "host") == 0) {
+            all_reduce_landed(t, out, count, c);
+            generation_ = latest + 1;
+            return;
+          }
+        }
         std::byte* dst = in_place ? c.work : out;
         reduce_block(block{0, count}, dst, c);
+        // Every segment read, for peers that land theirs (`all_reduce_landed`).
+        read_.value.store(read_progress::all, std::memory_order_release);
         // One tag whether in place or not: ranks may differ in that.
         end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
         if (in_place) local_copy(c, out, dst, bytes);
@@ -750,8 +793,56 @@ struct one_shot : detail::direct_base {
     local_finalize(c, out, count, t.size());
   }
 
+
+  /// How far a rank has read its peers' buffers in the current call: the
+  /// segments done (`all`: the whole call), on a cache line of its own. Its
+  /// peers wait on it before they overwrite those segments of their own
+  /// buffers. A copy of the strategy starts at 0.
+  struct alignas(64) read_progress {
+    static constexpr std::uint64_t all = ~std::uint64_t{0};
+    std::atomic<std::uint64_t> value{0};
+    read_progress() = default;
+    read_progress(const read_progress&) noexcept {}
+    read_progress& operator=(const read_progress&) noexcept { return *this; }
+  };
+
+  template <class Transport>
+  void all_reduce_landed(Transport& t, std::byte* buf, std::size_t count, const call_context& c) {
+    const int n = t.size(), r = t.rank();
+    const std::size_t es = size_of(c.red.type), per = land_elements(es);
+    const std::size_t segments = (count + per - 1) / per;
+    const auto segment = [&](std::size_t k) { return block{k * per, std::min(per, count - k * per)}; };
+    // Slot k % land_slots; ends within the workspace (`count` elements), as k * per + its size does.
+    const auto slot = [&](std::size_t k) { return c.work + (k % land_slots) * per * es; };
+    const auto land = [&](std::size_t k) {
+      const block b = segment(k);
+      local_copy(c, buf + b.offset * es, slot(k), b.size * es);
+    };
+    const deadline until = call_deadline(c);
+    for (std::size_t k = 0; k < segments; ++k) {
+      if (k >= land_slots) {  // slot k's last segment lands once every peer has read that far
+        const std::uint64_t needed = k - land_slots + 1;
+        for (int d = 1; d < n; ++d) {
+          const int p = (r + d) % n;
+          const auto* theirs = peers_[static_cast<std::size_t>(p)].read;
+          wait_on_peer(t, p, [theirs, needed] { return theirs->load(std::memory_order_acquire) >= needed; }, until,
+                       c, phase_name{"one-shot: peers reading segments", static_cast<int>(needed - 1),
+                                     static_cast<int>(segments)});
+        }
+        land(k - land_slots);
+      }
+      const block b = segment(k);
+      reduce_block(b, slot(k), c);
+      local_finalize(c, slot(k), b.size, n);
+      read_.value.store(k + 1, std::memory_order_release);
+    }
+    end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
+    for (std::size_t k = segments > land_slots ? segments - land_slots : 0; k < segments; ++k) land(k);
+  }
+
   detail::stage_memory stage_;
   std::uint64_t generation_ = 0;  // staged calls in step so far
+  read_progress read_;
 };
 
 /// Two-shot all-reduce: a direct reduce-scatter (each rank reduces its block
