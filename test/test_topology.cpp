@@ -390,6 +390,35 @@ TEST_CASE("planner: a transport's direct_read_factor prices the direct strategie
   CHECK(ddl::best_plan(t8, 4096, mpi8).algo == ddl::algorithm::one_shot);
 }
 
+namespace {
+// A transport's pricing hints only (what plan_for::transport reads of a type).
+struct hinted_transport {
+  using request = int;
+  static constexpr bool peer_memory = true;
+  static constexpr double direct_read_factor = 5.0;
+  static constexpr bool direct_round_one_step = true;
+  static constexpr double default_bandwidth = 3e9, default_latency = 7e-6;
+};
+}  // namespace
+
+TEST_CASE("planner: a group view is priced as its parent (direct hints and default link costs forwarded)") {
+  using view = ddl::group_view<hinted_transport>;
+  const ddl::plan_for parent = ddl::plan_for::transport<hinted_transport>();
+  const ddl::plan_for group = ddl::plan_for::transport<view>();
+  CHECK(parent.direct_read == 5.0);
+  CHECK(parent.direct_round_one_step);
+  CHECK(group == parent);
+  CHECK(ddl::default_link<view>::bandwidth == 3e9);
+  CHECK(ddl::default_link<view>::latency == 7e-6);
+  // A parent without hints: none made up (the planner's defaults apply).
+  using plain = ddl::group_view<ddl::local_transport>;
+  CHECK(!ddl::detail::has_direct_read_factor<plain>::value);
+  CHECK(ddl::plan_for::transport<plain>().direct_read == ddl::cost::direct_read_factor);
+  CHECK(!ddl::plan_for::transport<plain>().direct_round_one_step);
+  CHECK(ddl::default_link<plain>::bandwidth == ddl::default_link<ddl::local_transport>::bandwidth);
+  CHECK(ddl::default_link<plain>::latency == ddl::default_link<ddl::local_transport>::latency);
+}
+
 TEST_CASE("planner: one_shot through counters in the stages is one latency up to its limit, two rounds above it") {
   // 2, 4 and 8 ranks on a crowded node's costs (2.5 GB/s, 20 us a step), the stages' 8x.
   for (int n : {2, 4, 8}) {

@@ -20,27 +20,6 @@
 
 namespace ddl {
 
-namespace detail {
-/// A transport's `direct_read_factor` where it declares one.
-template <class T, class = void>
-struct direct_read_of {
-  static constexpr double value = cost::direct_read_factor;
-};
-template <class T>
-struct direct_read_of<T, std::void_t<decltype(T::direct_read_factor)>> {
-  static constexpr double value = T::direct_read_factor;
-};
-/// A transport's `direct_round_one_step` where it declares one.
-template <class T, class = void>
-struct direct_round_of {
-  static constexpr bool value = false;
-};
-template <class T>
-struct direct_round_of<T, std::void_t<decltype(T::direct_round_one_step)>> {
-  static constexpr bool value = T::direct_round_one_step;
-};
-}  // namespace detail
-
 /// Which candidates a planner may choose.
 enum class candidates : std::uint8_t { all, multi_ring_only };
 
@@ -91,8 +70,8 @@ struct plan_for {
   template <class T>
   static constexpr plan_for transport(candidates w = candidates::all, bool inplace = false) noexcept {
     plan_for q(w, has_peer_memory_v<T>, inplace, detail::can_pipeline_v<T>);
-    q.direct_read = detail::direct_read_of<T>::value;
-    q.direct_round_one_step = detail::direct_round_of<T>::value;
+    if constexpr (detail::has_direct_read_factor<T>::value) q.direct_read = T::direct_read_factor;
+    q.direct_round_one_step = direct_round_one_step_v<T>;
     q.direct_over_links = direct_reads_over_links_v<T>;
     if constexpr (has_wait_until_v<T> && has_peer_memory_v<T>) q.one_round_bytes = one_shot::flagged_limit;
     if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = T::flagged_bytes;

@@ -121,6 +121,13 @@
 ///     it (one thread at a time)? See `progress_thread_allowed`;
 ///   - `default_bandwidth`, `default_latency` (static) — link costs the
 ///     planner assumes when nobody measured them (`default_link`);
+///   - `static constexpr double direct_read_factor`, `static constexpr bool
+///     direct_round_one_step`, `static constexpr bool direct_reads_over_links`
+///     (with `peer_memory` or stages) — how the planner prices the direct
+///     strategies over it (`plan_for::direct_read`,
+///     `plan_for::direct_round_one_step`, `plan_for::direct_over_links`;
+///     MPI declares the first two, the simulator the third). `group_view`
+///     forwards them and the default link costs;
 ///   - `ddl::topology topology() const` — the group's levels and link costs,
 ///     where the transport knows them (the simulator's network; CUDA peers,
 ///     whose step latency grows with the ranks): `auto` and the broadcast
@@ -208,6 +215,11 @@ template <class T, class = void>
 struct has_peer_memory : std::false_type {};
 template <class T>
 struct has_peer_memory<T, std::enable_if_t<T::peer_memory>> : std::true_type {};
+
+template <class T, class = void>
+struct has_direct_read_factor : std::false_type {};
+template <class T>
+struct has_direct_read_factor<T, std::void_t<decltype(T::direct_read_factor)>> : std::true_type {};
 
 template <class T, class = void>
 struct has_peers_readable : std::false_type {};
@@ -348,6 +360,16 @@ struct direct_reads_over_links<T, std::void_t<decltype(T::direct_reads_over_link
     : std::bool_constant<T::direct_reads_over_links> {};
 template <class T>
 inline constexpr bool direct_reads_over_links_v = direct_reads_over_links<T>::value;
+
+/// True when `T` says a direct strategy's synchronisation round costs one
+/// step's latency, not ceil(log2 n) of them (`direct_round_one_step`: MPI).
+template <class T, class = void>
+struct direct_round_one_step : std::false_type {};
+template <class T>
+struct direct_round_one_step<T, std::void_t<decltype(T::direct_round_one_step)>>
+    : std::bool_constant<T::direct_round_one_step> {};
+template <class T>
+inline constexpr bool direct_round_one_step_v = direct_round_one_step<T>::value;
 
 /// True when `T` runs small one_shot all-reduces through shared counters
 /// without a message (`flagged_all_reduce`).

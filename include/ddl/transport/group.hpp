@@ -8,16 +8,29 @@
 #include "ddl/transport/concept.hpp"
 
 namespace ddl {
+namespace detail {
+/// The parent's `direct_read_factor` where it declares one (a group view's
+/// base, so that the planner prices a group as its parent).
+template <class T, class = void>
+struct forwards_direct_read {};
+template <class T>
+struct forwards_direct_read<T, std::enable_if_t<has_direct_read_factor<T>::value>> {
+  static constexpr double direct_read_factor = T::direct_read_factor;
+};
+}  // namespace detail
 
 /// \tparam Transport the parent transport (a group view of a group view works too).
 template <class Transport>
-class group_view {
+class group_view : public detail::forwards_direct_read<Transport> {
  public:
   using request = typename Transport::request;
   static constexpr bool device_memory = accepts_device_memory_v<Transport>;
   static constexpr bool stream_ordered = is_stream_ordered_v<Transport>;
   static constexpr bool peer_memory = has_peer_memory_v<Transport>;
   static constexpr bool direct_reads_over_links = direct_reads_over_links_v<Transport>;
+  static constexpr bool direct_round_one_step = direct_round_one_step_v<Transport>;
+  static constexpr double default_bandwidth = default_link<Transport>::bandwidth;
+  static constexpr double default_latency = default_link<Transport>::latency;
 
   group_view() = default;
   /// \pre `parent.rank()` is one of the members.
