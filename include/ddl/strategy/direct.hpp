@@ -793,7 +793,6 @@ struct one_shot : detail::direct_base {
     local_finalize(c, out, count, t.size());
   }
 
-
   /// How far a rank has read its peers' buffers in the current call: the
   /// segments done (`all`: the whole call), on a cache line of its own. Its
   /// peers wait on it before they overwrite those segments of their own
