@@ -372,7 +372,11 @@ constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, cons
 }
 
 /// Seconds an in-place call (`in == out`) adds to plan `p`: one_shot builds
-/// the result in its workspace and copies it back; recursive doubling either
+/// the result in its workspace and copies it back (over threads above its
+/// stage it lands the result in cache-sized segments instead, 1.3-1.7x
+/// faster, shared-memory.md 2026-11-26; still priced with the copy: there it
+/// is no candidate, two_shot and halving-doubling cost 1.5-2x less in the
+/// model and in the measurements); recursive doubling either
 /// double-buffers through its workspace and after an odd number of exchanges
 /// copies back (a buffer of one chunk on a transport that reduces as it
 /// receives, and on a device), or lands each slice and reduces it into the
