@@ -443,7 +443,7 @@ class direct_base {
     __atomic_store_n(counter, k, __ATOMIC_RELEASE);
     if (sources_.size() != static_cast<std::size_t>(n)) sources_.assign(static_cast<std::size_t>(n), nullptr);
     sources_[static_cast<std::size_t>(r)] = slot;
-    const deadline until = call_deadline(c);
+    const deadline until = phase_deadline(c);
     for (int d = 1; d < n; ++d) {
       const int p = (r + d) % n;
       const auto* theirs = reinterpret_cast<const std::uint64_t*>(t.peer_stage(p, stage_header));
@@ -457,22 +457,11 @@ class direct_base {
     }
   }
 
-  /// The deadline of a wait that starts now.
-  static deadline call_deadline(const call_context& c) {
-    return std::chrono::steady_clock::now() +
-           std::chrono::duration_cast<std::chrono::steady_clock::duration>(c.opts->timeout);
-  }
-  /// `t.wait_until(p, ready, ...)`, a timeout naming the strategy, the
-  /// collective and phase `ph`.
+  /// `t.wait_until(p, ready, ...)` in phase `ph` (`in_phase`).
   template <class Transport, class Ready>
   static void wait_on_peer(Transport& t, int p, Ready&& ready, deadline until, const call_context& c,
                            const phase_name& ph) {
-    try {
-      t.wait_until(p, std::forward<Ready>(ready), until, c.base_tag);
-    } catch (const timeout_error& e) {
-      throw timeout_error(e.peer(), std::string(c.strategy) + " " + ph.str(), c.collective, e.waited(), e.silent(),
-                          e.note());
-    }
+    in_phase(c, ph, [&] { t.wait_until(p, std::forward<Ready>(ready), until, c.base_tag); });
   }
 
   // A flagged call's stamps, this rank's (`me`) against peer `p`'s: the
@@ -817,7 +806,7 @@ struct one_shot : detail::direct_base {
       const block b = segment(k);
       local_copy(c, buf + b.offset * es, slot(k), b.size * es);
     };
-    const deadline until = call_deadline(c);
+    const deadline until = phase_deadline(c);
     for (std::size_t k = 0; k < segments; ++k) {
       if (k >= land_slots) {  // slot k's last segment lands once every peer has read that far
         const std::uint64_t needed = k - land_slots + 1;

@@ -109,15 +109,27 @@ struct phase_name {
   }
 };
 
-template <class Transport>
-void wait_in_phase(Transport& t, typename Transport::request& r, const call_context& c, const phase_name& ph) {
+/// The deadline of a wait in a call that starts now (`options::timeout`).
+inline deadline phase_deadline(const call_context& c) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(c.opts->timeout);
+}
+
+/// Runs `wait()`; a `timeout_error` it throws is thrown again naming the
+/// strategy, the collective and phase `ph`.
+template <class Wait>
+void in_phase(const call_context& c, const phase_name& ph, Wait&& wait) {
   try {
-    t.wait(r, std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(c.opts->timeout));
+    wait();
   } catch (const timeout_error& e) {
     throw timeout_error(e.peer(), std::string(c.strategy) + " " + ph.str(), c.collective, e.waited(), e.silent(),
                         e.note());
   }
+}
+
+template <class Transport>
+void wait_in_phase(Transport& t, typename Transport::request& r, const call_context& c, const phase_name& ph) {
+  in_phase(c, ph, [&] { t.wait(r, phase_deadline(c)); });
 }
 
 namespace detail {
