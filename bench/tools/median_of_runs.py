@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Medians over repeated ddl-bench runs (table output), per size and impl.
 
-usage: median_of_runs.py RUN1.txt RUN2.txt ... [--placement oop|ip]
+usage: median_of_runs.py RUN1.txt RUN2.txt ... [--placement oop|ip] [--floor] [--old OLD1.txt ...]
 
 Prints, per size, every implementation's median time (and min-max), the
 best strategy measured, and auto's ratio to it. With --floor, each cell
 gives the median's share of the memory-traffic floor instead of min-max
 (floor = median floor:copy time of the same runs / the impl's median).
+With --old, the files after it are runs of another build's `auto` (taken in
+turns with RUN1...): its median and ratio to the same best are added.
 """
 import statistics
 import sys
@@ -18,6 +20,10 @@ def main():
     in_place, args = placement(sys.argv[1:])
     with_floor = "--floor" in args
     args = [a for a in args if a != "--floor"]
+    old = []
+    if "--old" in args:
+        i = args.index("--old")
+        args, old = args[:i], args[i + 1:]
     floors = {}
     for path in args:
         for size, t in floor_times(path).items():
@@ -30,15 +36,23 @@ def main():
                 data.setdefault((r[0], r[1]), []).append(r[col])
             if r[1] == "ddl:auto":
                 f = r[4].split()
-                note = " ".join(f[15:]).split(" [model")[0].split(";")[0].strip()  # e.g. "multi_ring 4x2 direct-first"
+                # e.g. "multi_ring 4x2 direct-first", or "recursive_doubling; in place one_shot"
+                parts = " ".join(f[15:]).split(" [model")[0].split("; in place ")
+                note = (parts[-1] if in_place else parts[0]).strip()
                 plan[r[0]] = note or plan.get(r[0], "")
+    old_auto = {}
+    for path in old:
+        for r in rows(path):
+            if r[1] == "ddl:auto" and r[col] is not None:
+                old_auto.setdefault(r[0], []).append(r[col])
     sizes = sorted({k[0] for k in data})
     impls = []
     for k in data:
         if k[1] not in impls:
             impls.append(k[1])
-    print("| size | " + " | ".join(impls) + " | best | auto / best | auto's plan |")
-    print("|---" * (len(impls) + 4) + "|")
+    extra = " old auto | old / best |" if old else ""
+    print("| size | " + " | ".join(impls) + " | best | auto / best | auto's plan |" + extra)
+    print("|---" * (len(impls) + 4 + (2 if old else 0)) + "|")
     for s in sizes:
         cells, med = [], {}
         for i in impls:
@@ -54,6 +68,10 @@ def main():
         others = {i: t for i, t in med.items() if i != "ddl:auto"}
         best = min(others, key=others.get)
         ratio = med["ddl:auto"] / others[best] if "ddl:auto" in med else float("nan")
-        print(f"| {s} | " + " | ".join(cells) + f" | {best} | {ratio:.2f} | {plan.get(s, '')} |")
+        line = f"| {s} | " + " | ".join(cells) + f" | {best} | {ratio:.2f} | {plan.get(s, '')} |"
+        if old:
+            o = statistics.median(old_auto[s]) if old_auto.get(s) else float("nan")
+            line += f" {o:.1f} | {o / others[best]:.2f} |"
+        print(line)
 
 main()
