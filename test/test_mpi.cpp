@@ -119,6 +119,7 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
     CHECK(ddl::plan_for::transport(t).peer_memory == t.stages_shared());
     CHECK(ddl::plan_for::transport(t).direct_read == ddl::mpi_transport::direct_read_factor);
     CHECK(ddl::plan_for::transport(t).direct_round_one_step);
+    CHECK(ddl::plan_for::transport(t).copy_step == ddl::cost::copy_step_factor);  // copies priced as reduces
     if (t.stages_shared()) {
       // Every dtype and op, in place and out of place, bit-identical on
       // every rank; the stages grow as the counts do.

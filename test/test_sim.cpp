@@ -73,6 +73,8 @@ TEST_CASE("sim: auto plans on the simulated network and matches the planner's be
   ddl::sim_fabric f(topo, {true});
   const ddl::plan best = ddl::best_plan(topo, 350e6, ddl::plan_for::transport<ddl::sim_transport>());
   CHECK(best.segments > 1);  // the simulator tests requests: pipelined multi-rings are candidates
+  // Its links carry a copy's bytes as a reduction's: copy steps priced alike.
+  CHECK(ddl::plan_for::transport<ddl::sim_transport>().copy_step == ddl::cost::copy_step_factor);
   CHECK(sim_seconds(f, ddl::auto_strategy{}, 350000000) ==
         doctest::Approx(sim_seconds(f, ddl::planned(topo, best), 350000000)).epsilon(1e-9));
   // Narrower links cost more: the report tracks the topology.

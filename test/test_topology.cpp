@@ -396,8 +396,14 @@ struct hinted_transport {
   using request = int;
   static constexpr bool peer_memory = true;
   static constexpr double direct_read_factor = 5.0;
+  static constexpr double copy_step_factor = 1.25;
   static constexpr bool direct_round_one_step = true;
   static constexpr double default_bandwidth = 3e9, default_latency = 7e-6;
+};
+// One without any.
+struct bare_transport {
+  using request = int;
+  static constexpr bool peer_memory = true;
 };
 }  // namespace
 
@@ -406,17 +412,66 @@ TEST_CASE("planner: a group view is priced as its parent (direct hints and defau
   const ddl::plan_for parent = ddl::plan_for::transport<hinted_transport>();
   const ddl::plan_for group = ddl::plan_for::transport<view>();
   CHECK(parent.direct_read == 5.0);
+  CHECK(parent.copy_step == 1.25);
   CHECK(parent.direct_round_one_step);
   CHECK(group == parent);
   CHECK(ddl::default_link<view>::bandwidth == 3e9);
   CHECK(ddl::default_link<view>::latency == 7e-6);
+  // The threads' own, through a view of them.
+  using threads = ddl::group_view<ddl::local_transport>;
+  CHECK(ddl::plan_for::transport<threads>().copy_step == ddl::local_transport::copy_step_factor);
+  CHECK(ddl::plan_for::transport<threads>().direct_read == ddl::local_transport::direct_read_factor);
+  CHECK(ddl::default_link<threads>::bandwidth == ddl::default_link<ddl::local_transport>::bandwidth);
+  CHECK(ddl::default_link<threads>::latency == ddl::default_link<ddl::local_transport>::latency);
   // A parent without hints: none made up (the planner's defaults apply).
-  using plain = ddl::group_view<ddl::local_transport>;
+  using plain = ddl::group_view<bare_transport>;
   CHECK(!ddl::detail::has_direct_read_factor<plain>::value);
+  CHECK(!ddl::detail::has_copy_step_factor<plain>::value);
   CHECK(ddl::plan_for::transport<plain>().direct_read == ddl::cost::direct_read_factor);
+  CHECK(ddl::plan_for::transport<plain>().copy_step == ddl::cost::copy_step_factor);
   CHECK(!ddl::plan_for::transport<plain>().direct_round_one_step);
-  CHECK(ddl::default_link<plain>::bandwidth == ddl::default_link<ddl::local_transport>::bandwidth);
-  CHECK(ddl::default_link<plain>::latency == ddl::default_link<ddl::local_transport>::latency);
+}
+
+TEST_CASE("planner: copy steps at the transport's copy_step_factor (threads: a copy moves 2 bytes, a reduce 3)") {
+  const double b = ddl::local_transport::default_bandwidth, a = ddl::local_transport::default_latency;
+  const double c = ddl::local_transport::copy_step_factor;
+  CHECK(c == 1.5);
+  const ddl::plan_for threads = ddl::plan_for::transport<ddl::local_transport>();
+  ddl::plan_for alike = threads;
+  alike.copy_step = 1;
+  CHECK(alike != threads);  // a cache key of auto's: they must not share a plan
+  auto price = [](const ddl::topology& t, double s, ddl::algorithm algo, std::size_t dims, ddl::plan_for q) {
+    for (const auto& p : ddl::all_plans(t, s, q))
+      if (p.algo == algo && p.dims == dims && !p.direct_first && p.segments == 1) return p.seconds;
+    return -1.0;
+  };
+  using algo = ddl::algorithm;
+  const double s = 3e6;
+  // The flat ring of 5: 4 reduce steps at B, 4 copy steps at c B; the closed form with c = 1.
+  const auto t5 = ddl::topology::uniform(5, b, a);
+  CHECK(price(t5, s, algo::multi_ring, 1, threads) == doctest::Approx(4 * (s / 5 / b + a) + 4 * (s / 5 / (c * b) + a)));
+  CHECK(price(t5, s, algo::multi_ring, 1, alike) == doctest::Approx(ddl::cost::uniform_ring(5, s, b, a)));
+  // Halving-doubling on 5 (4 and a fold): halves reduced, halves copied back, the fold in and out.
+  CHECK(price(t5, s, algo::halving_doubling, 0, threads) ==
+        doctest::Approx((s / 2 / b + a) + (s / 2 / (c * b) + a) + (s / 4 / b + a) + (s / 4 / (c * b) + a) +
+                        s / b + s / (c * b) + 2 * a));
+  // Recursive doubling copies nothing but the fold's return.
+  CHECK(price(t5, s, algo::recursive_doubling, 0, threads) ==
+        doctest::Approx(2 * (s / b + a) + s / b + s / (c * b) + 2 * a));
+  // 2 threads out of place: the exchange (reduce S) below 6 alpha B, the
+  // halves (reduce S/2, copy S/2) above; priced alike, the exchange at
+  // every size (measured: 1.3-1.5x the best from 1 MiB, shared-memory.md).
+  const auto t2 = ddl::topology::uniform(2, b, a);
+  const double knee = 6 * a * b;
+  CHECK(ddl::best_plan(t2, 0.8 * knee, threads).algo == algo::recursive_doubling);
+  CHECK(ddl::best_plan(t2, 1.25 * knee, threads).algo != algo::recursive_doubling);
+  CHECK(ddl::best_plan(t2, 64e6, threads).algo != algo::recursive_doubling);
+  CHECK(ddl::best_plan(t2, 64e6, alike).algo == algo::recursive_doubling);
+  // 4 threads: one_shot through the counters at 64 KiB (measured 36 us
+  // against recursive doubling's 57), two_shot at 64 MiB (0.76 of the floor).
+  const auto t4 = ddl::topology::uniform(4, b, a);
+  CHECK(ddl::best_plan(t4, 65536, threads).algo == algo::one_shot);
+  CHECK(ddl::best_plan(t4, 64e6, threads).algo == algo::two_shot);
 }
 
 TEST_CASE("planner: one_shot through counters in the stages is one latency up to its limit, two rounds above it") {

@@ -85,6 +85,14 @@ class local_transport {
   /// receive-and-reduce on these machines, and one hand-off between threads.
   static constexpr double default_bandwidth = 4e9;
   static constexpr double default_latency = 8e-6;
+  /// A step that only copies what it receives moves 2 bytes of memory
+  /// traffic per byte where the fused receive-and-reduce above moves 3
+  /// (`cost::copy_step_factor`), and the direct strategies' reads, priced
+  /// beside it, stream at 2.25 B (`cost::direct_read_factor`): fitted to the
+  /// medians of 2, 4 and 8 threads, 4 KiB-64 MiB, in place and out
+  /// (bench/results/shared-memory.md, 2026-11-26 "copy steps").
+  static constexpr double copy_step_factor = 1.5;
+  static constexpr double direct_read_factor = 2.25;
   /// Ranks are threads of one process: a peer's buffer can be read in place
   /// (`ddl::one_shot`, `ddl::two_shot`).
   static constexpr bool peer_memory = true;

@@ -122,7 +122,7 @@ class sim_transport {
 
   /// The direct strategies' reads of a peer are flows over the links and a
   /// rank's own memory is free (see the file comment): the planner prices
-  /// them so (`cost::direct_costs::over_links`).
+  /// them so (`cost::transport_costs::over_links`).
   static constexpr bool direct_reads_over_links = true;
 
   /// Ranks are fibers of one thread in virtual time: no thread may drive

@@ -19,6 +19,10 @@
 ///
 ///  * Ring over a dimension spanning levels [lo, hi), m = prod extents ranks:
 ///      t = 2 (m-1) (S_dim / (m B) + alpha)
+///    with every step priced at B; over a transport whose copy steps run at
+///    c B (`transport_costs::copy`, below) the all-gather's m-1 steps cost
+///    S_dim / (m c B) + alpha each (likewise halving-doubling's doubling
+///    half and the fold's return).
 ///    B = min over the spanned levels of B_flow(L, F_L), F_L = g_L / r_L the
 ///    number of this dimension's rings that touch one unit (r_L ranks of a
 ///    ring share a unit, and a ring leaves a unit once); when r_L > 1 the
@@ -49,7 +53,7 @@
 ///    bandwidth one rank gets reading several buffers at once,
 ///      one_shot: 2 sigma + (n+1) S / M,  two_shot: 3 sigma + (3n-1) S / (n M)
 ///    or, where reads of peers cross the links and a rank's own memory is
-///    free (`direct_costs::over_links`: the simulator's shared levels),
+///    free (`transport_costs::over_links`: the simulator's shared levels),
 ///      one_shot: 2 sigma + (n-1) S / B,  two_shot: 3 sigma + 2 (n-1) S / (n B)
 ///    (over MPI, `mpi_transport::direct_round_one_step`, sigma is one latency:
 ///    a step's latency there is already a process switch on a crowded node);
@@ -150,9 +154,10 @@ constexpr int exit_links(const level* lv, int l, int r) {
 }
 
 /// Seconds for the rings of one dimension spanning levels [lo, hi) to
-/// reduce-scatter and all-gather `bytes` per rank: 2 (m-1) (bytes/(m B) + alpha).
+/// reduce-scatter and all-gather `bytes` per rank: (m-1) (bytes/(m B) + alpha)
+/// each, the all-gather's steps at `copy` B (`transport_costs::copy`).
 /// A ring of two is an exchange (each rank's one peer is both neighbours).
-constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes) {
+constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes, double copy = 1.0) {
   int m = 1;
   for (int l = lo; l < hi; ++l) m *= lv[l].extent;
   if (m == 1) return 0;
@@ -167,24 +172,45 @@ constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes) {
     }
     r *= lv[l].extent;
   }
-  return 2.0 * (m - 1) * (bytes / (m * b) + alpha);
+  return (m - 1) * (bytes / (m * b) * (1 + 1 / copy) + 2 * alpha);
 }
 
 /// Memory bandwidth of a rank reading its peers' buffers directly, as a
 /// multiple of the level's link bandwidth B. For in-process ranks B is the
 /// rate of a fused receive-and-reduce, which moves 3 bytes of memory traffic
-/// per byte; a direct reduction streams n buffers at once. 2 reproduces the
-/// ranking measured on 4 threads (bench/results/shared-memory.md): two_shot
-/// level with halving-doubling from 4 MiB, ahead of it from 64 KiB to 1 MiB,
-/// one_shot level with recursive doubling at 4 KiB. A transport may declare
-/// its own (`static constexpr double direct_read_factor`, see
+/// per byte; a direct reduction streams n buffers at once. 2 reproduced the
+/// ranking measured on 4 threads with copy steps priced as reduces
+/// (bench/results/shared-memory.md): two_shot level with halving-doubling
+/// from 4 MiB, ahead of it from 64 KiB to 1 MiB, one_shot level with
+/// recursive doubling at 4 KiB; the threads now declare 2.25 beside their
+/// `copy_step_factor` (`local_transport`). A transport may declare its own
+/// (`static constexpr double direct_read_factor`, see
 /// `plan_for::direct_read`): where B is the rate of its messages and the
 /// direct strategies copy at memory speed (MPI's shared stages), it is larger.
 inline constexpr double direct_read_factor = 2.0;
 
-/// How the direct strategies (and a `direct_first` dimension) are priced
-/// over a transport (`plan_for::direct`).
-struct direct_costs {
+/// Rate of a step that only copies what it receives (an all-gather's, the
+/// doubling half of halving-doubling, the fold's return) as a multiple of
+/// the level's B, for in-process ranks: B is the rate of a fused
+/// receive-and-reduce, 3 bytes of memory traffic per byte (two reads, a
+/// write), and a copy moves 2. 2 ranks out of place, 1-64 MiB: recursive
+/// doubling's one exchange of S reduces S (3S of traffic) where
+/// halving-doubling reduces S/2 and copies S/2 (2.5S) and the ring does the
+/// same; priced alike (c = 1) the model took recursive doubling at every
+/// size and ran 1.3-1.5x the best (bench/results/shared-memory.md,
+/// 2026-11-26 "with fresh inputs"); with c = 1.5 it takes the exchange only
+/// below 6 alpha B (~190 KiB at the threads' 4 GB/s and 8 us). A transport
+/// declares its own (`static constexpr double copy_step_factor`); 1, where
+/// a copy costs what a reduce costs (the links bound both: the simulator;
+/// MPI and CUDA peers, whose costs were fitted so).
+inline constexpr double copy_step_factor = 1.0;
+
+/// How a transport's steps are priced beyond its levels' link costs:
+/// copy steps, and the direct strategies (and a `direct_first` dimension)
+/// (`plan_for::costs`).
+struct transport_costs {
+  /// Copy steps run at `copy` B (`copy_step_factor`).
+  double copy = copy_step_factor;
   /// M / B: their memory bandwidth as a multiple of the links'
   /// (`direct_read_factor` unless the transport says).
   double read = direct_read_factor;
@@ -202,8 +228,8 @@ struct direct_costs {
   bool over_links = false;
 };
 
-constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, const direct_costs& d);
-constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, const direct_costs& d);
+constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, const transport_costs& d);
+constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, const transport_costs& d);
 
 /// Fills `p.seconds` and `p.phase` for a multi-ring plan; its phases are
 /// each dimension's time (for all segments).
@@ -220,8 +246,9 @@ constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes,
 /// dimension spanning that level is charged (1 + c) tau_j, c the outer
 /// dimensions crossing it (links shared per flow, as the simulator does).
 /// A `direct_first` plan's first dimension is priced as two_shot on its
-/// levels (`direct_dimension`, priced as `direct` says).
-constexpr void price_multi_ring(const level* lv, plan& p, double bytes, const direct_costs& direct = {}) {
+/// levels (`direct_dimension`, priced as `costs` says); the rings' copy
+/// steps at `costs.copy` B.
+constexpr void price_multi_ring(const level* lv, plan& p, double bytes, const transport_costs& costs = {}) {
   const int K = p.segments > 1 ? p.segments : 1;
   double data = bytes / K, total = 0;
   std::array<double, max_dims> busy{}, own{};
@@ -229,8 +256,8 @@ constexpr void price_multi_ring(const level* lv, plan& p, double bytes, const di
   for (std::size_t j = 0; j < p.dims; ++j) {
     const int d = p.order[j];
     const int lo = p.bounds[d], hi = p.bounds[d + 1], m = p.extent(lv, static_cast<std::size_t>(d));
-    const double t = j == 0 && p.direct_first ? direct_dimension(lv, lo, hi, data, direct)
-                                              : ring_dimension(lv, lo, hi, data);
+    const double t = j == 0 && p.direct_first ? direct_dimension(lv, lo, hi, data, costs)
+                                              : ring_dimension(lv, lo, hi, data, costs.copy);
     p.phase[j] = K * t;
     total += t;
     for (int l = lo; l < hi; ++l) own[static_cast<std::size_t>(l)] += t;
@@ -264,8 +291,9 @@ constexpr int common_level(const level* lv, std::size_t k, int a, int b) {
   return top;
 }
 
-/// Fills `p.seconds` and `p.phase` for recursive doubling or halving-doubling.
-constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double bytes) {
+/// Fills `p.seconds` and `p.phase` for recursive doubling or halving-doubling;
+/// their copy steps (the doubling half, the fold's return) at `copy` B.
+constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double bytes, double copy = 1.0) {
   int n = 1;
   for (std::size_t l = 0; l < k; ++l) n *= lv[l].extent;
   int p2 = 1;
@@ -291,7 +319,7 @@ constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double by
     double t = 0;
     if (halving) {
       part /= 2;
-      t = 2 * slowest(mask, part);
+      t = slowest(mask, part) + slowest(mask, part / copy);
     } else {
       t = slowest(mask, bytes);
     }
@@ -302,7 +330,7 @@ constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double by
     double t = 0;
     for (int r = 0; r < 2 * rem; r += 2) {
       const int l = common_level(lv, k, r, r + 1);
-      const double tp = 2 * (bytes / lv[l].bandwidth + lv[l].latency);
+      const double tp = bytes / lv[l].bandwidth * (1 + 1 / copy) + 2 * lv[l].latency;
       t = tp > t ? tp : t;
     }
     p.phase[ph++] = t;
@@ -316,8 +344,8 @@ constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double by
 /// Fills `p.seconds` and `p.phase` for `one_shot` or `two_shot`: the
 /// reduction (and, for two_shot, the gather) priced by memory traffic, plus
 /// one synchronisation round per phase boundary, on the slowest level,
-/// as `d` says (`direct_costs`).
-constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, const direct_costs& d = {}) {
+/// as `d` says (`transport_costs`).
+constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, const transport_costs& d = {}) {
   int n = 1;
   double b = 0, sigma = 0;
   for (std::size_t l = 0; l < k; ++l) {
@@ -353,22 +381,21 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
 /// Seconds for a dimension spanning levels [lo, hi) to reduce-scatter and
 /// all-gather `bytes` per rank through shared memory (a multi-ring's
 /// `direct_first` dimension): two_shot's price on those levels.
-constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, const direct_costs& d) {
+constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, const transport_costs& d) {
   plan q{};
   q.algo = algorithm::two_shot;
-  direct_costs two_shot = d;
+  transport_costs two_shot = d;
   two_shot.one_round = false;
   price_direct(lv + lo, static_cast<std::size_t>(hi - lo), q, bytes, two_shot);
   return q.seconds;
 }
 
 /// Predicted seconds of `p` (any algorithm) for `bytes` per rank; fills its
-/// phases. `direct` prices the direct strategies and a `direct_first`
-/// dimension (`direct_costs`).
-constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, const direct_costs& direct = {}) {
-  if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes, direct);
-  else if (p.algo == algorithm::one_shot || p.algo == algorithm::two_shot) price_direct(lv, k, p, bytes, direct);
-  else price_doubling(lv, k, p, bytes);
+/// phases, as the transport's `costs` say (`transport_costs`).
+constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, const transport_costs& costs = {}) {
+  if (p.algo == algorithm::multi_ring) price_multi_ring(lv, p, bytes, costs);
+  else if (p.algo == algorithm::one_shot || p.algo == algorithm::two_shot) price_direct(lv, k, p, bytes, costs);
+  else price_doubling(lv, k, p, bytes, costs.copy);
 }
 
 /// Seconds an in-place call (`in == out`) adds to plan `p`: one_shot builds

@@ -37,6 +37,10 @@ struct plan_for {
   /// The transport completes requests without blocking (`ddl::detail::can_pipeline_v`):
   /// multi-rings pipelined across their levels are candidates.
   bool pipeline = false;
+  /// Copy steps (all-gathers, the doubling half of halving-doubling) run at
+  /// this multiple of the links' bandwidth (`cost::copy_step_factor`): the
+  /// transport's `copy_step_factor` where it declares one.
+  double copy_step = cost::copy_step_factor;
   /// The direct strategies' memory bandwidth as a multiple of the links'
   /// (`cost::price_direct`): the transport's `direct_read_factor` where it
   /// declares one, else `cost::direct_read_factor`.
@@ -46,7 +50,7 @@ struct plan_for {
   /// transport's `direct_round_one_step` (MPI).
   bool direct_round_one_step = false;
   /// A direct strategy's reads of peers cross the links, its own memory is
-  /// free (`cost::direct_costs::over_links`): the transport's
+  /// free (`cost::transport_costs::over_links`): the transport's
   /// `direct_reads_over_links` (the simulator).
   bool direct_over_links = false;
   /// Bytes up to which one_shot synchronises through counters in shared
@@ -71,6 +75,7 @@ struct plan_for {
   static constexpr plan_for transport(candidates w = candidates::all, bool inplace = false) noexcept {
     plan_for q(w, has_peer_memory_v<T>, inplace, detail::can_pipeline_v<T>);
     if constexpr (detail::has_direct_read_factor<T>::value) q.direct_read = T::direct_read_factor;
+    if constexpr (detail::has_copy_step_factor<T>::value) q.copy_step = T::copy_step_factor;
     q.direct_round_one_step = direct_round_one_step_v<T>;
     q.direct_over_links = direct_reads_over_links_v<T>;
     if constexpr (has_wait_until_v<T> && has_peer_memory_v<T>) q.one_round_bytes = one_shot::flagged_limit;
@@ -88,10 +93,11 @@ struct plan_for {
     if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = t.flagged_ready() ? T::flagged_bytes : 0;
     return q;
   }
-  /// How the direct strategies are priced under these assumptions
+  /// How steps and the direct strategies are priced under these assumptions
   /// (`one_round`: a one_shot call through the stages' counters).
-  constexpr cost::direct_costs direct(bool one_round = false) const noexcept {
-    cost::direct_costs d;
+  constexpr cost::transport_costs costs(bool one_round = false) const noexcept {
+    cost::transport_costs d;
+    d.copy = copy_step;
     d.read = direct_read;
     d.one_round = one_round;
     d.round_one_step = direct_round_one_step;
@@ -100,7 +106,7 @@ struct plan_for {
   }
   constexpr bool operator==(const plan_for& o) const noexcept {
     return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline &&
-           direct_read == o.direct_read && one_round_bytes == o.one_round_bytes && shared_levels == o.shared_levels &&
+           copy_step == o.copy_step && direct_read == o.direct_read && one_round_bytes == o.one_round_bytes && shared_levels == o.shared_levels &&
            direct_round_one_step == o.direct_round_one_step && direct_over_links == o.direct_over_links;
   }
   constexpr bool operator!=(const plan_for& o) const noexcept { return !(*this == o); }
@@ -178,7 +184,7 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
     for (std::size_t d = 0; d < dims; ++d) p.order[d] = static_cast<int>(d);
     do {
       p.segments = 1;
-      cost::price(lv, k, p, bytes);
+      cost::price(lv, k, p, bytes, q.costs());
       if (q.in_place) p.seconds += cost::in_place_extra(lv, k, p, bytes);
       f(p);
       // The same multi-ring pipelined across its levels, at the segment
@@ -191,7 +197,7 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
         for (int K : {2, 4, 8, 16}) {
           plan c = p;
           c.segments = K;
-          cost::price(lv, k, c, bytes);
+          cost::price(lv, k, c, bytes, q.costs());
           if (c.seconds < best.seconds) best = c;
         }
         if (best.segments > 1) f(best);
@@ -201,7 +207,7 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
       if (dims > 1 && p.bounds[p.order[0] + 1] <= q.shared_levels) {
         plan c = p;
         c.direct_first = true;
-        cost::price(lv, k, c, bytes, q.direct());
+        cost::price(lv, k, c, bytes, q.costs());
         if (q.in_place) c.seconds += cost::in_place_extra(lv, k, c, bytes);
         f(c);
       }
@@ -214,7 +220,7 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
       plan p{};
       p.algo = a;
       const bool one_round = a == algorithm::one_shot && bytes <= static_cast<double>(q.one_round_bytes);
-      cost::price(lv, k, p, bytes, q.direct(one_round));
+      cost::price(lv, k, p, bytes, q.costs(one_round));
       if (q.in_place && !one_round) p.seconds += cost::in_place_extra(lv, k, p, bytes);
       f(p);
     }

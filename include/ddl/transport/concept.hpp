@@ -121,13 +121,18 @@
 ///     it (one thread at a time)? See `progress_thread_allowed`;
 ///   - `default_bandwidth`, `default_latency` (static) — link costs the
 ///     planner assumes when nobody measured them (`default_link`);
+///   - `static constexpr double copy_step_factor` — a step that only copies
+///     what it receives runs at this multiple of the links' bandwidth, which
+///     prices a step that reduces it (`plan_for::copy_step`; the threads
+///     declare 1.5: a copy moves 2 bytes of memory traffic, a fused
+///     receive-and-reduce 3);
 ///   - `static constexpr double direct_read_factor`, `static constexpr bool
 ///     direct_round_one_step`, `static constexpr bool direct_reads_over_links`
 ///     (with `peer_memory` or stages) — how the planner prices the direct
 ///     strategies over it (`plan_for::direct_read`,
 ///     `plan_for::direct_round_one_step`, `plan_for::direct_over_links`;
 ///     MPI declares the first two, the simulator the third). `group_view`
-///     forwards them and the default link costs;
+///     forwards these four and the default link costs;
 ///   - `ddl::topology topology() const` — the group's levels and link costs,
 ///     where the transport knows them (the simulator's network; CUDA peers,
 ///     whose step latency grows with the ranks): `auto` and the broadcast
@@ -220,6 +225,11 @@ template <class T, class = void>
 struct has_direct_read_factor : std::false_type {};
 template <class T>
 struct has_direct_read_factor<T, std::void_t<decltype(T::direct_read_factor)>> : std::true_type {};
+
+template <class T, class = void>
+struct has_copy_step_factor : std::false_type {};
+template <class T>
+struct has_copy_step_factor<T, std::void_t<decltype(T::copy_step_factor)>> : std::true_type {};
 
 template <class T, class = void>
 struct has_peers_readable : std::false_type {};

@@ -9,19 +9,26 @@
 
 namespace ddl {
 namespace detail {
-/// The parent's `direct_read_factor` where it declares one (a group view's
-/// base, so that the planner prices a group as its parent).
+/// The parent's `direct_read_factor` and `copy_step_factor` where it
+/// declares them (a group view's bases, so that the planner prices a group
+/// as its parent).
 template <class T, class = void>
 struct forwards_direct_read {};
 template <class T>
 struct forwards_direct_read<T, std::enable_if_t<has_direct_read_factor<T>::value>> {
   static constexpr double direct_read_factor = T::direct_read_factor;
 };
+template <class T, class = void>
+struct forwards_copy_step {};
+template <class T>
+struct forwards_copy_step<T, std::enable_if_t<has_copy_step_factor<T>::value>> {
+  static constexpr double copy_step_factor = T::copy_step_factor;
+};
 }  // namespace detail
 
 /// \tparam Transport the parent transport (a group view of a group view works too).
 template <class Transport>
-class group_view : public detail::forwards_direct_read<Transport> {
+class group_view : public detail::forwards_direct_read<Transport>, public detail::forwards_copy_step<Transport> {
  public:
   using request = typename Transport::request;
   static constexpr bool device_memory = accepts_device_memory_v<Transport>;
