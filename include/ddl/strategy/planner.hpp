@@ -106,8 +106,9 @@ struct plan_for {
   }
   constexpr bool operator==(const plan_for& o) const noexcept {
     return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline &&
-           copy_step == o.copy_step && direct_read == o.direct_read && one_round_bytes == o.one_round_bytes && shared_levels == o.shared_levels &&
-           direct_round_one_step == o.direct_round_one_step && direct_over_links == o.direct_over_links;
+           copy_step == o.copy_step && direct_read == o.direct_read && one_round_bytes == o.one_round_bytes &&
+           shared_levels == o.shared_levels && direct_round_one_step == o.direct_round_one_step &&
+           direct_over_links == o.direct_over_links;
   }
   constexpr bool operator!=(const plan_for& o) const noexcept { return !(*this == o); }
 };
