@@ -157,7 +157,7 @@ constexpr int exit_links(const level* lv, int l, int r) {
 /// reduce-scatter and all-gather `bytes` per rank: (m-1) (bytes/(m B) + alpha)
 /// each, the all-gather's steps at `copy` B (`transport_costs::copy`).
 /// A ring of two is an exchange (each rank's one peer is both neighbours).
-constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes, double copy = 1.0) {
+constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes, double copy) {
   int m = 1;
   for (int l = lo; l < hi; ++l) m *= lv[l].extent;
   if (m == 1) return 0;
@@ -293,7 +293,7 @@ constexpr int common_level(const level* lv, std::size_t k, int a, int b) {
 
 /// Fills `p.seconds` and `p.phase` for recursive doubling or halving-doubling;
 /// their copy steps (the doubling half, the fold's return) at `copy` B.
-constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double bytes, double copy = 1.0) {
+constexpr void price_doubling(const level* lv, std::size_t k, plan& p, double bytes, double copy) {
   int n = 1;
   for (std::size_t l = 0; l < k; ++l) n *= lv[l].extent;
   int p2 = 1;
