@@ -34,8 +34,8 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON >/
 if [ "$mode" = demo ]; then
   cmake --build "$build" -j "$jobs" --target ddl-bench ddl-train
   ranks=${DDL_RANKS:-4}
-  echo "== ddl-bench: ring all-reduce over $ranks in-process ranks, 4 KiB .. 64 MiB"
-  "$build/bench/ddl-bench" --ranks "$ranks" -b 4K -e 64M -f 4 -n 10 -w 2
+  echo "== ddl-bench: all-reduce over $ranks in-process ranks, 4 KiB .. 64 MiB: the ring, and auto (the planner's pick, named in the plan column)"
+  "$build/bench/ddl-bench" --ranks "$ranks" -b 4K -e 64M -f 4 -n 10 -w 2 --strategy ring,auto
   echo "== ddl-train: an MLP on Fashion-MNIST, $ranks in-process ranks, gradients averaged through ddl's buckets"
   "$build/examples/ddl-train" --model mlp --ranks "$ranks" --epochs 2
 else
