@@ -24,9 +24,11 @@ DDL_HOST_DEVICE inline float bits_float(std::uint32_t u) {
   return f;
 }
 
-/// float -> binary16, round to nearest, ties to even; overflow to infinity,
-/// NaN kept quiet (payload's top bit forced so it stays a NaN). On the GPU
-/// the hardware's conversion (the same rounding; NaNs may differ in payload).
+/// float -> binary16, round to nearest, ties to even; overflow to infinity; a
+/// NaN keeps the top 10 bits of its payload and comes out quiet, as x86's
+/// F16C converts it (so the host's bulk conversions, reduce/widen.hpp, give
+/// the same bits with or without it). On the GPU the hardware's conversion
+/// (the same rounding; NaNs may differ in payload).
 DDL_HOST_DEVICE inline std::uint16_t float_to_half_bits(float f) {
 #if defined(__CUDA_ARCH__)
   unsigned short h;
@@ -37,7 +39,7 @@ DDL_HOST_DEVICE inline std::uint16_t float_to_half_bits(float f) {
   const std::uint32_t sign = (x >> 16) & 0x8000u;
   const std::uint32_t absx = x & 0x7fffffffu;
   if (absx >= 0x7f800000u)  // inf or NaN
-    return static_cast<std::uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
+    return static_cast<std::uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0u));
   if (absx >= 0x477ff000u)  // rounds to >= 65520: overflow
     return static_cast<std::uint16_t>(sign | 0x7c00u);
   if (absx < 0x38800000u) {  // below the smallest normal half (2^-14): subnormal or zero
@@ -60,6 +62,7 @@ DDL_HOST_DEVICE inline std::uint16_t float_to_half_bits(float f) {
 #endif
 }
 
+/// binary16 -> float, exact; a NaN comes out quiet with its payload (as F16C).
 DDL_HOST_DEVICE inline float half_bits_to_float(std::uint16_t h) {
 #if defined(__CUDA_ARCH__)
   float f;
@@ -69,7 +72,7 @@ DDL_HOST_DEVICE inline float half_bits_to_float(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exp = (h >> 10) & 0x1fu;
   std::uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1fu) return bits_float(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0x1fu) return bits_float(sign | 0x7f800000u | (mant ? 0x400000u | (mant << 13) : 0u));
   if (exp != 0) return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
   if (mant == 0) return bits_float(sign);
   // Subnormal: value = mant * 2^-24, exact in float.

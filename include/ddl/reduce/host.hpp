@@ -3,13 +3,16 @@
 /// Host (CPU) reduction kernels. Each element is combined once per step in a
 /// fixed order, so results are deterministic; loops are written so the
 /// compiler vectorises them (no aliasing between distinct operands).
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "ddl/core/dtype.hpp"
 #include "ddl/core/macros.hpp"
 #include "ddl/core/memory.hpp"
 #include "ddl/core/op.hpp"
+#include "ddl/reduce/widen.hpp"
 
 namespace ddl {
 namespace host {
@@ -32,6 +35,49 @@ void combine(T* DDL_RESTRICT dst, const T* DDL_RESTRICT a, const T* DDL_RESTRICT
              F f) {
   using C = compute_t<T>;
   for (std::size_t i = 0; i < n; ++i) dst[i] = T(f(C(a[i]), C(b[i])));
+}
+
+/// 16-bit floats are combined in float in blocks of this many elements:
+/// widened, combined, narrowed (one rounding per step, the bits of
+/// `T(f(C(a), C(b)))` element by element; reduce/widen.hpp converts 8 at a
+/// time with F16C or AVX2 where the CPU has them). Each block of every
+/// operand is read before the block of `dst` is written, so `dst` may be an
+/// operand.
+inline constexpr std::size_t wide_block = 512;
+
+template <class T>
+inline constexpr bool widened_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
+template <class T, class F>
+void combine_wide(T* dst, const T* a, const T* b, std::size_t n, F f) {
+  float wa[wide_block], wb[wide_block];
+  for (std::size_t i = 0; i < n; i += wide_block) {
+    const std::size_t m = std::min(wide_block, n - i);
+    widen(a + i, wa, m);
+    widen(b + i, wb, m);
+    for (std::size_t j = 0; j < m; ++j) wa[j] = f(wa[j], wb[j]);
+    narrow(wa, dst + i, m);
+  }
+}
+
+// reduce_many's order for 16-bit floats: rounded to T after every source.
+template <class T, class F>
+void combine_many_wide(T* dst, const T* const* src, int n, std::size_t count, F f) {
+  float acc[wide_block], w[wide_block];
+  T rounded[wide_block];
+  for (std::size_t i = 0; i < count; i += wide_block) {
+    const std::size_t m = std::min(wide_block, count - i);
+    widen(src[0] + i, acc, m);
+    for (int k = 1; k < n; ++k) {
+      if (k > 1) {
+        narrow(acc, rounded, m);
+        widen(rounded, acc, m);
+      }
+      widen(src[k] + i, w, m);
+      for (std::size_t j = 0; j < m; ++j) acc[j] = f(acc[j], w[j]);
+    }
+    narrow(acc, dst + i, m);
+  }
 }
 
 /// `reduce_many` works in runs of this many bytes: each run of every source
@@ -74,7 +120,9 @@ inline void reduce(void* dst, const void* a, const void* b, std::size_t count, r
       auto* d = static_cast<T*>(dst);
       const auto* pa = static_cast<const T*>(a);
       const auto* pb = static_cast<const T*>(b);
-      if (d == pa)
+      if constexpr (detail::widened_v<T>)
+        detail::combine_wide(d, pa, pb, count, f);
+      else if (d == pa)
         detail::combine_into(d, pb, count, f);
       else if (d == pb)
         detail::combine_into_right(pa, d, count, f);
@@ -96,7 +144,12 @@ inline void reduce_many(void* dst, const void* const* src, int n, std::size_t co
   visit_dtype(r.type, [&](auto tag) {
     using T = decltype(tag);
     visit_op(r.oper, [&](auto f) {
-      detail::combine_many(static_cast<T*>(dst), reinterpret_cast<const T* const*>(src), n, count, f);
+      auto* d = static_cast<T*>(dst);
+      const auto* const* s = reinterpret_cast<const T* const*>(src);
+      if constexpr (detail::widened_v<T>)
+        detail::combine_many_wide(d, s, n, count, f);
+      else
+        detail::combine_many(d, s, n, count, f);
     });
   });
 }
@@ -110,7 +163,17 @@ inline void finalize(void* data, std::size_t count, reduction r, int ranks) {
     using C = compute_t<T>;
     auto* d = static_cast<T*>(data);
     const C n = static_cast<C>(ranks);
-    for (std::size_t i = 0; i < count; ++i) d[i] = T(C(d[i]) / n);
+    if constexpr (detail::widened_v<T>) {
+      float w[detail::wide_block];
+      for (std::size_t i = 0; i < count; i += detail::wide_block) {
+        const std::size_t m = std::min(detail::wide_block, count - i);
+        detail::widen(d + i, w, m);
+        for (std::size_t j = 0; j < m; ++j) w[j] /= n;
+        detail::narrow(w, d + i, m);
+      }
+    } else {
+      for (std::size_t i = 0; i < count; ++i) d[i] = T(C(d[i]) / n);
+    }
   });
 }
 
