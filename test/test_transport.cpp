@@ -11,6 +11,7 @@
 #include <random>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "matrix.hpp"
 
@@ -771,10 +772,23 @@ struct gated {
     if (count) std::memcpy(out, sum.data(), sum.size());
     ++flagged_calls;
   }
+  // As cuda_peer_transport's: two_shot's whole all-reduce, any size (here
+  // the same meeting and reduction as above; what is checked is who runs it).
+  template <bool F = Flagged, std::enable_if_t<F, int> = 0>
+  void flagged_two_shot(const std::byte* in, std::byte* out, std::size_t count, ddl::reduction red, ddl::tag stamp,
+                        std::chrono::nanoseconds timeout) {
+    const std::size_t before = flagged_calls;
+    flagged_all_reduce(in, out, count, red, stamp, timeout);
+    flagged_calls = before;
+    ++two_shot_calls;
+  }
+  std::size_t two_shot_calls = 0;
 };
 static_assert(ddl::has_peer_memory_v<gated<false>> && !ddl::has_flagged_all_reduce_v<gated<false>>);
 static_assert(ddl::has_flagged_all_reduce_v<gated<true>>);
 static_assert(!ddl::has_flagged_all_reduce_v<ddl::group_view<gated<true>>>);  // the whole group only
+static_assert(!ddl::has_flagged_two_shot_v<gated<false>> && ddl::has_flagged_two_shot_v<gated<true>>);
+static_assert(!ddl::has_flagged_two_shot_v<ddl::group_view<gated<true>>>);
 }  // namespace
 
 TEST_CASE("peers_readable: the direct strategies refuse ranks that cannot read each other, and auto plans without them") {
@@ -844,6 +858,62 @@ TEST_CASE("flagged_all_reduce: one_shot hands a transport's own small calls to i
       gated<true> off{&lt, false, &table};
       if (ddl::plan_for::transport(off).one_round_bytes != 0)
         log.add("the planner prices flagged calls a transport cannot run");
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
+TEST_CASE("flagged_two_shot: two_shot hands a transport's whole all-reduces to it at every size, reduce-scatter and "
+          "all-gather to messages; the planner prices it as one round for all-reduces only") {
+  for (int n : {1, 2, 3, 5}) {
+    CAPTURE(n);
+    failure_log log;
+    flag_table table(n);
+    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+      gated<true> t{&lt, true, &table};
+      if (!ddl::plan_for::transport(t).two_shot_one_round) log.add("the planner does not price two_shot as one round");
+      ddl::communicator<ddl::two_shot, gated<true>> comm(t);
+      for (ddl::op op : ddl::all_ops)
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{129}, std::size_t{100003}}) {
+          const bool whole = n > 1 && count > 0;
+          const std::size_t before = t.two_shot_calls;
+          std::vector<double> g(count);
+          for (std::size_t i = 0; i < count; ++i) g[i] = input_value(ddl::dtype::float64, op, t.rank(), i);
+          comm.all_reduce(ddl::host_view(g), op);
+          if ((t.two_shot_calls - before == 1) != whole)
+            log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + ": run whole " +
+                    std::to_string(t.two_shot_calls - before) + " times");
+          for (std::size_t i = 0; i < count; ++i)
+            if (!same_bits(g[i], expected_value<double>(op, n, i))) {
+              log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + " wrong at " +
+                      std::to_string(i));
+              break;
+            }
+          // The other collectives go through messages, and right.
+          const ddl::block mine = ddl::block_of(count, n, t.rank());
+          std::vector<double> part(mine.size), whole_out(count);
+          for (std::size_t i = 0; i < count; ++i) g[i] = input_value(ddl::dtype::float64, op, t.rank(), i);
+          const std::size_t calls = t.two_shot_calls + t.flagged_calls;
+          comm.reduce_scatter(ddl::host_view(std::as_const(g)), ddl::host_view(part), op);
+          for (std::size_t i = 0; i < mine.size; ++i)
+            if (!same_bits(part[i], expected_value<double>(op, n, mine.offset + i))) {
+              log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + " reduce_scatter wrong at " +
+                      std::to_string(i));
+              break;
+            }
+          for (std::size_t i = 0; i < mine.size; ++i) part[i] = expected_value<double>(op, n, mine.offset + i);
+          comm.all_gather(ddl::host_view(std::as_const(part)), ddl::host_view(whole_out));
+          if (t.two_shot_calls + t.flagged_calls != calls) log.add("reduce_scatter or all_gather ran as an all-reduce");
+          for (std::size_t i = 0; i < count; ++i)
+            if (!same_bits(whole_out[i], expected_value<double>(op, n, i))) {
+              log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + " all_gather wrong at " +
+                      std::to_string(i));
+              break;
+            }
+        }
+      gated<true> off{&lt, false, &table};
+      if (ddl::plan_for::transport(off).two_shot_one_round)
+        log.add("the planner prices whole two_shot calls a transport cannot run");
     });
     CHECK_MESSAGE(log.count() == 0, log.summary());
   }

@@ -41,10 +41,20 @@
 /// before any rank returns: a spinning kernel never waits for a peer whose
 /// thread is stuck in a call that waits for the whole device (`cudaFree`),
 /// which deadlocked until the deadline when the kernels were launched
-/// unmet (H200, 2026-11-26, bench/results/gpu-h200.md).
+/// unmet (H200, 2026-11-26, bench/results/gpu-h200.md). A two_shot
+/// all-reduce of any size goes the same way (`flagged_two_shot`): the
+/// threads meet and trade their buffers' addresses, and one kernel per rank
+/// (the ranks of a device share two blocks per multiprocessor, so that all
+/// are resident at once) reduces its block
+/// of every input where it lies and gathers the other reduced blocks, the
+/// kernels meeting three times through counters in the flag regions; its
+/// reduce-scatter and all-gather keep the messages. A rank that enters
+/// another collective (by messages) meanwhile is found at the deadline,
+/// not at once as between messages' stamps.
 #if !defined(__CUDACC__)
 #error "ddl/cuda/peer_transport.hpp: compile this translation unit with nvcc (CMake: set its LANGUAGE to CUDA)"
 #endif
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -85,6 +95,12 @@ class cuda_peer_transport {
   /// of the fabric, since the ranks' threads take turns in the driver.
   static constexpr double link_bandwidth = 200e9;
   static constexpr double step_latency_per_rank = 10e-6;
+  /// A whole two_shot call (`flagged_two_shot`: one kernel per rank over
+  /// the whole device) reads at 4 times `link_bandwidth`, the message-
+  /// ordered direct strategies at the default 2: the costs under which auto
+  /// ran within 11% of the best at 1-256 MiB on an H100, 2, 4 and 8 ranks
+  /// (`ddl-cuda-cost-fit`, bench/results/gpu-h100.md, 2026-11-27).
+  static constexpr double flagged_read_factor = 4.0;
 
   struct message;
   /// What a request refers to (`transport/request.hpp`).
@@ -144,6 +160,15 @@ class cuda_peer_transport {
   /// next flagged call and by `cuda_peer_fabric::run` (`check_flagged`).
   inline void flagged_all_reduce(const std::byte* in, std::byte* out, std::size_t count, reduction red, tag stamp,
                                  std::chrono::nanoseconds timeout);
+  /// One two_shot all-reduce of `count` elements without a message, at any
+  /// size: the ranks' threads meet on the host as for `flagged_all_reduce`
+  /// (comparing their calls and exchanging their buffers' addresses), then
+  /// one kernel per rank (`cuda::kernels::flagged_two_shot`, as many blocks
+  /// on every rank) reduces its block of every rank's input where it lies and
+  /// gathers the others' reduced blocks, the kernels meeting through
+  /// counters in the flag regions. Errors as `flagged_all_reduce`.
+  inline void flagged_two_shot(const std::byte* in, std::byte* out, std::size_t count, reduction red, tag stamp,
+                               std::chrono::nanoseconds timeout);
   /// Throws what a flagged call of this rank found, if anything (see above).
   inline void check_flagged() const;
 
@@ -172,6 +197,8 @@ class cuda_peer_transport {
   friend class cuda_peer_fabric;
   inline bool try_match();
   inline void meet(std::uint64_t at, std::chrono::steady_clock::time_point until, const char* why);
+  inline std::uint64_t enter_flagged(const char* kind, const std::byte* in, std::byte* out, std::size_t bytes,
+                                     std::size_t limit, tag stamp, std::chrono::steady_clock::time_point until);
   inline void check_stamp(request& req);
   inline void enqueue(message& r, message& s);
   cuda_peer_fabric* fab_ = nullptr;
@@ -239,6 +266,17 @@ class cuda_peer_fabric {
         regions_.base[r] = static_cast<std::byte*>(p);
       }
       DDL_CUDA_CHECK(cudaDeviceSynchronize());
+      // flagged_two_shot's blocks per rank: each device's multiprocessors
+      // times the blocks that surely fit on one, shared by its ranks; the
+      // fewest of any device, so every rank launches as many.
+      for (int r = 0; r < ranks; ++r) {
+        const int d = devices_[static_cast<std::size_t>(r)];
+        int sms = 0;
+        DDL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d));
+        const auto on_d = static_cast<unsigned>(std::count(devices_.begin(), devices_.end(), d));
+        const unsigned b = static_cast<unsigned>(sms) * cuda::kernels::two_shot_blocks_per_sm / on_d;
+        two_shot_blocks_ = std::min(two_shot_blocks_, b < 1 ? 1u : b);
+      }
       const char* off = std::getenv("DDL_CUDA_FLAGGED");
       flagged_ = !(off && std::string(off) == "0");
       seats_.reset(new seat[static_cast<std::size_t>(ranks)]);
@@ -275,7 +313,9 @@ class cuda_peer_fabric {
     // counters so: later runs go without them.
     if (flagged_)
       for (int r = 1; r < n_; ++r)
-        if (seats_[static_cast<std::size_t>(r)].calls != seats_[0].calls) flagged_ = false;
+        if (seats_[static_cast<std::size_t>(r)].calls != seats_[0].calls ||
+            seats_[static_cast<std::size_t>(r)].two_shot_calls != seats_[0].two_shot_calls)
+          flagged_ = false;
     detail::run_rank_threads(
         n_,
         [&](int r) {
@@ -327,13 +367,18 @@ class cuda_peer_fabric {
   // words per rank (`kernels::flagged_all_reduce`'s `err`: code, peer).
   cuda::kernels::flag_regions regions_{};
   bool flagged_ = false;
+  unsigned two_shot_blocks_ = ~0u;  // flagged_two_shot's blocks per rank (set with the regions)
   // Where the ranks' threads meet around a flagged call: per rank, how far
   // it has come (2k - 1: in call k; 2k: call k launched) and its call.
   struct alignas(64) seat {
     std::atomic<std::uint64_t> at{0};
     std::uint64_t calls = 0;  // the rank's flagged calls so far (its device counter's value)
+    std::uint64_t two_shot_calls = 0;  // of them, two_shot's (its device counters' value / blocks)
     std::uint64_t bytes = 0;
     std::uint64_t stamp = 0;
+    const char* kind = nullptr;  // the strategy of the call ("one_shot", "two_shot")
+    const std::byte* in = nullptr;  // the call's buffers (two_shot reads its peers')
+    std::byte* out = nullptr;
   };
   std::unique_ptr<seat[]> seats_;
   int* host_words_ = nullptr;
@@ -388,8 +433,9 @@ inline void cuda_peer_transport::check_flagged() const {
   const volatile unsigned long long* e = fab_->err_of(rank_);
   const unsigned long long code = e[0];
   if (code == 0) return;
-  if (code == 3) throw transport_error("cuda_peer_transport: one_shot through the flag regions: " + fab_->abort_reason_);
-  throw timeout_error(static_cast<int>(e[1]), "one_shot (flagged): the peer's kernel", "all_reduce", 0.0);
+  if (code == 3) throw transport_error("cuda_peer_transport: a call through the flag regions: " + fab_->abort_reason_);
+  throw timeout_error(static_cast<int>(e[1]), "a flagged call (one_shot, two_shot): the peer's kernel", "all_reduce",
+                      0.0);
 }
 
 // Marks this rank at `at` and waits until every rank has come that far
@@ -410,35 +456,53 @@ inline void cuda_peer_transport::meet(std::uint64_t at, std::chrono::steady_cloc
   }
 }
 
-inline void cuda_peer_transport::flagged_all_reduce(const std::byte* in, std::byte* out, std::size_t count,
-                                                    reduction red, tag stamp, std::chrono::nanoseconds timeout) {
+// A flagged call's start, shared by one_shot's and two_shot's: errors found
+// earlier, then the meeting where every rank is in this call with the same
+// call (strategy, stamp, bytes) and has posted its buffers. Returns the
+// rank's flagged call number k (the meetings at 2k - 1 and 2k).
+inline std::uint64_t cuda_peer_transport::enter_flagged(const char* kind, const std::byte* in, std::byte* out,
+                                                        std::size_t bytes, std::size_t limit, tag stamp,
+                                                        std::chrono::steady_clock::time_point until) {
   check_flagged();
   if (fab_->aborted_.load(std::memory_order_acquire)) throw transport_error(fab_->abort_reason_);
-  const std::size_t bytes = count * size_of(red.type);
-  if (!fab_->flagged_ || bytes > flagged_bytes)
-    throw invalid_argument("cuda_peer_transport::flagged_all_reduce: " + std::to_string(bytes) +
-                           " bytes; flag regions take at most " + std::to_string(flagged_bytes) +
-                           (fab_->flagged_ ? "" : " and this fabric has none (devices without peer access)"));
-  const std::uint64_t k = ++fab_->seats_[static_cast<std::size_t>(rank_)].calls;
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
-  // Meet: every rank in this call, with the same call.
+  auto what = [&] { return std::string("cuda_peer_transport: ") + kind + " through the flag regions: "; };
+  if (!fab_->flagged_)
+    throw invalid_argument(what() + "this fabric has none (devices without peer access, more than " +
+                           std::to_string(cuda::kernels::many_max) + " ranks, or DDL_CUDA_FLAGGED=0)");
+  if (bytes > limit)
+    throw invalid_argument(what() + std::to_string(bytes) + " bytes; they take at most " + std::to_string(limit));
   auto* seats = fab_->seats_.get();
-  seats[rank_].bytes = bytes;
-  seats[rank_].stamp = stamp;
-  meet(2 * k - 1, until, "one_shot (flagged): peers entering the call");
+  cuda_peer_fabric::seat& me = seats[rank_];
+  const std::uint64_t k = ++me.calls;
+  me.bytes = bytes;
+  me.stamp = stamp;
+  me.kind = kind;
+  me.in = in;
+  me.out = out;
+  meet(2 * k - 1, until, "flagged call: peers entering the call");
   for (int p = 0; p < size(); ++p) {
-    const tag theirs = seats[p].stamp;
-    const std::uint64_t their_bytes = seats[p].bytes;
-    if (theirs == stamp && their_bytes == bytes) continue;
-    const std::string what = "cuda_peer_transport: one_shot through the flag regions: ";
-    if (detail::stamps_disagree(stamp, theirs) || their_bytes == bytes)
-      throw mismatch_error(what + detail::stamp_mismatch(rank_, stamp, p, theirs));
-    throw mismatch_error(what + detail::mismatch_words + detail::describe_tag(stamp) +
+    const cuda_peer_fabric::seat& them = seats[p];
+    const bool same_kind = std::strcmp(them.kind, kind) == 0;
+    if (them.stamp == stamp && them.bytes == bytes && same_kind) continue;
+    if (!same_kind)
+      throw mismatch_error(what() + detail::mismatch_words + detail::describe_tag(stamp) + ": rank " +
+                           std::to_string(rank_) + " runs " + kind + ", rank " + std::to_string(p) + " " + them.kind);
+    if (detail::stamps_disagree(stamp, them.stamp) || them.bytes == bytes)
+      throw mismatch_error(what() + detail::stamp_mismatch(rank_, stamp, p, them.stamp));
+    throw mismatch_error(what() + detail::mismatch_words + detail::describe_tag(stamp) +
                          ": ranks disagree on the input count: rank " + std::to_string(rank_) + " passed " +
                          std::to_string(bytes) + " bytes, rank " + std::to_string(p) + " " +
-                         std::to_string(their_bytes));
+                         std::to_string(them.bytes));
   }
+  return k;
+}
+
+inline void cuda_peer_transport::flagged_all_reduce(const std::byte* in, std::byte* out, std::size_t count,
+                                                    reduction red, tag stamp, std::chrono::nanoseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+  const std::uint64_t k =
+      enter_flagged("one_shot", in, out, count * size_of(red.type), flagged_bytes, stamp, until);
   volatile unsigned long long* err = fab_->err_of(rank_);
   const auto ns = static_cast<unsigned long long>(timeout.count() > 0 ? timeout.count() : 0);
   const int n = size();
@@ -453,7 +517,42 @@ inline void cuda_peer_transport::flagged_all_reduce(const std::byte* in, std::by
   DDL_CUDA_CHECK(cudaGetLastError());
   // Meet again: no rank returns (to a call that may wait for the whole
   // device) before every rank's kernel is queued.
-  meet(2 * k, until, "one_shot (flagged): peers launching");
+  meet(2 * k, until, "flagged call: peers launching");
+}
+
+inline void cuda_peer_transport::flagged_two_shot(const std::byte* in, std::byte* out, std::size_t count,
+                                                  reduction red, tag stamp, std::chrono::nanoseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+  const std::size_t es = size_of(red.type);
+  const std::uint64_t k = enter_flagged("two_shot", in, out, count * es, ~std::size_t{0}, stamp, until);
+  const std::uint64_t calls = ++fab_->seats_[static_cast<std::size_t>(rank_)].two_shot_calls;
+  const int n = size();
+  cuda::kernels::peer_buffers b{};
+  std::uintptr_t bits = 0;
+  for (int p = 0; p < n; ++p) {
+    const auto& them = fab_->seats_[static_cast<std::size_t>(p)];
+    b.in[p] = them.in;
+    b.out[p] = them.out;
+    bits |= reinterpret_cast<std::uintptr_t>(them.in) | reinterpret_cast<std::uintptr_t>(them.out);
+  }
+  // Rank r's block: [r piece, (r + 1) piece), piece a multiple of 16
+  // elements so the blocks keep 16-byte vectors whole.
+  std::size_t piece = (count + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+  piece = (piece + 15) / 16 * 16;
+  volatile unsigned long long* err = fab_->err_of(rank_);
+  const auto ns = static_cast<unsigned long long>(timeout.count() > 0 ? timeout.count() : 0);
+  visit_dtype(red.type, [&](auto tg) {
+    using T = decltype(tg);
+    visit_op(red.oper, [&](auto f) {
+      cuda::kernels::flagged_two_shot<T>
+          <<<fab_->two_shot_blocks_, cuda::kernels::two_shot_threads, 0, ctx_.stream>>>(
+              b, count, piece, fab_->regions_, n, rank_, calls, ns,
+              reinterpret_cast<const volatile int*>(fab_->host_words_), err, red.oper == op::avg, bits % 16 == 0, f);
+    });
+  });
+  DDL_CUDA_CHECK(cudaGetLastError());
+  meet(2 * k, until, "flagged call: peers launching");
 }
 inline void cuda_peer_transport::abort(const std::string& why) { fab_->abort(rank_, why); }
 

@@ -171,6 +171,28 @@ __device__ inline unsigned long long global_ns() {
   return t;
 }
 
+// Waits until `*c` reaches `target` (0), `*aborted` (3) or past `until` (1).
+__device__ inline int wait_counter(const volatile unsigned long long* c, unsigned long long target,
+                                   unsigned long long until, const volatile int* aborted) {
+  unsigned polls = 0;
+  while (*c < target) {
+    if ((++polls & 255u) == 0) {
+      if (*aborted) return 3;
+      if (global_ns() > until) return 1;
+    }
+  }
+  return 0;
+}
+
+// The first failure of a call (a peer that never came, an abort) into the
+// rank's mapped host words: `err` = [code, peer].
+__device__ inline void report_failure(volatile unsigned long long* err, int code, int peer) {
+  if (err[0] != 0) return;
+  err[1] = static_cast<unsigned long long>(peer);
+  __threadfence_system();
+  err[0] = static_cast<unsigned long long>(code);
+}
+
 // A whole one-shot all-reduce of up to `flag_slot` bytes in one block, with
 // no host synchronisation: rank r's k-th such call copies `in` into slot
 // k % 2 of its region and raises its counter to k; waits for every peer's
@@ -198,23 +220,10 @@ __global__ void flagged_all_reduce(T* out, const T* in, std::size_t count, flag_
   }
   if (threadIdx.x < static_cast<unsigned>(n) && static_cast<int>(threadIdx.x) != r) {
     const int p = static_cast<int>(threadIdx.x);
-    const auto* theirs = reinterpret_cast<const volatile unsigned long long*>(g.base[p]);
-    const unsigned long long until = global_ns() + timeout_ns;
-    int code = 0;
-    unsigned polls = 0;
-    while (*theirs < k) {
-      if ((++polls & 255u) == 0) {
-        if (*aborted) code = 3;
-        else if (global_ns() > until) code = 1;
-        if (code) break;
-      }
-    }
+    const int code = wait_counter(reinterpret_cast<const volatile unsigned long long*>(g.base[p]), k,
+                                  global_ns() + timeout_ns, aborted);
     __threadfence_system();
-    if (code && atomicCAS(&failed, 0, 1) == 0 && err[0] == 0) {
-      err[1] = static_cast<unsigned long long>(p);
-      __threadfence_system();
-      err[0] = static_cast<unsigned long long>(code);
-    }
+    if (code && atomicCAS(&failed, 0, 1) == 0) report_failure(err, code, p);
   }
   __syncthreads();
   if (failed) return;
@@ -227,6 +236,156 @@ __global__ void flagged_all_reduce(T* out, const T* in, std::size_t count, flag_
     if (avg) a = T(C(a) / static_cast<C>(n));
     out[i] = a;
   }
+}
+
+/// `flagged_two_shot`: its three counters per rank, at this offset of the
+/// rank's flag region (after the one_shot counter), one per meeting: its
+/// kernel has started (the rank's input is ready), its block of the result
+/// is reduced, its reads of the peers are over. Each block of a call adds
+/// one to each, so after a rank's k-th call each reads k times the blocks.
+inline constexpr std::size_t two_shot_counters = 64;
+/// `flagged_two_shot`'s blocks: this many threads, and at least this many
+/// blocks fit on a multiprocessor (its launch bounds). The ranks' kernels
+/// wait for each other, so all of them must be resident at once: the ranks
+/// on one device share its multiprocessors times this
+/// (`cuda_peer_fabric`'s `two_shot_blocks`).
+inline constexpr unsigned two_shot_threads = 512;
+inline constexpr unsigned two_shot_blocks_per_sm = 2;
+/// Every rank's input and output of one `flagged_two_shot` call.
+struct peer_buffers {
+  const void* in[many_max];
+  void* out[many_max];
+};
+
+// A whole two-shot all-reduce with no host synchronisation and no copy into
+// the flag regions: the ranks' kernels read each other's buffers where they
+// lie (`b`, exchanged by the host threads before the launch) and meet three
+// times through counters in their flag regions (`two_shot_counters`): when
+// started (so each rank's input is ready: its stream got to the kernel),
+// rank r reduces block r (elements [r piece, (r + 1) piece) of `count`) of
+// all n inputs in rank order into its output (avg divided by n), like
+// `combine_many`; once every rank's block is reduced, it copies the n - 1
+// other blocks from their owners' outputs; and block 0 returns only once
+// every peer has finished reading, so no rank's stream goes on to change a
+// buffer a peer still reads. In place is safe: until the second meeting
+// only rank r reads block r of any buffer, and after it nobody reads an
+// input. `k`: this rank's flagged two-shot calls so far, this one counted
+// (the same on every rank). `aligned`: every pointer is 16-byte aligned and
+// `piece` a multiple of 16 elements. Peers' memory is read through L2
+// (`__ldcg`), never a stale L1 line. A failure leaves the output partly
+// written and is reported through `err` (codes as `flagged_all_reduce`).
+template <class T, class Op>
+__global__ void __launch_bounds__(two_shot_threads, two_shot_blocks_per_sm)
+    flagged_two_shot(peer_buffers b, std::size_t count, std::size_t piece, flag_regions g, int n, int r,
+                     unsigned long long k, unsigned long long timeout_ns, const volatile int* aborted,
+                     volatile unsigned long long* err, bool avg, bool aligned, Op op) {
+  using C = compute_t<T>;
+  constexpr int W = vec<T>::width;
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
+  const unsigned long long target = k * gridDim.x;
+  const unsigned long long until = global_ns() + timeout_ns;
+  auto counter = [&](int p, int which) {
+    return reinterpret_cast<unsigned long long*>(g.base[p] + two_shot_counters + 8 * static_cast<std::size_t>(which));
+  };
+  // Raises this rank's counter `which` for this block, then (`wait`) waits
+  // until every peer's blocks have raised theirs. False on a failure.
+  auto meet = [&](int which, bool wait) {
+    __threadfence_system();  // this thread's writes before the counter
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence_system();
+      atomicAdd(counter(r, which), 1ull);
+    }
+    if (wait && threadIdx.x < static_cast<unsigned>(n) && static_cast<int>(threadIdx.x) != r) {
+      const int p = static_cast<int>(threadIdx.x);
+      const int code = wait_counter(counter(p, which), target, until, aborted);
+      __threadfence_system();
+      if (code && atomicCAS(&failed, 0, 1) == 0) report_failure(err, code, p);
+    }
+    __syncthreads();
+    return failed == 0;
+  };
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t tid = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  auto block_of = [&](int p, std::size_t& lo, std::size_t& hi) {
+    lo = static_cast<std::size_t>(p) * piece;
+    lo = lo < count ? lo : count;
+    hi = lo + piece < count ? lo + piece : count;
+  };
+  if (!meet(0, true)) return;
+  std::size_t lo, hi;
+  block_of(r, lo, hi);
+  T* mine = static_cast<T*>(b.out[r]);
+  std::size_t start = lo;
+  if (aligned && W > 1) {
+    // U vectors per thread at a time, each source's U loads issued together:
+    // more bytes in flight than one at a time.
+    constexpr int U = 2;
+    const std::size_t nv = (hi - lo) / W, base = lo / W;
+    for (std::size_t v0 = tid; v0 < nv; v0 += U * stride) {
+      alignas(16) T acc[U][W];
+      alignas(16) T x[U][W];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const std::size_t v = v0 + u * stride;
+        if (v < nv) *reinterpret_cast<uint4*>(acc[u]) = __ldcg(static_cast<const uint4*>(b.in[0]) + base + v);
+      }
+#pragma unroll 4
+      for (int p = 1; p < n; ++p) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const std::size_t v = v0 + u * stride;
+          if (v < nv) *reinterpret_cast<uint4*>(x[u]) = __ldcg(static_cast<const uint4*>(b.in[p]) + base + v);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int j = 0; j < W; ++j) acc[u][j] = T(op(C(acc[u][j]), C(x[u][j])));
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const std::size_t v = v0 + u * stride;
+        if (v >= nv) continue;
+        if (avg)
+#pragma unroll
+          for (int j = 0; j < W; ++j) acc[u][j] = T(C(acc[u][j]) / static_cast<C>(n));
+        reinterpret_cast<uint4*>(mine)[base + v] = *reinterpret_cast<const uint4*>(acc[u]);
+      }
+    }
+    start = lo + nv * W;
+  }
+  for (std::size_t i = start + tid; i < hi; i += stride) {
+    T a = load_cg(static_cast<const T*>(b.in[0]) + i);
+    for (int p = 1; p < n; ++p) a = T(op(C(a), C(load_cg(static_cast<const T*>(b.in[p]) + i))));
+    if (avg) a = T(C(a) / static_cast<C>(n));
+    mine[i] = a;
+  }
+  if (!meet(1, true)) return;
+  for (int j = 1; j < n; ++j) {
+    const int p = (r + j) % n;
+    block_of(p, lo, hi);
+    const T* theirs = static_cast<const T*>(b.out[p]);
+    start = lo;
+    if (aligned && W > 1) {
+      constexpr int U = 4;  // vectors per thread at a time, loaded together
+      const std::size_t nv = (hi - lo) / W, base = lo / W;
+      const uint4* from = reinterpret_cast<const uint4*>(theirs) + base;
+      uint4* to = reinterpret_cast<uint4*>(mine) + base;
+      for (std::size_t v0 = tid; v0 < nv; v0 += U * stride) {
+        uint4 x[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (v0 + u * stride < nv) x[u] = __ldcg(from + v0 + u * stride);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (v0 + u * stride < nv) to[v0 + u * stride] = x[u];
+      }
+      start = lo + nv * W;
+    }
+    for (std::size_t i = start + tid; i < hi; i += stride) mine[i] = load_cg(theirs + i);
+  }
+  meet(2, blockIdx.x == 0);
 }
 
 template <class T>

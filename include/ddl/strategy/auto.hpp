@@ -175,19 +175,28 @@ class auto_strategy {
   template <class Transport>
   void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
                       const call_context& c) const {
-    const plan p = choose(count * size_of(c.red.type));
+    const plan p = choose_parts(count * size_of(c.red.type));
     detail::run_plan_reduce_scatter(t, topology_, p, ring_for(p, t.size(), count, c), direct_, in, work, out, count,
                                     c);
   }
   template <class Transport>
   void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
                   const call_context& c) const {
-    const plan p = choose(count * size_of(c.red.type));
+    const plan p = choose_parts(count * size_of(c.red.type));
     detail::run_plan_all_gather(t, topology_, p, ring_for(p, t.size(), count, c), direct_, own, out, count, c);
   }
 
  private:
   using ring_box = detail::ring_box;
+  // The plan a reduce-scatter or all-gather of `bytes` follows: the
+  // all-reduce's, priced without the transport's whole two_shot call
+  // (`flagged_two_shot` runs all-reduces only).
+  plan choose_parts(std::size_t bytes) const {
+    if (!allows_.two_shot_one_round) return choose(bytes);
+    plan_for q = allows_;
+    q.two_shot_one_round = false;
+    return best_plan(topology_, static_cast<double>(bytes), q);
+  }
   // The multi-ring box for a reduce-scatter or all-gather after plan `p`
   // (none needed when `p` runs a direct or logarithmic form).
   ring_box ring_for(const plan& p, int n, std::size_t count, const call_context& c) const {

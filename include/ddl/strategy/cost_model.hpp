@@ -65,6 +65,12 @@
 ///    0.6-1.0 us, 4 ranks 11.5-12.8, 8 ranks 34-41, against 0.8-1.5, 14-22,
 ///    39-56: bench/results/shared-memory.md and
 ///    mpi-vs-openmpi-mpich-gloo.md, 2026-11-25).
+///    two_shot run whole by the transport (`flagged_two_shot`: CUDA ranks,
+///    their kernels meeting through device counters) waits on no message
+///    either: 1.25 alpha + (3n-1) S / (n M') (`whole_two_shot_latency`;
+///    M' = `flagged_read_factor` B where the transport declares it: one
+///    kernel per rank over the whole device reads faster than the message-
+///    ordered kernels and copies that M is fitted to).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -214,8 +220,13 @@ struct transport_costs {
   /// M / B: their memory bandwidth as a multiple of the links'
   /// (`direct_read_factor` unless the transport says).
   double read = direct_read_factor;
-  /// one_shot synchronises through counters in stages: one latency.
+  /// The direct call synchronises through counters, no message: one
+  /// latency in all (one_shot through stages' counters; two_shot through a
+  /// transport's `flagged_two_shot`, `whole_two_shot_latency`).
   bool one_round = false;
+  /// M / B of a two_shot call the transport runs whole (`one_round`): the
+  /// transport's `flagged_read_factor` where it declares one, else `read`.
+  double whole_read = 0;
   /// A synchronisation round costs one latency, not ceil(log2 n) (the
   /// transport's `direct_round_one_step`: MPI, where a step's latency is
   /// already a process switch on a crowded node).
@@ -227,6 +238,14 @@ struct transport_costs {
   /// `read` B: one_shot (n-1) S / B, two_shot (n-1) S / (n B) per phase.
   bool over_links = false;
 };
+
+/// A two_shot call run whole by the transport, its kernels meeting three
+/// times through counters (`flagged_two_shot`), costs this many latencies:
+/// on an H100 at 8 B it took 31, 47 and 67 us at 2, 4 and 8 ranks where
+/// one_shot's one meeting took 17, 32 and 48, so one_shot stays the plan
+/// for the smallest calls; a recursive doubling step of messages took 50,
+/// 80 and 150 (bench/results/gpu-h100.md, 2026-11-27).
+inline constexpr double whole_two_shot_latency = 1.25;
 
 constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, const transport_costs& d);
 constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, const transport_costs& d);
@@ -362,17 +381,23 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
   int rounds = 0;  // ceil(log2 n) latencies per synchronisation round
   while ((1 << rounds) < n) ++rounds;
   if (!d.round_one_step) sigma *= rounds;
-  const double m = d.read * b;
+  double m = d.read * b;
   if (p.algo == algorithm::one_shot) {
     p.phase[0] = (d.one_round ? alpha : 2 * sigma) + (d.over_links ? (n - 1) * bytes / b : (n + 1) * bytes / m);
     p.phases = 1;
-  } else if (d.over_links) {
-    p.phase[0] = 2 * sigma + (n - 1) * bytes / n / b;  // block r of the n-1 peers' buffers, over the links
-    p.phase[1] = sigma + (n - 1) * bytes / n / b;      // the n-1 reduced blocks, over the links
-    p.phases = 2;
   } else {
-    p.phase[0] = 2 * sigma + (n + 1) * bytes / n / m;      // reduce own block from n buffers
-    p.phase[1] = sigma + 2.0 * (n - 1) * bytes / n / m;    // copy the n-1 other blocks
+    // Its synchronisations: two before the reduction, one before the gather
+    // (through counters: `whole_two_shot_latency` latencies in all).
+    const double before = d.one_round ? whole_two_shot_latency * alpha : 2 * sigma;
+    const double between = d.one_round ? 0 : sigma;
+    if (d.one_round && d.whole_read > 0) m = d.whole_read * b;
+    if (d.over_links) {
+      p.phase[0] = before + (n - 1) * bytes / n / b;   // block r of the n-1 peers' buffers, over the links
+      p.phase[1] = between + (n - 1) * bytes / n / b;  // the n-1 reduced blocks, over the links
+    } else {
+      p.phase[0] = before + (n + 1) * bytes / n / m;          // reduce own block from n buffers
+      p.phase[1] = between + 2.0 * (n - 1) * bytes / n / m;  // copy the n-1 other blocks
+    }
     p.phases = 2;
   }
   for (std::size_t i = 0; i < p.phases; ++i) p.seconds += p.phase[i];

@@ -43,6 +43,9 @@
 ///    stays in cache; over MPI that still beats its messages, each a kernel
 ///    copy between processes at a quarter of memcpy's rate here
 ///    (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+///    A transport may run the whole all-reduce itself (`flagged_two_shot`:
+///    CUDA ranks, one kernel each, the three synchronisations through
+///    counters in device memory, no message; any size).
 ///  * `reduce_scatter` and `all_gather` (both strategies): the direct forms,
 ///    one synchronisation each besides the address exchange. Their
 ///    message-synchronised cores take any partition into one contiguous part
@@ -845,6 +848,13 @@ struct two_shot : detail::direct_base {
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count, const call_context& c) {
     const std::size_t es = size_of(c.red.type);
+    if constexpr (has_flagged_two_shot_v<Transport>) {  // the transport's own counters (CUDA: device memory)
+      if (t.size() > 1 && count > 0 && t.flagged_ready()) {
+        t.flagged_two_shot(in, out, count, c.red, c.base_tag,
+                           std::chrono::duration_cast<std::chrono::nanoseconds>(c.opts->timeout));
+        return;
+      }
+    }
     if constexpr (stages_in_segments_v<Transport>) {
       const std::size_t per = segment_elements(es);
       if (t.size() > 1 && count > per && !every_rank_shared(t, in, count * es, c, "two-shot: shared buffers")) {

@@ -59,6 +59,13 @@ struct plan_for {
   /// priced as one latency, and in place as nothing extra (the input is
   /// copied into the stage either way).
   std::size_t one_round_bytes = 0;
+  /// two_shot runs as one call of the transport's at every size
+  /// (`flagged_two_shot`: CUDA ranks whose kernels meet through device
+  /// counters): priced as one latency for its three synchronisations.
+  bool two_shot_one_round = false;
+  /// Such a call's M / B (`cost::transport_costs::whole_read`): the
+  /// transport's `flagged_read_factor` where it declares one (0: `direct_read`).
+  double whole_read = 0;
   /// The innermost levels [0, shared_levels) lie inside units whose ranks
   /// share memory (every level with `peer_memory`; over MPI the levels
   /// inside one machine, `ddl::shared_levels`): a multi-ring whose first
@@ -80,6 +87,8 @@ struct plan_for {
     q.direct_over_links = direct_reads_over_links_v<T>;
     if constexpr (has_wait_until_v<T> && has_peer_memory_v<T>) q.one_round_bytes = one_shot::flagged_limit;
     if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = T::flagged_bytes;
+    q.two_shot_one_round = has_flagged_two_shot_v<T>;
+    if constexpr (detail::has_flagged_read_factor<T>::value) q.whole_read = T::flagged_read_factor;
     if constexpr (has_peer_memory_v<T>) q.shared_levels = static_cast<int>(max_dims);
     return q;
   }
@@ -91,15 +100,17 @@ struct plan_for {
     if constexpr (has_wait_until_v<T>)
       if (q.peer_memory) q.one_round_bytes = one_shot::flagged_limit;
     if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = t.flagged_ready() ? T::flagged_bytes : 0;
+    if constexpr (has_flagged_two_shot_v<T>) q.two_shot_one_round = t.flagged_ready();
     return q;
   }
   /// How steps and the direct strategies are priced under these assumptions
-  /// (`one_round`: a one_shot call through the stages' counters).
+  /// (`one_round`: a direct call through counters, no message).
   constexpr cost::transport_costs costs(bool one_round = false) const noexcept {
     cost::transport_costs d;
     d.copy = copy_step;
     d.read = direct_read;
     d.one_round = one_round;
+    d.whole_read = whole_read;
     d.round_one_step = direct_round_one_step;
     d.over_links = direct_over_links;
     return d;
@@ -107,6 +118,7 @@ struct plan_for {
   constexpr bool operator==(const plan_for& o) const noexcept {
     return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline &&
            copy_step == o.copy_step && direct_read == o.direct_read && one_round_bytes == o.one_round_bytes &&
+           two_shot_one_round == o.two_shot_one_round && whole_read == o.whole_read &&
            shared_levels == o.shared_levels && direct_round_one_step == o.direct_round_one_step &&
            direct_over_links == o.direct_over_links;
   }
@@ -220,7 +232,8 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
       if (!q.peer_memory && (a == algorithm::one_shot || a == algorithm::two_shot)) continue;
       plan p{};
       p.algo = a;
-      const bool one_round = a == algorithm::one_shot && bytes <= static_cast<double>(q.one_round_bytes);
+      const bool one_round = (a == algorithm::one_shot && bytes <= static_cast<double>(q.one_round_bytes)) ||
+                             (a == algorithm::two_shot && q.two_shot_one_round);
       cost::price(lv, k, p, bytes, q.costs(one_round));
       if (q.in_place && !one_round) p.seconds += cost::in_place_extra(lv, k, p, bytes);
       f(p);

@@ -67,6 +67,13 @@
 ///     (`cuda_peer_transport`: one kernel per rank spinning on its peers'
 ///     device counters); `ddl::one_shot` takes it where `flagged_ready()`.
 ///     The whole group only (`group_view` does not forward it);
+///   - `void flagged_two_shot(...)`, the same arguments (with `peer_memory`
+///     and `flagged_ready()`) — a whole two_shot all-reduce of any size
+///     without a message, the ranks' buffers read where they lie
+///     (`cuda_peer_transport`); `ddl::two_shot` takes it where
+///     `flagged_ready()`. The whole group only; with it, optionally
+///     `static constexpr double flagged_read_factor`, such a call's memory
+///     bandwidth as a multiple of the links' (`cost::price_direct`);
 ///   - `std::byte* stage(std::size_t bytes)`, `const std::byte*
 ///     peer_stage(int peer, std::size_t bytes)` and `bool stages_shared()
 ///     const` — ranks that share memory through stages (MPI ranks of one
@@ -227,6 +234,11 @@ template <class T>
 struct has_direct_read_factor<T, std::void_t<decltype(T::direct_read_factor)>> : std::true_type {};
 
 template <class T, class = void>
+struct has_flagged_read_factor : std::false_type {};
+template <class T>
+struct has_flagged_read_factor<T, std::void_t<decltype(T::flagged_read_factor)>> : std::true_type {};
+
+template <class T, class = void>
 struct has_copy_step_factor : std::false_type {};
 template <class T>
 struct has_copy_step_factor<T, std::void_t<decltype(T::copy_step_factor)>> : std::true_type {};
@@ -245,6 +257,16 @@ struct has_flagged_all_reduce<
                    decltype(std::declval<T&>().flagged_all_reduce(std::declval<const std::byte*>(),
                                                                   std::declval<std::byte*>(), std::size_t{}, reduction{},
                                                                   tag{}, std::chrono::nanoseconds{}))>>
+    : std::true_type {};
+
+template <class T, class = void>
+struct has_flagged_two_shot : std::false_type {};
+template <class T>
+struct has_flagged_two_shot<
+    T, std::void_t<decltype(std::declval<const T&>().flagged_ready()),
+                   decltype(std::declval<T&>().flagged_two_shot(std::declval<const std::byte*>(),
+                                                                std::declval<std::byte*>(), std::size_t{}, reduction{},
+                                                                tag{}, std::chrono::nanoseconds{}))>>
     : std::true_type {};
 
 template <class T, class = void>
@@ -385,6 +407,11 @@ inline constexpr bool direct_round_one_step_v = direct_round_one_step<T>::value;
 /// without a message (`flagged_all_reduce`).
 template <class T>
 inline constexpr bool has_flagged_all_reduce_v = has_peer_memory_v<T> && detail::has_flagged_all_reduce<T>::value;
+
+/// True when `T` runs whole two_shot all-reduces through shared counters
+/// without a message (`flagged_two_shot`).
+template <class T>
+inline constexpr bool has_flagged_two_shot_v = has_peer_memory_v<T> && detail::has_flagged_two_shot<T>::value;
 
 /// True when `T`'s ranks can get at each other's memory, their buffers in
 /// place (`peer_memory`) or shared stages: the direct strategies compile over it.
