@@ -5,12 +5,17 @@
 // scores the measured time of that plan against the best measured there.
 // One line per cost set, best first: the worst ratio and the geometric mean.
 //
-//   build/dev/bench/ddl-cuda-cost-fit bench/results/gpu-raw/h100-2026-11-26/run1 | head
+//   build/dev/bench/ddl-cuda-cost-fit bench/results/gpu-raw/h100-2026-11-27/run2/medians | head
+//   build/dev/bench/ddl-cuda-cost-fit --messages bench/results/gpu-raw/h100-2026-11-26/run1 | head
 //
 // Cost sets: a step latency flat or per rank (5-25 us), a bandwidth flat or
-// shared by the ranks (0.2-3 TB/s), the direct strategies' read factor 1-4;
+// shared by the ranks (0.2-3 TB/s), the direct strategies' read factor 1-6,
+// the whole two_shot call's (`flagged_read_factor`: as theirs, or 2-6);
 // priced as `cuda_peer_transport` is (peer memory, one_shot's flagged calls
-// up to 64 KiB as one round). bench/results/gpu-h100.md has the outcome.
+// up to 64 KiB as one round, two_shot run whole: `flagged_two_shot`, so its
+// file holds that call's times; `--messages`: runs before it, or with
+// DDL_CUDA_FLAGGED=0, where two_shot went by messages). bench/results/
+// gpu-h100.md has the outcome.
 #include <ddl/strategy/planner.hpp>
 #include <ddl/topology/topology.hpp>
 
@@ -43,16 +48,18 @@ int row_of(const ddl::plan& p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR (with gpu_checks.sh's allreduce-<strategy>.txt)\n", argv[0]);
+  const bool messages = argc == 3 && std::string(argv[1]) == "--messages";
+  if (argc != 2 && !messages) {
+    std::fprintf(stderr, "usage: %s [--messages] DIR (with gpu_checks.sh's allreduce-<strategy>.txt)\n", argv[0]);
     return 2;
   }
+  const char* dir = argv[argc - 1];
   // us[(ranks, bytes)][row]
   std::map<std::pair<int, long>, std::vector<double>> us;
   for (int a = 0; a < 5; ++a) {
-    std::ifstream f(std::string(argv[1]) + "/allreduce-" + algos[a] + ".txt");
+    std::ifstream f(std::string(dir) + "/allreduce-" + algos[a] + ".txt");
     if (!f) {
-      std::fprintf(stderr, "cuda_cost_fit: no allreduce-%s.txt in %s\n", algos[a], argv[1]);
+      std::fprintf(stderr, "cuda_cost_fit: no allreduce-%s.txt in %s\n", algos[a], dir);
       return 2;
     }
     for (std::string line; std::getline(f, line);) {
@@ -69,9 +76,11 @@ int main(int argc, char** argv) {
   std::vector<std::tuple<double, double, std::string>> scores;  // worst, geometric mean, cost set
   for (double lat : {5e-6, 7.5e-6, 10e-6, 12.5e-6, 15e-6, 20e-6, 25e-6})
     for (double bw : {0.2e12, 0.4e12, 0.6e12, 0.8e12, 1e12, 1.5e12, 2e12, 3e12})
-      for (double read : {1.0, 1.5, 2.0, 3.0, 4.0})
+      for (double read : {1.0, 1.5, 2.0, 3.0, 4.0, 6.0})
+        for (double whole : {0.0, 2.0, 3.0, 4.0, 6.0})
         for (bool lat_per_rank : {false, true})
           for (bool bw_shared : {false, true}) {
+            if ((messages && whole != 0) || whole == read) continue;  // none measured; the same as 0
             double worst = 0, logs = 0;
             int points = 0;
             for (const auto& [key, v] : us) {
@@ -80,6 +89,8 @@ int main(int argc, char** argv) {
               ddl::plan_for q(ddl::candidates::all, true, true, false);
               q.direct_read = read;
               q.one_round_bytes = std::size_t{64} << 10;
+              q.two_shot_one_round = !messages;
+              q.whole_read = whole;
               q.shared_levels = 1;
               const double got = v[static_cast<std::size_t>(row_of(ddl::best_plan(topo, double(key.second), q)))];
               const double best = *std::min_element(v.begin(), v.end());
@@ -89,8 +100,9 @@ int main(int argc, char** argv) {
               ++points;
             }
             char set[160];
-            std::snprintf(set, sizeof set, "latency %g us%s, bandwidth %g GB/s%s, read factor %g", lat * 1e6,
-                          lat_per_rank ? " per rank" : "", bw / 1e9, bw_shared ? " shared by the ranks" : "", read);
+            std::snprintf(set, sizeof set, "latency %g us%s, bandwidth %g GB/s%s, read factor %g, whole two_shot's %g",
+                          lat * 1e6, lat_per_rank ? " per rank" : "", bw / 1e9, bw_shared ? " shared by the ranks" : "",
+                          read, whole == 0 ? read : whole);
             scores.emplace_back(worst, std::exp(logs / std::max(points, 1)), set);
           }
   std::sort(scores.begin(), scores.end());

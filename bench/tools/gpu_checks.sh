@@ -10,8 +10,9 @@
 #   test      ddl_test_cuda (CTest's 'cuda'), ctest staged + the CUDA example -> tests.log
 #   sanitize  compute-sanitizer memcheck and racecheck on ddl_test_cuda -> sanitizer.log
 #   bench     ddl-gpu-bench reduce (both engines, 4 dtypes) and allreduce (ring,
-#             auto with the plan it ran, one_shot, two_shot, recursive and
-#             halving doubling; 8 B-32 KiB and 1 MiB-1 GiB), and
+#             auto with the plan it ran, one_shot, two_shot whole and through
+#             messages, recursive and halving doubling; 8 B-32 KiB and
+#             1 MiB-1 GiB), and
 #             ddl-gpu-mpi-bench over 4 MPI processes when MPI is there (as
 #             given, and with every size bounced through host memory)
 #             -> reduce.txt, allreduce-*.txt, mpi-staged.txt, mpi-bounce-all.txt
@@ -114,6 +115,11 @@ for phase in "$@"; do
         step "allreduce_${st}_large" 150 "$out/allreduce-$st.txt" "$bench_bin" allreduce \
           --ranks 2,4,8 --strategy "$st" -b 1M -e "${DDL_GPU_LARGEST:-1G}" -f 4 -n 10
       done
+      # two_shot through messages (no flag regions' calls) beside the whole calls above
+      step allreduce_two_shot_messages_small 60 "$out/allreduce-two_shot-messages.txt" env DDL_CUDA_FLAGGED=0 \
+        "$bench_bin" allreduce --ranks 2,4,8 --strategy two_shot -b 8 -e 32K -f 8 -n 20
+      step allreduce_two_shot_messages_large 150 "$out/allreduce-two_shot-messages.txt" env DDL_CUDA_FLAGGED=0 \
+        "$bench_bin" allreduce --ranks 2,4,8 --strategy two_shot -b 1M -e "${DDL_GPU_LARGEST:-1G}" -f 4 -n 10
       for d in float half bfloat16 double; do
         step "reduce_$d" 120 "$out/reduce.txt" "$bench_bin" reduce -d "$d" -b 1M -e 1G -f 4 -n 20
       done
