@@ -224,7 +224,9 @@ struct flagged_off {
 
 template <class Strategy>
 void peer_collectives(int n, const Strategy& s, ddl_test::failure_log& log) {
-  const std::vector<std::size_t> counts{0, 1, static_cast<std::size_t>(n) + 1, 1009, (std::size_t{1} << 20) + 3};
+  // 16383: one_shot's flagged calls in 16 blocks (float), 8 (16-bit types).
+  const std::vector<std::size_t> counts{0, 1, static_cast<std::size_t>(n) + 1, 1009, 16383,
+                                        (std::size_t{1} << 20) + 3};
   ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));  // every rank on GPU 0
   fab.run([&](ddl::cuda_peer_transport& t) {
     cudaStream_t stream = nullptr;

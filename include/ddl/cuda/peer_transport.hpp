@@ -31,9 +31,10 @@
 /// and `ddl::two_shot` run over it, each rank reducing its peers' buffers
 /// in one kernel (`cuda::reduce_many`), their phases ordered by the
 /// messages' events, so nothing waits on the host. A one_shot call of at
-/// most `flagged_bytes` sends no message at all: one kernel per rank copies
-/// its input into a slot of the rank's flag region, raises a counter there,
-/// spins on its peers' counters and reduces their slots
+/// most `flagged_bytes` sends no message at all: one kernel per rank (a
+/// block per 4 KiB, up to 16) copies its input into a slot of the rank's
+/// flag region, raises a counter there, spins on its peers' counters and
+/// reduces their slots
 /// (`flagged_all_reduce`; ranks of one fabric on one device or with peer
 /// access, at most `cuda::kernels::many_max`; `DDL_CUDA_FLAGGED=0` turns it
 /// off). The ranks' threads meet on the host before the launch (where they
@@ -314,7 +315,8 @@ class cuda_peer_fabric {
     if (flagged_)
       for (int r = 1; r < n_; ++r)
         if (seats_[static_cast<std::size_t>(r)].calls != seats_[0].calls ||
-            seats_[static_cast<std::size_t>(r)].two_shot_calls != seats_[0].two_shot_calls)
+            seats_[static_cast<std::size_t>(r)].two_shot_calls != seats_[0].two_shot_calls ||
+            seats_[static_cast<std::size_t>(r)].one_shot_blocks != seats_[0].one_shot_blocks)
           flagged_ = false;
     detail::run_rank_threads(
         n_,
@@ -372,8 +374,9 @@ class cuda_peer_fabric {
   // it has come (2k - 1: in call k; 2k: call k launched) and its call.
   struct alignas(64) seat {
     std::atomic<std::uint64_t> at{0};
-    std::uint64_t calls = 0;  // the rank's flagged calls so far (its device counter's value)
+    std::uint64_t calls = 0;  // the rank's flagged calls so far (one_shot's slot: calls % 2)
     std::uint64_t two_shot_calls = 0;  // of them, two_shot's (its device counters' value / blocks)
+    std::uint64_t one_shot_blocks = 0;  // the blocks of one_shot's (its device counter's value)
     std::uint64_t bytes = 0;
     std::uint64_t stamp = 0;
     const char* kind = nullptr;  // the strategy of the call ("one_shot", "two_shot")
@@ -501,17 +504,24 @@ inline void cuda_peer_transport::flagged_all_reduce(const std::byte* in, std::by
                                                     reduction red, tag stamp, std::chrono::nanoseconds timeout) {
   const auto until = std::chrono::steady_clock::now() +
                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
-  const std::uint64_t k =
-      enter_flagged("one_shot", in, out, count * size_of(red.type), flagged_bytes, stamp, until);
+  const std::size_t bytes = count * size_of(red.type);
+  const std::uint64_t k = enter_flagged("one_shot", in, out, bytes, flagged_bytes, stamp, until);
+  // A block per `one_shot_bytes_per_block`, no more than fit with the
+  // other ranks' (`two_shot_blocks_`, of larger blocks) or one_shot's cap.
+  const auto wanted = static_cast<unsigned>((bytes + cuda::kernels::one_shot_bytes_per_block - 1) /
+                                            cuda::kernels::one_shot_bytes_per_block);
+  const unsigned blocks =
+      std::max(1u, std::min({wanted, cuda::kernels::one_shot_max_blocks, fab_->two_shot_blocks_}));
+  const std::uint64_t target = fab_->seats_[static_cast<std::size_t>(rank_)].one_shot_blocks += blocks;
   volatile unsigned long long* err = fab_->err_of(rank_);
   const auto ns = static_cast<unsigned long long>(timeout.count() > 0 ? timeout.count() : 0);
   const int n = size();
   visit_dtype(red.type, [&](auto tg) {
     using T = decltype(tg);
     visit_op(red.oper, [&](auto f) {
-      cuda::kernels::flagged_all_reduce<T><<<1, 256, 0, ctx_.stream>>>(
-          reinterpret_cast<T*>(out), reinterpret_cast<const T*>(in), count, fab_->regions_, n, rank_, k, ns,
-          reinterpret_cast<const volatile int*>(fab_->host_words_), err, red.oper == op::avg, f);
+      cuda::kernels::flagged_all_reduce<T><<<blocks, cuda::kernels::one_shot_threads, 0, ctx_.stream>>>(
+          reinterpret_cast<T*>(out), reinterpret_cast<const T*>(in), count, fab_->regions_, n, rank_, k, target,
+          ns, reinterpret_cast<const volatile int*>(fab_->host_words_), err, red.oper == op::avg, f);
     });
   });
   DDL_CUDA_CHECK(cudaGetLastError());

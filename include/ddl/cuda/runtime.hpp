@@ -193,34 +193,47 @@ __device__ inline void report_failure(volatile unsigned long long* err, int code
   err[0] = static_cast<unsigned long long>(code);
 }
 
-// A whole one-shot all-reduce of up to `flag_slot` bytes in one block, with
-// no host synchronisation: rank r's k-th such call copies `in` into slot
-// k % 2 of its region and raises its counter to k; waits for every peer's
-// counter to reach k (at most `timeout_ns`, or until `*aborted`), and
-// reduces the slots in rank order into `out` (avg divided by n). The ranks
-// compared their calls before the launch (`cuda_peer_transport::
-// flagged_all_reduce`). A slot is written again two calls later, after every
-// peer raised its counter past k, so after each finished reading it (its
-// call k kernel ran before its call k + 1 one). `err` (host memory, mapped):
-// [code, peer]; codes 1 timeout, 3 aborted. Then `out` is left alone.
+/// `flagged_all_reduce`'s blocks: this many threads, and a block for each
+/// this many bytes of the call, at most `one_shot_max_blocks` (the same on
+/// every rank: the calls' sizes agree).
+inline constexpr unsigned one_shot_threads = 256;
+inline constexpr std::size_t one_shot_bytes_per_block = 4096;
+inline constexpr unsigned one_shot_max_blocks = 16;
+
+// A whole one-shot all-reduce of up to `flag_slot` bytes, with no host
+// synchronisation: rank r's k-th flagged call copies `in` into slot k % 2
+// of its region, every block then adding one to the rank's counter; waits
+// until every peer's counter reaches `target` (the blocks of all the ranks'
+// one-shot calls so far, this one's counted: the same on every rank; at
+// most `timeout_ns`, or until `*aborted`), and reduces the slots in rank
+// order into `out` (avg divided by n). The ranks compared their calls
+// before the launch (`cuda_peer_transport::flagged_all_reduce`). A slot is
+// written again two calls later, after every peer raised its counter for
+// call k + 1, so after each finished reading it (its call k kernel ran
+// before its call k + 1 one). `err` (host memory, mapped): [code, peer];
+// codes 1 timeout, 3 aborted. Then `out` is left alone.
 template <class T, class Op>
-__global__ void flagged_all_reduce(T* out, const T* in, std::size_t count, flag_regions g, int n, int r,
-                                   unsigned long long k, unsigned long long timeout_ns, const volatile int* aborted,
-                                   volatile unsigned long long* err, bool avg, Op op) {
+__global__ void __launch_bounds__(one_shot_threads)
+    flagged_all_reduce(T* out, const T* in, std::size_t count, flag_regions g, int n, int r, unsigned long long k,
+                       unsigned long long target, unsigned long long timeout_ns, const volatile int* aborted,
+                       volatile unsigned long long* err, bool avg, Op op) {
   using C = compute_t<T>;
   __shared__ int failed;
   const std::size_t s = k % 2;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t tid = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   T* mine = reinterpret_cast<T*>(g.base[r] + flag_header + s * flag_slot);
-  for (std::size_t i = threadIdx.x; i < count; i += blockDim.x) mine[i] = in[i];
+  for (std::size_t i = tid; i < count; i += stride) mine[i] = in[i];
   if (threadIdx.x == 0) failed = 0;
+  __threadfence_system();  // this thread's copy before the counter
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence_system();
-    *reinterpret_cast<volatile unsigned long long*>(g.base[r]) = k;
+    atomicAdd(reinterpret_cast<unsigned long long*>(g.base[r]), 1ull);
   }
   if (threadIdx.x < static_cast<unsigned>(n) && static_cast<int>(threadIdx.x) != r) {
     const int p = static_cast<int>(threadIdx.x);
-    const int code = wait_counter(reinterpret_cast<const volatile unsigned long long*>(g.base[p]), k,
+    const int code = wait_counter(reinterpret_cast<const volatile unsigned long long*>(g.base[p]), target,
                                   global_ns() + timeout_ns, aborted);
     __threadfence_system();
     if (code && atomicCAS(&failed, 0, 1) == 0) report_failure(err, code, p);
@@ -230,7 +243,7 @@ __global__ void flagged_all_reduce(T* out, const T* in, std::size_t count, flag_
   // Peers' slots are read through L2 (`ld.global.cg`), never from this
   // multiprocessor's L1, which is not coherent with their writes.
   auto slot = [&](int p) { return reinterpret_cast<const T*>(g.base[p] + flag_header + s * flag_slot); };
-  for (std::size_t i = threadIdx.x; i < count; i += blockDim.x) {
+  for (std::size_t i = tid; i < count; i += stride) {
     T a = load_cg(slot(0) + i);
     for (int p = 1; p < n; ++p) a = T(op(C(a), C(load_cg(slot(p) + i))));
     if (avg) a = T(C(a) / static_cast<C>(n));
