@@ -789,6 +789,23 @@ static_assert(ddl::has_flagged_all_reduce_v<gated<true>>);
 static_assert(!ddl::has_flagged_all_reduce_v<ddl::group_view<gated<true>>>);  // the whole group only
 static_assert(!ddl::has_flagged_two_shot_v<gated<false>> && ddl::has_flagged_two_shot_v<gated<true>>);
 static_assert(!ddl::has_flagged_two_shot_v<ddl::group_view<gated<true>>>);
+
+// Rank `rank`'s float64 inputs for `op`, `count` of them.
+std::vector<double> float64_inputs(ddl::op op, int rank, std::size_t count) {
+  std::vector<double> g(count);
+  for (std::size_t i = 0; i < count; ++i) g[i] = input_value(ddl::dtype::float64, op, rank, i);
+  return g;
+}
+// Logs the first element of `got` (from element `offset` of the result) that
+// is not the all-reduce of `op` over `n` ranks' float64 inputs.
+void check_reduced(failure_log& log, const std::vector<double>& got, ddl::op op, int n, const std::string& what,
+                   std::size_t offset = 0) {
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!same_bits(got[i], expected_value<double>(op, n, offset + i))) {
+      log.add(std::string(ddl::name_of(op)) + " " + what + " wrong at " + std::to_string(i));
+      return;
+    }
+}
 }  // namespace
 
 TEST_CASE("peers_readable: the direct strategies refuse ranks that cannot read each other, and auto plans without them") {
@@ -801,8 +818,7 @@ TEST_CASE("peers_readable: the direct strategies refuse ranks that cannot read e
       if (ddl::peers_reachable(ddl::group_view<gated<false>>(t, 0, 1, 3)) != readable)
         log.add("group_view does not forward peers_readable");
       if (ddl::plan_for::transport(t).peer_memory != readable) log.add("the planner does not follow peers_readable");
-      std::vector<double> g(1001);
-      for (std::size_t i = 0; i < g.size(); ++i) g[i] = input_value(ddl::dtype::float64, ddl::op::sum, t.rank(), i);
+      std::vector<double> g = float64_inputs(ddl::op::sum, t.rank(), 1001);
       try {  // refused when the communicator is made
         ddl::communicator<ddl::two_shot, gated<false>> direct(t);
         direct.all_reduce(ddl::host_view(g), ddl::op::sum);
@@ -813,14 +829,9 @@ TEST_CASE("peers_readable: the direct strategies refuse ranks that cannot read e
           log.add(std::string("the refusal does not say what to use: ") + e.what());
       }
       ddl::communicator<ddl::auto_strategy, gated<false>> any(t);
-      std::vector<double> h(1001);
-      for (std::size_t i = 0; i < h.size(); ++i) h[i] = input_value(ddl::dtype::float64, ddl::op::sum, t.rank(), i);
+      std::vector<double> h = float64_inputs(ddl::op::sum, t.rank(), 1001);
       any.all_reduce(ddl::host_view(h), ddl::op::sum);
-      for (std::size_t i = 0; i < h.size(); ++i)
-        if (!same_bits(h[i], expected_value<double>(ddl::op::sum, 3, i))) {
-          log.add("auto all_reduce wrong at " + std::to_string(i));
-          break;
-        }
+      check_reduced(log, h, ddl::op::sum, 3, "auto all_reduce");
     });
     CHECK_MESSAGE(log.count() == 0, log.summary());
   }
@@ -842,18 +853,12 @@ TEST_CASE("flagged_all_reduce: one_shot hands a transport's own small calls to i
           // (a call of no elements returns before any strategy runs)
           const bool flagged = n > 1 && count > 0 && count * sizeof(double) <= gated<true>::flagged_bytes;
           const std::size_t before = t.flagged_calls;
-          std::vector<double> g(count);
-          for (std::size_t i = 0; i < count; ++i) g[i] = input_value(ddl::dtype::float64, op, t.rank(), i);
+          std::vector<double> g = float64_inputs(op, t.rank(), count);
           comm.all_reduce(ddl::host_view(g), op);
           if ((t.flagged_calls - before == 1) != flagged)
             log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + ": flagged " +
                     std::to_string(t.flagged_calls - before) + " times");
-          for (std::size_t i = 0; i < count; ++i)
-            if (!same_bits(g[i], expected_value<double>(op, n, i))) {
-              log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + " wrong at " +
-                      std::to_string(i));
-              break;
-            }
+          check_reduced(log, g, op, n, "count " + std::to_string(count));
         }
       gated<true> off{&lt, false, &table};
       if (ddl::plan_for::transport(off).one_round_bytes != 0)
@@ -877,39 +882,23 @@ TEST_CASE("flagged_two_shot: two_shot hands a transport's whole all-reduces to i
         for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{129}, std::size_t{100003}}) {
           const bool whole = n > 1 && count > 0;
           const std::size_t before = t.two_shot_calls;
-          std::vector<double> g(count);
-          for (std::size_t i = 0; i < count; ++i) g[i] = input_value(ddl::dtype::float64, op, t.rank(), i);
+          std::vector<double> g = float64_inputs(op, t.rank(), count);
           comm.all_reduce(ddl::host_view(g), op);
           if ((t.two_shot_calls - before == 1) != whole)
             log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + ": run whole " +
                     std::to_string(t.two_shot_calls - before) + " times");
-          for (std::size_t i = 0; i < count; ++i)
-            if (!same_bits(g[i], expected_value<double>(op, n, i))) {
-              log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + " wrong at " +
-                      std::to_string(i));
-              break;
-            }
+          check_reduced(log, g, op, n, "count " + std::to_string(count));
           // The other collectives go through messages, and right.
           const ddl::block mine = ddl::block_of(count, n, t.rank());
           std::vector<double> part(mine.size), whole_out(count);
-          for (std::size_t i = 0; i < count; ++i) g[i] = input_value(ddl::dtype::float64, op, t.rank(), i);
+          g = float64_inputs(op, t.rank(), count);
           const std::size_t calls = t.two_shot_calls + t.flagged_calls;
           comm.reduce_scatter(ddl::host_view(std::as_const(g)), ddl::host_view(part), op);
-          for (std::size_t i = 0; i < mine.size; ++i)
-            if (!same_bits(part[i], expected_value<double>(op, n, mine.offset + i))) {
-              log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + " reduce_scatter wrong at " +
-                      std::to_string(i));
-              break;
-            }
+          check_reduced(log, part, op, n, "count " + std::to_string(count) + " reduce_scatter", mine.offset);
           for (std::size_t i = 0; i < mine.size; ++i) part[i] = expected_value<double>(op, n, mine.offset + i);
           comm.all_gather(ddl::host_view(std::as_const(part)), ddl::host_view(whole_out));
           if (t.two_shot_calls + t.flagged_calls != calls) log.add("reduce_scatter or all_gather ran as an all-reduce");
-          for (std::size_t i = 0; i < count; ++i)
-            if (!same_bits(whole_out[i], expected_value<double>(op, n, i))) {
-              log.add(std::string(ddl::name_of(op)) + " count " + std::to_string(count) + " all_gather wrong at " +
-                      std::to_string(i));
-              break;
-            }
+          check_reduced(log, whole_out, op, n, "count " + std::to_string(count) + " all_gather");
         }
       gated<true> off{&lt, false, &table};
       if (ddl::plan_for::transport(off).two_shot_one_round)
