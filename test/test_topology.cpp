@@ -505,43 +505,50 @@ TEST_CASE("planner: one_shot through counters in the stages is one latency up to
   }
 }
 
-TEST_CASE("planner: two_shot run whole by the transport (flagged_two_shot) is 1.25 latencies for its three rounds, "
-          "at its own read factor") {
-  // CUDA's costs: 10 us per rank a step, 200 GB/s, the read factors 2 (by
-  // messages) and 4 (whole).
-  for (int n : {2, 4, 8}) {
-    CAPTURE(n);
-    const double alpha = 10e-6 * n, m = 2 * 200e9, whole_m = 4 * 200e9;
-    const auto t = ddl::topology::uniform(n, 200e9, alpha);
-    ddl::plan_for messages{ddl::candidates::all, true};
-    ddl::plan_for whole = messages;
-    whole.two_shot_one_round = true;
-    whole.whole_read = 4;
-    CHECK(whole != messages);  // a cache key of auto's
-    int rounds = 0;
-    while ((1 << rounds) < n) ++rounds;
-    auto two_shot = [&](double bytes, ddl::plan_for q) {
-      for (const auto& p : ddl::all_plans(t, bytes, q))
-        if (p.algo == ddl::algorithm::two_shot) return p.seconds;
-      return -1.0;
-    };
-    for (double bytes : {8.0, 1048576.0, 268435456.0}) {
-      CAPTURE(bytes);
-      CHECK(two_shot(bytes, whole) == doctest::Approx(1.25 * alpha + (3 * n - 1) * bytes / n / whole_m));
-      CHECK(two_shot(bytes, messages) == doctest::Approx(3 * rounds * alpha + (3 * n - 1) * bytes / n / m));
+TEST_CASE("planner: two_shot run whole by the transport (flagged_two_shot) costs 1.5 flagged meetings for its "
+          "three rounds; a transport's flagged_latency prices both flagged calls") {
+  // CUDA's costs: 10 us per rank a step, 200 GB/s, the read factor 2; a
+  // flagged meeting at 1 latency (the default) and at cuda_peer_transport's.
+  for (double f : {1.0, 0.5})
+    for (int n : {2, 4, 8}) {
+      CAPTURE(f);
+      CAPTURE(n);
+      const double alpha = 10e-6 * n, m = 2 * 200e9;
+      const auto t = ddl::topology::uniform(n, 200e9, alpha);
+      ddl::plan_for messages{ddl::candidates::all, true};
+      ddl::plan_for whole = messages;
+      whole.two_shot_one_round = true;
+      whole.flagged_latency = f;
+      CHECK(whole != messages);  // a cache key of auto's
+      int rounds = 0;
+      while ((1 << rounds) < n) ++rounds;
+      auto price = [&](ddl::algorithm a, double bytes, ddl::plan_for q) {
+        for (const auto& p : ddl::all_plans(t, bytes, q))
+          if (p.algo == a) return p.seconds;
+        return -1.0;
+      };
+      for (double bytes : {8.0, 1048576.0, 268435456.0}) {
+        CAPTURE(bytes);
+        CHECK(price(ddl::algorithm::two_shot, bytes, whole) ==
+              doctest::Approx(1.5 * f * alpha + (3 * n - 1) * bytes / n / m));
+        CHECK(price(ddl::algorithm::two_shot, bytes, messages) ==
+              doctest::Approx(3 * rounds * alpha + (3 * n - 1) * bytes / n / m));
+      }
+      // one_shot through messages is unchanged by it; through counters it
+      // costs one meeting, and stays the plan for small calls.
+      CHECK(price(ddl::algorithm::one_shot, 4096.0, whole) ==
+            doctest::Approx(2 * rounds * alpha + (n + 1) * 4096.0 / m));
+      ddl::plan_for both = whole;  // as cuda_peer_transport's in-place calls
+      both.one_round_bytes = 65536;
+      both.in_place = true;
+      CHECK(price(ddl::algorithm::one_shot, 4096.0, both) == doctest::Approx(f * alpha + (n + 1) * 4096.0 / m));
+      CHECK(ddl::best_plan(t, 8, both).algo == ddl::algorithm::one_shot);
+      CHECK(ddl::best_plan(t, 65536, both).algo == ddl::algorithm::one_shot);
+      if (f < 1 || n > 2) CHECK(ddl::best_plan(t, 4 << 20, both).algo == ddl::algorithm::two_shot);
+      // At half a latency the whole call takes 2 ranks' 128 KiB from
+      // recursive doubling's one step of messages (H100: 30 us against 43).
+      if (f < 1 && n == 2) CHECK(ddl::best_plan(t, 131072, both).algo == ddl::algorithm::two_shot);
     }
-    // one_shot is unchanged by it, and through its own counters (small
-    // calls) still the cheaper.
-    for (const auto& p : ddl::all_plans(t, 4096.0, whole))
-      if (p.algo == ddl::algorithm::one_shot)
-        CHECK(p.seconds == doctest::Approx(2 * rounds * alpha + (n + 1) * 4096.0 / m));
-    ddl::plan_for both = whole;  // as cuda_peer_transport's in-place calls
-    both.one_round_bytes = 65536;
-    both.in_place = true;
-    CHECK(ddl::best_plan(t, 8, both).algo == ddl::algorithm::one_shot);
-    CHECK(ddl::best_plan(t, 65536, both).algo == ddl::algorithm::one_shot);
-    CHECK(ddl::best_plan(t, 4 << 20, both).algo == ddl::algorithm::two_shot);
-  }
 }
 
 TEST_CASE("planner: in place, recursive doubling pays for its copy back (odd exchange counts) and one_shot for its own") {

@@ -364,12 +364,10 @@ void auto_follows(const measured_row (&rows)[3], bool flagged, double slack) {
   }
 }
 
-TEST_CASE("cuda: auto prices a step at a latency per rank of the fabric, and its plans run within 10-11% of the best "
+TEST_CASE("cuda: auto prices a step at a latency per rank of the fabric, and its plans run within 10% of the best "
           "measured on an H100") {
   auto_follows(h100_messages, false, 1.10);
-  // Whole two_shot calls: 11% (2 ranks, 64 MiB: two_shot 151.0 us where
-  // halving doubling took 136.7, 1.105x).
-  auto_follows(h100_whole, true, 1.11);
+  auto_follows(h100_whole, true, 1.10);
   // DDL_TOPOLOGY, where set, is what the planner sees instead.
   setenv("DDL_TOPOLOGY", "2:7GB/s:3us", 1);
   ddl::cuda_peer_fabric fab(2, std::vector<int>{0, 0});

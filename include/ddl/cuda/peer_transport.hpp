@@ -96,12 +96,13 @@ class cuda_peer_transport {
   /// of the fabric, since the ranks' threads take turns in the driver.
   static constexpr double link_bandwidth = 200e9;
   static constexpr double step_latency_per_rank = 10e-6;
-  /// A whole two_shot call (`flagged_two_shot`: one kernel per rank over
-  /// the whole device) reads at 4 times `link_bandwidth`, the message-
-  /// ordered direct strategies at the default 2: the costs under which auto
-  /// ran within 11% of the best at 1-256 MiB on an H100, 2, 4 and 8 ranks
+  /// A flagged call's meeting costs half a step's latency: a step of
+  /// messages takes about twice what the latency per rank says (H100, 8 B:
+  /// recursive doubling 43-50, 131-160 and 438-528 us over 1, 2 and 3 steps
+  /// at 2, 4 and 8 ranks), a flagged one_shot about as much (17-19, 32-33,
+  /// 46-48 us); with it auto ran within 1.03x of the best at 8 B-256 MiB
   /// (`ddl-cuda-cost-fit`, bench/results/gpu-h100.md, 2026-11-27).
-  static constexpr double flagged_read_factor = 4.0;
+  static constexpr double flagged_latency = 0.5;
 
   struct message;
   /// What a request refers to (`transport/request.hpp`).

@@ -67,10 +67,11 @@
 ///    mpi-vs-openmpi-mpich-gloo.md, 2026-11-25).
 ///    two_shot run whole by the transport (`flagged_two_shot`: CUDA ranks,
 ///    their kernels meeting through device counters) waits on no message
-///    either: 1.25 alpha + (3n-1) S / (n M') (`whole_two_shot_latency`;
-///    M' = `flagged_read_factor` B where the transport declares it: one
-///    kernel per rank over the whole device reads faster than the message-
-///    ordered kernels and copies that M is fitted to).
+///    either: 1.5 f alpha + (3n-1) S / (n M), three meetings costing 1.5 of
+///    one_shot's one (`whole_two_shot_latency`); f alpha is such a meeting,
+///    f the transport's `flagged_latency` where it declares one (CUDA: 0.5,
+///    where a step of messages costs twice what its latency per rank says),
+///    else 1.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -220,13 +221,14 @@ struct transport_costs {
   /// M / B: their memory bandwidth as a multiple of the links'
   /// (`direct_read_factor` unless the transport says).
   double read = direct_read_factor;
-  /// The direct call synchronises through counters, no message: one
-  /// latency in all (one_shot through stages' counters; two_shot through a
-  /// transport's `flagged_two_shot`, `whole_two_shot_latency`).
+  /// The direct call synchronises through counters, no message: one_shot
+  /// through stages' counters or the transport's `flagged_all_reduce` in
+  /// `flagged` latencies, two_shot through its `flagged_two_shot` in
+  /// `whole_two_shot_latency` times that.
   bool one_round = false;
-  /// M / B of a two_shot call the transport runs whole (`one_round`): the
-  /// transport's `flagged_read_factor` where it declares one, else `read`.
-  double whole_read = 0;
+  /// A meeting through counters, in latencies: the transport's
+  /// `flagged_latency` where it declares one, else 1.
+  double flagged = 1.0;
   /// A synchronisation round costs one latency, not ceil(log2 n) (the
   /// transport's `direct_round_one_step`: MPI, where a step's latency is
   /// already a process switch on a crowded node).
@@ -240,12 +242,12 @@ struct transport_costs {
 };
 
 /// A two_shot call run whole by the transport, its kernels meeting three
-/// times through counters (`flagged_two_shot`), costs this many latencies:
-/// on an H100 at 8 B it took 31, 47 and 67 us at 2, 4 and 8 ranks where
-/// one_shot's one meeting took 17, 32 and 48, so one_shot stays the plan
-/// for the smallest calls; a recursive doubling step of messages took 50,
-/// 80 and 150 (bench/results/gpu-h100.md, 2026-11-27).
-inline constexpr double whole_two_shot_latency = 1.25;
+/// times through counters (`flagged_two_shot`), costs this many times a
+/// one_shot call through counters: on an H100 at 8 B it took 31, 47 and 67
+/// us at 2, 4 and 8 ranks where one_shot's one meeting took 17-19, 32-33
+/// and 46-48 (bench/results/gpu-h100.md, 2026-11-27), so one_shot stays
+/// the plan for the smallest calls.
+inline constexpr double whole_two_shot_latency = 1.5;
 
 constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, const transport_costs& d);
 constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes, const transport_costs& d);
@@ -381,16 +383,16 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
   int rounds = 0;  // ceil(log2 n) latencies per synchronisation round
   while ((1 << rounds) < n) ++rounds;
   if (!d.round_one_step) sigma *= rounds;
-  double m = d.read * b;
+  const double m = d.read * b;
   if (p.algo == algorithm::one_shot) {
-    p.phase[0] = (d.one_round ? alpha : 2 * sigma) + (d.over_links ? (n - 1) * bytes / b : (n + 1) * bytes / m);
+    p.phase[0] =
+        (d.one_round ? d.flagged * alpha : 2 * sigma) + (d.over_links ? (n - 1) * bytes / b : (n + 1) * bytes / m);
     p.phases = 1;
   } else {
     // Its synchronisations: two before the reduction, one before the gather
-    // (through counters: `whole_two_shot_latency` latencies in all).
-    const double before = d.one_round ? whole_two_shot_latency * alpha : 2 * sigma;
+    // (through counters: `whole_two_shot_latency` meetings' worth in all).
+    const double before = d.one_round ? whole_two_shot_latency * d.flagged * alpha : 2 * sigma;
     const double between = d.one_round ? 0 : sigma;
-    if (d.one_round && d.whole_read > 0) m = d.whole_read * b;
     if (d.over_links) {
       p.phase[0] = before + (n - 1) * bytes / n / b;   // block r of the n-1 peers' buffers, over the links
       p.phase[1] = between + (n - 1) * bytes / n / b;  // the n-1 reduced blocks, over the links

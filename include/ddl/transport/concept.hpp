@@ -71,9 +71,9 @@
 ///     and `flagged_ready()`) — a whole two_shot all-reduce of any size
 ///     without a message, the ranks' buffers read where they lie
 ///     (`cuda_peer_transport`); `ddl::two_shot` takes it where
-///     `flagged_ready()`. The whole group only; with it, optionally
-///     `static constexpr double flagged_read_factor`, such a call's memory
-///     bandwidth as a multiple of the links' (`cost::price_direct`);
+///     `flagged_ready()`. The whole group only; with either, optionally
+///     `static constexpr double flagged_latency`, what a meeting through
+///     the counters costs in step latencies (`cost::price_direct`; else 1);
 ///   - `std::byte* stage(std::size_t bytes)`, `const std::byte*
 ///     peer_stage(int peer, std::size_t bytes)` and `bool stages_shared()
 ///     const` — ranks that share memory through stages (MPI ranks of one
@@ -234,9 +234,9 @@ template <class T>
 struct has_direct_read_factor<T, std::void_t<decltype(T::direct_read_factor)>> : std::true_type {};
 
 template <class T, class = void>
-struct has_flagged_read_factor : std::false_type {};
+struct has_flagged_latency : std::false_type {};
 template <class T>
-struct has_flagged_read_factor<T, std::void_t<decltype(T::flagged_read_factor)>> : std::true_type {};
+struct has_flagged_latency<T, std::void_t<decltype(T::flagged_latency)>> : std::true_type {};
 
 template <class T, class = void>
 struct has_copy_step_factor : std::false_type {};
