@@ -8,9 +8,12 @@
 //   build/dev/bench/ddl-cuda-cost-fit bench/results/gpu-raw/h100-2026-11-27/run2/medians | head
 //   build/dev/bench/ddl-cuda-cost-fit --messages bench/results/gpu-raw/h100-2026-11-26/run1 | head
 //
+// A point where not every strategy was measured scores against the best of
+// those that were; a plan for one that was not is counted, not scored.
+//
 // Cost sets: a step latency flat or per rank (5-25 us), a bandwidth flat or
 // shared by the ranks (0.2-3 TB/s), the direct strategies' read factor 1-6,
-// the whole two_shot call's (`flagged_read_factor`: as theirs, or 2-6);
+// a flagged call's meeting in step latencies (`flagged_latency`, 0.4-1);
 // priced as `cuda_peer_transport` is (peer memory, one_shot's flagged calls
 // up to 64 KiB as one round, two_shot run whole: `flagged_two_shot`, so its
 // file holds that call's times; `--messages`: runs before it, or with
@@ -77,12 +80,12 @@ int main(int argc, char** argv) {
   for (double lat : {5e-6, 7.5e-6, 10e-6, 12.5e-6, 15e-6, 20e-6, 25e-6})
     for (double bw : {0.2e12, 0.4e12, 0.6e12, 0.8e12, 1e12, 1.5e12, 2e12, 3e12})
       for (double read : {1.0, 1.5, 2.0, 3.0, 4.0, 6.0})
-        for (double whole : {0.0, 2.0, 3.0, 4.0, 6.0})
+        for (double flagged : {1.0, 0.75, 0.5, 0.4})
         for (bool lat_per_rank : {false, true})
           for (bool bw_shared : {false, true}) {
-            if ((messages && whole != 0) || whole == read) continue;  // none measured; the same as 0
+            if (messages && flagged != 1.0) continue;  // no flagged call measured beyond 64 KiB
             double worst = 0, logs = 0;
-            int points = 0;
+            int points = 0, unmeasured = 0;
             for (const auto& [key, v] : us) {
               const int n = key.first;
               const auto topo = ddl::topology::uniform(n, bw_shared ? bw / n : bw, lat_per_rank ? lat * n : lat);
@@ -90,19 +93,25 @@ int main(int argc, char** argv) {
               q.direct_read = read;
               q.one_round_bytes = std::size_t{64} << 10;
               q.two_shot_one_round = !messages;
-              q.whole_read = whole;
+              q.flagged_latency = flagged;
               q.shared_levels = 1;
               const double got = v[static_cast<std::size_t>(row_of(ddl::best_plan(topo, double(key.second), q)))];
-              const double best = *std::min_element(v.begin(), v.end());
-              if (std::isnan(got) || std::isnan(best)) continue;
+              double best = INFINITY;  // of the strategies measured there
+              for (double x : v)
+                if (!std::isnan(x)) best = std::min(best, x);
+              if (std::isnan(got)) {  // the plan's strategy was not measured there
+                ++unmeasured;
+                continue;
+              }
               worst = std::max(worst, got / best);
               logs += std::log(got / best);
               ++points;
             }
-            char set[160];
-            std::snprintf(set, sizeof set, "latency %g us%s, bandwidth %g GB/s%s, read factor %g, whole two_shot's %g",
-                          lat * 1e6, lat_per_rank ? " per rank" : "", bw / 1e9, bw_shared ? " shared by the ranks" : "",
-                          read, whole == 0 ? read : whole);
+            char set[200];
+            std::snprintf(set, sizeof set,
+                          "latency %g us%s, bandwidth %g GB/s%s, read factor %g, flagged latency %g%s", lat * 1e6,
+                          lat_per_rank ? " per rank" : "", bw / 1e9, bw_shared ? " shared by the ranks" : "", read,
+                          flagged, unmeasured ? (" (" + std::to_string(unmeasured) + " plans unmeasured)").c_str() : "");
             scores.emplace_back(worst, std::exp(logs / std::max(points, 1)), set);
           }
   std::sort(scores.begin(), scores.end());
