@@ -61,7 +61,8 @@ struct plan_for {
   std::size_t one_round_bytes = 0;
   /// two_shot runs as one call of the transport's at every size
   /// (`flagged_two_shot`: CUDA ranks whose kernels meet through device
-  /// counters): priced as one latency for its three synchronisations.
+  /// counters): its three synchronisations priced as
+  /// `cost::whole_two_shot_latency` meetings through counters.
   bool two_shot_one_round = false;
   /// A meeting through counters in latencies (`cost::transport_costs::
   /// flagged`): the transport's `flagged_latency` where it declares one.
