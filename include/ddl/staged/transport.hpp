@@ -116,20 +116,23 @@ class staged_transport {
   staged_transport(const staged_transport&) = delete;
   staged_transport& operator=(const staged_transport&) = delete;
   ~staged_transport() {
-    // Pieces in flight own slots and may still be copied into: let them
-    // finish (bounded), then release everything.
-    for (auto& o : ops_) {
-      o.pieces = o.started;
-      o.abandoned = true;
-    }
+    // Device work in flight (a copy into or out of a slot, a reduction)
+    // finishes before its slot goes back (bounded). Pieces that wait on the
+    // inner transport are cancelled by destroying their requests (the
+    // Transport concept's rule), before the slots they name go back: a peer
+    // that never sends costs no wait here.
     try {
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (!pieces_.empty() && std::chrono::steady_clock::now() < until) progress();
+      for (auto& p : pieces_)
+        if (p.st == stage::copying || p.st == stage::landing)
+          while (!dev_->ready(p.ev) && std::chrono::steady_clock::now() < until) std::this_thread::yield();
     } catch (...) {
     }
+    std::vector<std::byte*> held;
     for (auto& p : pieces_)
-      if (p.slot) dev_->release_slot(p.slot, opts_.slot_bytes);
+      if (p.slot) held.push_back(p.slot);
     pieces_.clear();
+    for (std::byte* s : held) dev_->release_slot(s, opts_.slot_bytes);
     for (int d = 0; d < 2; ++d)
       for (std::byte* s : free_[d]) dev_->release_slot(s, opts_.slot_bytes);
     unpin_bounce();
