@@ -163,8 +163,8 @@ TEST_CASE("async: reduce_scatter and all_gather, in place and out of place") {
 // where `async(root)`), checking every element on this rank bit for bit.
 template <class T, class Comm, class Async>
 void broadcast_from_every_root(Comm& comm, int rank, int n, std::size_t count, failure_log& log, Async&& async) {
+  std::vector<T> v(count);  // one buffer for every root: fresh pages are slow to touch
   for (int root = 0; root < n; ++root) {
-    std::vector<T> v(count);
     if (rank == root)
       for (std::size_t i = 0; i < count; ++i) v[i] = bcast_value<T>(root, i);
     else
