@@ -146,14 +146,15 @@ TEST_CASE_TEMPLATE("16-bit kernels: every value against every other, every op, t
     ddl::host::reduce(d.data(), a.data(), b.data(), n, r);
     ddl::host::reduce(in_a.data(), in_a.data(), b.data(), n, r);
     ddl::host::reduce(in_b.data(), a.data(), in_b.data(), n, r);
-    const void* src[3] = {a.data(), many.data(), c.data()};
-    ddl::host::reduce_many(many.data(), src, 3, n, r);  // into its second source
+    const void* src[4] = {a.data(), many.data(), c.data(), a.data()};
+    ddl::host::reduce_many(many.data(), src, 4, n, r);  // into its second source; rounded after each
     for (std::size_t i = 0; i < n; ++i) {
       const T e = step(o, a[i], b[i]);
       REQUIRE_MESSAGE(same(d[i], e), "a " << a[i].bits << " b " << b[i].bits);
       REQUIRE(same(in_a[i], e));
       REQUIRE(same(in_b[i], e));
-      REQUIRE_MESSAGE(same(many[i], step(o, e, c[i])), "a " << a[i].bits << " b " << b[i].bits << " c " << c[i].bits);
+      REQUIRE_MESSAGE(same(many[i], step(o, step(o, e, c[i]), a[i])),
+                      "a " << a[i].bits << " b " << b[i].bits << " c " << c[i].bits);
     }
     ddl::host::finalize(d.data(), n, r, 7);
     for (std::size_t i = 0; i < n; ++i) {

@@ -37,10 +37,11 @@ void combine(T* DDL_RESTRICT dst, const T* DDL_RESTRICT a, const T* DDL_RESTRICT
   for (std::size_t i = 0; i < n; ++i) dst[i] = T(f(C(a[i]), C(b[i])));
 }
 
-/// 16-bit floats are combined in float in blocks of this many elements:
-/// widened, combined, narrowed (one rounding per step, the bits of
-/// `T(f(C(a), C(b)))` element by element; reduce/widen.hpp converts 8 at a
-/// time with F16C or AVX2 where the CPU has them). Each block of every
+/// 16-bit floats are combined in float: 8 at a time in registers where the
+/// CPU has AVX2 and F16C (reduce/widen.hpp's fused kernels), else, and for
+/// the last few elements, in blocks of this many elements widened, combined
+/// and narrowed through memory (one rounding per step, the bits of
+/// `T(f(C(a), C(b)))` element by element either way). Each block of every
 /// operand is read before the block of `dst` is written, so `dst` may be an
 /// operand.
 inline constexpr std::size_t wide_block = 512;
@@ -51,7 +52,7 @@ inline constexpr bool widened_v = std::is_same_v<T, half> || std::is_same_v<T, b
 template <class T, class F>
 void combine_wide(T* dst, const T* a, const T* b, std::size_t n, F f) {
   float wa[wide_block], wb[wide_block];
-  for (std::size_t i = 0; i < n; i += wide_block) {
+  for (std::size_t i = combine_fused(dst, a, b, n, f); i < n; i += wide_block) {
     const std::size_t m = std::min(wide_block, n - i);
     widen(a + i, wa, m);
     widen(b + i, wb, m);
@@ -65,7 +66,7 @@ template <class T, class F>
 void combine_many_wide(T* dst, const T* const* src, int n, std::size_t count, F f) {
   float acc[wide_block], w[wide_block];
   T rounded[wide_block];
-  for (std::size_t i = 0; i < count; i += wide_block) {
+  for (std::size_t i = combine_many_fused(dst, src, n, count, f); i < count; i += wide_block) {
     const std::size_t m = std::min(wide_block, count - i);
     widen(src[0] + i, acc, m);
     for (int k = 1; k < n; ++k) {

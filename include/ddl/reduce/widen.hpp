@@ -6,13 +6,18 @@
 /// `bfloat16(f)`, NaNs included. On x86 (GCC or Clang) through 8-wide
 /// instructions chosen at run time, so no `-march` flag is needed: F16C for
 /// `half`, AVX2 for `bfloat16`; elsewhere, or with `portable`, through the
-/// element-wise code of core/float16.hpp.
+/// element-wise code of core/float16.hpp. And the fused kernels the host's
+/// 16-bit reductions run where the CPU has AVX2 and F16C: 8 elements
+/// widened, combined and rounded in registers (`combine_fused`,
+/// `combine_many_fused`), the same bits as widening, combining and narrowing
+/// through memory.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "ddl/core/float16.hpp"
+#include "ddl/core/op.hpp"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(__CUDA_ARCH__) && !defined(DDL_NO_X86_DISPATCH)
@@ -51,24 +56,79 @@ __attribute__((target("avx2"))) inline void widen_x86(const bfloat16* s, float* 
   for (; i < n; ++i) d[i] = ddl::detail::bf16_bits_to_float(s[i].bits);
 }
 
-__attribute__((target("avx2"))) inline void narrow_x86(const float* s, bfloat16* d, std::size_t n) {
-  // float_to_bf16_bits, 8 at a time: add 0x7fff plus the kept part's lowest
-  // bit and drop the low half; a NaN keeps its top bits and is made quiet.
+// float_to_bf16_bits, 8 at a time: add 0x7fff plus the kept part's lowest
+// bit and drop the low half; a NaN keeps its top bits and is made quiet. The
+// bits in the low half of each 32-bit lane.
+__attribute__((target("avx2"))) inline __m256i bf16_bits8(__m256i x) {
   const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), quiet = _mm256_set1_epi32(0x40),
                 abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i high = _mm256_srli_epi32(x, 16);
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, bias), _mm256_and_si256(high, one)), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
+  return _mm256_blendv_epi8(rounded, _mm256_or_si256(high, quiet), nan);
+}
+// Packs 8 lanes of 16-bit values to 16 bits; packus works per 128-bit lane,
+// so the permute puts lane 1's four after lane 0's.
+__attribute__((target("avx2"))) inline __m128i pack_low16(__m256i r) {
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8));
+}
+
+__attribute__((target("avx2"))) inline void narrow_x86(const float* s, bfloat16* d, std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
-    const __m256i high = _mm256_srli_epi32(x, 16);
-    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, bias), _mm256_and_si256(high, one)), 16);
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
-    const __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(high, quiet), nan);
-    // Pack the 32-bit results (all below 2^16) to 16 bits; packus works per
-    // 128-bit lane, so the permute puts lane 1's four after lane 0's.
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_castsi256_si128(packed));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), pack_low16(bf16_bits8(x)));
   }
   for (; i < n; ++i) d[i].bits = ddl::detail::float_to_bf16_bits(s[i]);
+}
+
+// --- Fused: 8 elements loaded and widened, combined, rounded, in registers ---
+// load8 / store8 convert as widen_x86 / narrow_x86; round8 rounds 8 floats to
+// T and back (reduce_many's rounding after every source).
+__attribute__((target("avx,f16c"))) inline __m256 load8(const half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+__attribute__((target("avx,f16c"))) inline void store8(half* p, __m256 x) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+__attribute__((target("avx,f16c"))) inline __m256 round8(half, __m256 x) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+__attribute__((target("avx2"))) inline __m256 load8(const bfloat16* p) {
+  const __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+}
+__attribute__((target("avx2"))) inline void store8(bfloat16* p, __m256 x) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), pack_low16(bf16_bits8(_mm256_castps_si256(x))));
+}
+__attribute__((target("avx2"))) inline __m256 round8(bfloat16, __m256 x) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(bf16_bits8(_mm256_castps_si256(x)), 16));
+}
+// The functors of core/op.hpp on 8 floats, their results bit for bit: MINPS
+// and MAXPS return the second operand where the comparison fails (NaNs
+// included), as `b < a ? b : a` and `a < b ? b : a` do.
+__attribute__((target("avx"))) inline __m256 op8(ops::sum, __m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+__attribute__((target("avx"))) inline __m256 op8(ops::prod, __m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+__attribute__((target("avx"))) inline __m256 op8(ops::min, __m256 a, __m256 b) { return _mm256_min_ps(b, a); }
+__attribute__((target("avx"))) inline __m256 op8(ops::max, __m256 a, __m256 b) { return _mm256_max_ps(b, a); }
+
+template <class T, class F>
+__attribute__((target("avx2,f16c"))) std::size_t combine_x86(T* dst, const T* a, const T* b, std::size_t n, F f) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) store8(dst + i, op8(f, load8(a + i), load8(b + i)));
+  return i;
+}
+
+template <class T, class F>
+__attribute__((target("avx2,f16c"))) std::size_t combine_many_x86(T* dst, const T* const* src, int n,
+                                                                   std::size_t count, F f) {
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256 acc = op8(f, load8(src[0] + i), load8(src[1] + i));
+    for (int k = 2; k < n; ++k) acc = op8(f, round8(T{}, acc), load8(src[k] + i));
+    store8(dst + i, acc);
+  }
+  return i;
 }
 #endif
 
@@ -106,6 +166,40 @@ void narrow(const float* s, T* d, std::size_t n, bool portable = false) {
 #endif
   (void)portable;
   for (std::size_t i = 0; i < n; ++i) d[i] = T(s[i]);
+}
+
+/// Whether the fused kernels run here (AVX2 and F16C).
+inline bool have_x86_fused() noexcept {
+#if DDL_HAVE_X86_DISPATCH
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+/// `dst[i] = T(f(float(a[i]), float(b[i])))` for a prefix of the `n`
+/// elements, 8 at a time; returns its length (0 where the fused kernels do
+/// not run). `dst` may be `a` or `b`.
+template <class T, class F>
+std::size_t combine_fused(T* dst, const T* a, const T* b, std::size_t n, F f) {
+#if DDL_HAVE_X86_DISPATCH
+  if (have_x86_fused()) return combine_x86(dst, a, b, n, f);
+#endif
+  (void)dst, (void)a, (void)b, (void)n, (void)f;
+  return 0;
+}
+
+/// `reduce_many`'s left-to-right combination of `n` >= 2 sources, rounded to
+/// T after every source, for a prefix of `count` elements; returns its length
+/// (0 where the fused kernels do not run). `dst` may be one of the sources.
+template <class T, class F>
+std::size_t combine_many_fused(T* dst, const T* const* src, int n, std::size_t count, F f) {
+#if DDL_HAVE_X86_DISPATCH
+  if (have_x86_fused()) return combine_many_x86(dst, src, n, count, f);
+#endif
+  (void)dst, (void)src, (void)n, (void)count, (void)f;
+  return 0;
 }
 
 }  // namespace detail
