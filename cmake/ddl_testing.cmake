@@ -1,5 +1,5 @@
 # ddl_label_tests(<quick regex>): labels every test of the calling directory
-# "quick" (the inner loop, `ctest -L quick`, under two minutes on two cores)
+# "quick" (the inner loop, `ctest -L quick`, about two minutes on two cores)
 # when its name matches <quick regex>, else "full" (the rest of `ctest`).
 function(ddl_label_tests quick_regex)
   get_directory_property(tests TESTS)
