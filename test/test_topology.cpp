@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -594,6 +595,33 @@ TEST_CASE("auto on in-process ranks: the direct strategies where they win, exact
     ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy(ddl::topology::uniform(4, 4e9, 8e-6)));
     if (comm.explain(64 << 20).find("* two_shot") == std::string::npos)
       throw std::runtime_error("auto over local ranks does not plan two_shot for 64 MiB:\n" + comm.explain(64 << 20));
+  });
+}
+
+TEST_CASE("auto: the plans it keeps answer each question as a fresh planner would, whatever the order asked") {
+  // More questions (sizes x candidates x placement) than auto keeps
+  // answers for, asked in turns: a kept answer must never serve a question
+  // that differs in any part.
+  const ddl::topology topo = ddl::topology::uniform(4, 4e9, 8e-6);
+  ddl::local_fabric::run(4, [&](ddl::local_transport& tr) {
+    ddl::auto_strategy kept(topo);
+    kept.validate(tr);
+    std::set<std::string> answers;
+    for (int round = 0; round < 3; ++round)
+      for (std::size_t bytes : {std::size_t{8}, std::size_t{64} << 10, std::size_t{4} << 20, std::size_t{64} << 20})
+        for (auto which : {ddl::candidates::all, ddl::candidates::multi_ring_only})
+          for (bool in_place : {false, true}) {
+            ddl::auto_strategy fresh(topo);
+            fresh.validate(tr);
+            const std::string got = ddl::describe(topo, kept.choose(bytes, which, in_place));
+            const std::string want = ddl::describe(topo, fresh.choose(bytes, which, in_place));
+            if (got != want)
+              throw std::runtime_error("auto answered " + got + " for " + std::to_string(bytes) +
+                                       " bytes where a fresh planner says " + want);
+            answers.insert(std::to_string(bytes) + ": " + want);
+          }
+    // The questions have different answers (else the check above is empty).
+    if (answers.size() < 6) throw std::runtime_error("too few distinct plans to test the cache");
   });
 }
 

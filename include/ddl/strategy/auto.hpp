@@ -7,6 +7,7 @@
 /// default link costs. With `options::tune_bytes` (`DDL_TUNE`, off by
 /// default), all-reduces up to that size settle among the model's close
 /// candidates by measuring them (`strategy/tuning.hpp`).
+#include <array>
 #include <cstddef>
 #include <string>
 
@@ -118,24 +119,19 @@ class auto_strategy {
     topology_.check(t.size());
     allows_ = plan_for::transport(t);
     allows_.shared_levels = shared_levels(t, topology_);
-    last_bytes_ = ~std::size_t{0};
+    plans_ = {};
     tuner_.clear();
   }
   const ddl::topology& topo() const noexcept { return topology_; }
   std::string describe() const { return name; }
 
-  /// The plan for `bytes` per rank (cached for the last size asked); `in_place`
-  /// prices the copies an in-place call adds.
+  /// The plan for `bytes` per rank (the last few questions' answers are
+  /// kept); `in_place` prices the copies an in-place call adds.
   plan choose(std::size_t bytes, candidates which = candidates::all, bool in_place = false) const {
     plan_for q = allows_;
     q.which = which;
     q.in_place = in_place;
-    if (bytes != last_bytes_ || q != last_for_) {
-      last_ = best_plan(topology_, static_cast<double>(bytes), q);
-      last_bytes_ = bytes;
-      last_for_ = q;
-    }
-    return last_;
+    return best_for(bytes, q);
   }
   /// The plan all-reduces of `bytes` run: the measured choice once their
   /// size class is tuned (`strategy/tuning.hpp`), else the model's (`choose`).
@@ -192,10 +188,22 @@ class auto_strategy {
   // all-reduce's, priced without the transport's whole two_shot call
   // (`flagged_two_shot` runs all-reduces only).
   plan choose_parts(std::size_t bytes) const {
-    if (!allows_.two_shot_one_round) return choose(bytes);
     plan_for q = allows_;
     q.two_shot_one_round = false;
-    return best_plan(topology_, static_cast<double>(bytes), q);
+    return best_for(bytes, q);
+  }
+  // `best_plan` for `bytes` under `q`, from the last `plan_cache` answers
+  // when one matches: a reduce-scatter asks twice per call (its plan, then
+  // its multi-ring), and calls alternate in place and out of place.
+  plan best_for(std::size_t bytes, const plan_for& q) const {
+    for (const cached_plan& e : plans_)
+      if (e.bytes == bytes && e.asked == q) return e.answer;
+    cached_plan& e = plans_[oldest_];
+    oldest_ = (oldest_ + 1) % plans_.size();
+    e.answer = best_plan(topology_, static_cast<double>(bytes), q);
+    e.bytes = bytes;
+    e.asked = q;
+    return e.answer;
   }
   // The multi-ring box for a reduce-scatter or all-gather after plan `p`
   // (none needed when `p` runs a direct or logarithmic form).
@@ -208,9 +216,14 @@ class auto_strategy {
   plan_for allows_{};  // what the transport allows (set by `validate`)
   mutable detail::direct_pair direct_;
   mutable detail::plan_tuner tuner_;
-  mutable plan last_{};
-  mutable std::size_t last_bytes_ = ~std::size_t{0};
-  mutable plan_for last_for_{};
+  struct cached_plan {
+    std::size_t bytes = ~std::size_t{0};  // none
+    plan_for asked{};
+    plan answer{};
+  };
+  static constexpr std::size_t plan_cache = 4;
+  mutable std::array<cached_plan, plan_cache> plans_{};
+  mutable std::size_t oldest_ = 0;
 };
 
 /// Runs one given plan (e.g. an entry of `all_plans`) on its topology: what
