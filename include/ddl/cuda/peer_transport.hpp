@@ -199,8 +199,16 @@ class cuda_peer_transport {
   friend class cuda_peer_fabric;
   inline bool try_match();
   inline void meet(std::uint64_t at, std::chrono::steady_clock::time_point until, const char* why);
-  inline std::uint64_t enter_flagged(const char* kind, const std::byte* in, std::byte* out, std::size_t bytes,
-                                     std::size_t limit, tag stamp, std::chrono::steady_clock::time_point until);
+  // A flagged call as `enter_flagged` opened it: the rank's call number, the
+  // host-side deadline, and the kernel's error words and timeout.
+  struct flagged_call {
+    std::uint64_t k = 0;
+    std::chrono::steady_clock::time_point until;
+    volatile unsigned long long* err = nullptr;
+    unsigned long long ns = 0;
+  };
+  inline flagged_call enter_flagged(const char* kind, const std::byte* in, std::byte* out, std::size_t bytes,
+                                    std::size_t limit, tag stamp, std::chrono::nanoseconds timeout);
   inline void check_stamp(request& req);
   inline void enqueue(message& r, message& s);
   cuda_peer_fabric* fab_ = nullptr;
@@ -463,10 +471,18 @@ inline void cuda_peer_transport::meet(std::uint64_t at, std::chrono::steady_cloc
 // A flagged call's start, shared by one_shot's and two_shot's: errors found
 // earlier, then the meeting where every rank is in this call with the same
 // call (strategy, stamp, bytes) and has posted its buffers. Returns the
-// rank's flagged call number k (the meetings at 2k - 1 and 2k).
-inline std::uint64_t cuda_peer_transport::enter_flagged(const char* kind, const std::byte* in, std::byte* out,
-                                                        std::size_t bytes, std::size_t limit, tag stamp,
-                                                        std::chrono::steady_clock::time_point until) {
+// rank's flagged call number k (the meetings at 2k - 1 and 2k), the call's
+// deadline `timeout` from now, and what its kernel reports errors through.
+inline cuda_peer_transport::flagged_call cuda_peer_transport::enter_flagged(const char* kind, const std::byte* in,
+                                                                            std::byte* out, std::size_t bytes,
+                                                                            std::size_t limit, tag stamp,
+                                                                            std::chrono::nanoseconds timeout) {
+  flagged_call call;
+  call.until = std::chrono::steady_clock::now() +
+               std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+  call.err = fab_->err_of(rank_);
+  call.ns = static_cast<unsigned long long>(timeout.count() > 0 ? timeout.count() : 0);
+  const auto until = call.until;
   check_flagged();
   if (fab_->aborted_.load(std::memory_order_acquire)) throw transport_error(fab_->abort_reason_);
   auto what = [&] { return std::string("cuda_peer_transport: ") + kind + " through the flag regions: "; };
@@ -477,7 +493,7 @@ inline std::uint64_t cuda_peer_transport::enter_flagged(const char* kind, const 
     throw invalid_argument(what() + std::to_string(bytes) + " bytes; they take at most " + std::to_string(limit));
   auto* seats = fab_->seats_.get();
   cuda_peer_fabric::seat& me = seats[rank_];
-  const std::uint64_t k = ++me.calls;
+  const std::uint64_t k = call.k = ++me.calls;
   me.bytes = bytes;
   me.stamp = stamp;
   me.kind = kind;
@@ -498,15 +514,13 @@ inline std::uint64_t cuda_peer_transport::enter_flagged(const char* kind, const 
                          std::to_string(bytes) + " bytes, rank " + std::to_string(p) + " " +
                          std::to_string(them.bytes));
   }
-  return k;
+  return call;
 }
 
 inline void cuda_peer_transport::flagged_all_reduce(const std::byte* in, std::byte* out, std::size_t count,
                                                     reduction red, tag stamp, std::chrono::nanoseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
   const std::size_t bytes = count * size_of(red.type);
-  const std::uint64_t k = enter_flagged("one_shot", in, out, bytes, flagged_bytes, stamp, until);
+  const flagged_call call = enter_flagged("one_shot", in, out, bytes, flagged_bytes, stamp, timeout);
   // A block per `one_shot_bytes_per_block`, no more than fit with the
   // other ranks' (`two_shot_blocks_`, of larger blocks) or one_shot's cap.
   const auto wanted = static_cast<unsigned>((bytes + cuda::kernels::one_shot_bytes_per_block - 1) /
@@ -514,29 +528,25 @@ inline void cuda_peer_transport::flagged_all_reduce(const std::byte* in, std::by
   const unsigned blocks =
       std::max(1u, std::min({wanted, cuda::kernels::one_shot_max_blocks, fab_->two_shot_blocks_}));
   const std::uint64_t target = fab_->seats_[static_cast<std::size_t>(rank_)].one_shot_blocks += blocks;
-  volatile unsigned long long* err = fab_->err_of(rank_);
-  const auto ns = static_cast<unsigned long long>(timeout.count() > 0 ? timeout.count() : 0);
   const int n = size();
   visit_dtype(red.type, [&](auto tg) {
     using T = decltype(tg);
     visit_op(red.oper, [&](auto f) {
       cuda::kernels::flagged_all_reduce<T><<<blocks, cuda::kernels::one_shot_threads, 0, ctx_.stream>>>(
-          reinterpret_cast<T*>(out), reinterpret_cast<const T*>(in), count, fab_->regions_, n, rank_, k, target,
-          ns, reinterpret_cast<const volatile int*>(fab_->host_words_), err, red.oper == op::avg, f);
+          reinterpret_cast<T*>(out), reinterpret_cast<const T*>(in), count, fab_->regions_, n, rank_, call.k, target,
+          call.ns, reinterpret_cast<const volatile int*>(fab_->host_words_), call.err, red.oper == op::avg, f);
     });
   });
   DDL_CUDA_CHECK(cudaGetLastError());
   // Meet again: no rank returns (to a call that may wait for the whole
   // device) before every rank's kernel is queued.
-  meet(2 * k, until, "flagged call: peers launching");
+  meet(2 * call.k, call.until, "flagged call: peers launching");
 }
 
 inline void cuda_peer_transport::flagged_two_shot(const std::byte* in, std::byte* out, std::size_t count,
                                                   reduction red, tag stamp, std::chrono::nanoseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
   const std::size_t es = size_of(red.type);
-  const std::uint64_t k = enter_flagged("two_shot", in, out, count * es, ~std::size_t{0}, stamp, until);
+  const flagged_call call = enter_flagged("two_shot", in, out, count * es, ~std::size_t{0}, stamp, timeout);
   const std::uint64_t calls = ++fab_->seats_[static_cast<std::size_t>(rank_)].two_shot_calls;
   const int n = size();
   cuda::kernels::peer_buffers b{};
@@ -551,19 +561,18 @@ inline void cuda_peer_transport::flagged_two_shot(const std::byte* in, std::byte
   // elements so the blocks keep 16-byte vectors whole.
   std::size_t piece = (count + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
   piece = (piece + 15) / 16 * 16;
-  volatile unsigned long long* err = fab_->err_of(rank_);
-  const auto ns = static_cast<unsigned long long>(timeout.count() > 0 ? timeout.count() : 0);
   visit_dtype(red.type, [&](auto tg) {
     using T = decltype(tg);
     visit_op(red.oper, [&](auto f) {
       cuda::kernels::flagged_two_shot<T>
           <<<fab_->two_shot_blocks_, cuda::kernels::two_shot_threads, 0, ctx_.stream>>>(
-              b, count, piece, fab_->regions_, n, rank_, calls, ns,
-              reinterpret_cast<const volatile int*>(fab_->host_words_), err, red.oper == op::avg, bits % 16 == 0, f);
+              b, count, piece, fab_->regions_, n, rank_, calls, call.ns,
+              reinterpret_cast<const volatile int*>(fab_->host_words_), call.err, red.oper == op::avg,
+              bits % 16 == 0, f);
     });
   });
   DDL_CUDA_CHECK(cudaGetLastError());
-  meet(2 * k, until, "flagged call: peers launching");
+  meet(2 * call.k, call.until, "flagged call: peers launching");
 }
 inline void cuda_peer_transport::abort(const std::string& why) { fab_->abort(rank_, why); }
 
