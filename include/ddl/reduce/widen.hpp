@@ -10,7 +10,9 @@
 /// 16-bit reductions run where the CPU has AVX2 and F16C: 8 elements
 /// widened, combined and rounded in registers (`combine_fused`,
 /// `combine_many_fused`), the same bits as widening, combining and narrowing
-/// through memory.
+/// through memory; `bfloat16` 16 at a time where the CPU also rounds floats
+/// to it (AVX-512 BF16). `DDL_NO_X86_AVX512` leaves the 16-wide kernels out
+/// (tests of the 8-wide ones on CPUs that have both).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +27,11 @@
 #include <immintrin.h>
 #else
 #define DDL_HAVE_X86_DISPATCH 0
+#endif
+#if DDL_HAVE_X86_DISPATCH && !defined(DDL_NO_X86_AVX512)
+#define DDL_HAVE_X86_BF16_NATIVE 1
+#else
+#define DDL_HAVE_X86_BF16_NATIVE 0
 #endif
 
 namespace ddl {
@@ -112,17 +119,18 @@ __attribute__((target("avx"))) inline __m256 op8(ops::prod, __m256 a, __m256 b) 
 __attribute__((target("avx"))) inline __m256 op8(ops::min, __m256 a, __m256 b) { return _mm256_min_ps(b, a); }
 __attribute__((target("avx"))) inline __m256 op8(ops::max, __m256 a, __m256 b) { return _mm256_max_ps(b, a); }
 
+// The elements [i, n) of the fused kernels below, 8 at a time from `i`;
+// returns where they stopped.
 template <class T, class F>
-__attribute__((target("avx2,f16c"))) std::size_t combine_x86(T* dst, const T* a, const T* b, std::size_t n, F f) {
-  std::size_t i = 0;
+__attribute__((target("avx2,f16c"))) std::size_t combine_x86(T* dst, const T* a, const T* b, std::size_t n, F f,
+                                                              std::size_t i = 0) {
   for (; i + 8 <= n; i += 8) store8(dst + i, op8(f, load8(a + i), load8(b + i)));
   return i;
 }
 
 template <class T, class F>
 __attribute__((target("avx2,f16c"))) std::size_t combine_many_x86(T* dst, const T* const* src, int n,
-                                                                   std::size_t count, F f) {
-  std::size_t i = 0;
+                                                                   std::size_t count, F f, std::size_t i = 0) {
   for (; i + 8 <= count; i += 8) {
     __m256 acc = op8(f, load8(src[0] + i), load8(src[1] + i));
     for (int k = 2; k < n; ++k) acc = op8(f, round8(T{}, acc), load8(src[k] + i));
@@ -130,6 +138,72 @@ __attribute__((target("avx2,f16c"))) std::size_t combine_many_x86(T* dst, const 
   }
   return i;
 }
+#endif
+
+#if DDL_HAVE_X86_BF16_NATIVE
+// --- bfloat16, 16 at a time, rounded by the CPU (AVX-512 BF16) ---
+// VCVTNEPS2BF16 rounds to nearest even and quiets NaNs as float_to_bf16_bits
+// does, but reads subnormal floats as zero; 16 floats holding one (VFPCLASSPS
+// class 0x20) are rounded by bf16_bits8 instead, 8 at a time. The same bits
+// as the 8-wide kernels, then (test_core, every value, on CPUs that have it).
+// Intrinsics with an undefined merge source are taken in their zero-masked
+// form under an all-ones mask (the same instructions): GCC 12 warns of their
+// `undefined` source otherwise (-Wmaybe-uninitialized).
+#define DDL_X86_BF16_TARGET "avx2,f16c,avx512f,avx512dq,avx512bf16"
+constexpr __mmask16 all16 = 0xffff;
+__attribute__((target(DDL_X86_BF16_TARGET))) inline __m512 load16(const bfloat16* p) {
+  const __m512i x = _mm512_maskz_cvtepu16_epi32(all16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all16, x, 16));
+}
+__attribute__((target(DDL_X86_BF16_TARGET))) inline __m256i bf16_bits16(__m512 x) {
+  if (_mm512_fpclass_ps_mask(x, 0x20) != 0) {
+    const __m256i lo = _mm512_maskz_extracti64x4_epi64(0xf, _mm512_castps_si512(x), 0);
+    const __m256i hi = _mm512_maskz_extracti64x4_epi64(0xf, _mm512_castps_si512(x), 1);
+    return _mm256_set_m128i(pack_low16(bf16_bits8(hi)), pack_low16(bf16_bits8(lo)));
+  }
+  const __m256bh r = _mm512_cvtneps_pbh(x);
+  __m256i bits;
+  std::memcpy(&bits, &r, sizeof bits);
+  return bits;
+}
+__attribute__((target(DDL_X86_BF16_TARGET))) inline void store16(bfloat16* p, __m512 x) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bf16_bits16(x));
+}
+__attribute__((target(DDL_X86_BF16_TARGET))) inline __m512 round16(__m512 x) {
+  const __m512i wide = _mm512_maskz_cvtepu16_epi32(all16, bf16_bits16(x));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all16, wide, 16));
+}
+// op8's operand order, 16 wide.
+__attribute__((target("avx512f"))) inline __m512 op16(ops::sum, __m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+__attribute__((target("avx512f"))) inline __m512 op16(ops::prod, __m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+__attribute__((target("avx512f"))) inline __m512 op16(ops::min, __m512 a, __m512 b) {
+  return _mm512_maskz_min_ps(all16, b, a);
+}
+__attribute__((target("avx512f"))) inline __m512 op16(ops::max, __m512 a, __m512 b) {
+  return _mm512_maskz_max_ps(all16, b, a);
+}
+
+template <class F>
+__attribute__((target(DDL_X86_BF16_TARGET))) std::size_t combine16_x86(bfloat16* dst, const bfloat16* a,
+                                                                       const bfloat16* b, std::size_t n, F f) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) store16(dst + i, op16(f, load16(a + i), load16(b + i)));
+  return i;
+}
+
+template <class F>
+__attribute__((target(DDL_X86_BF16_TARGET))) std::size_t combine_many16_x86(bfloat16* dst,
+                                                                            const bfloat16* const* src, int n,
+                                                                            std::size_t count, F f) {
+  std::size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    __m512 acc = op16(f, load16(src[0] + i), load16(src[1] + i));
+    for (int k = 2; k < n; ++k) acc = op16(f, round16(acc), load16(src[k] + i));
+    store16(dst + i, acc);
+  }
+  return i;
+}
+#undef DDL_X86_BF16_TARGET
 #endif
 
 /// Whether `widen` and `narrow` of T use the 8-wide instructions here.
@@ -178,13 +252,30 @@ inline bool have_x86_fused() noexcept {
 #endif
 }
 
+/// Whether `bfloat16`'s fused kernels run 16 wide here, rounding with the
+/// CPU's own instruction (AVX-512 F, DQ and BF16, besides AVX2 and F16C).
+inline bool have_x86_bf16_native() noexcept {
+#if DDL_HAVE_X86_BF16_NATIVE
+  static const bool yes = have_x86_fused() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16");
+  return yes;
+#else
+  return false;
+#endif
+}
+
 /// `dst[i] = T(f(float(a[i]), float(b[i])))` for a prefix of the `n`
 /// elements, 8 at a time; returns its length (0 where the fused kernels do
 /// not run). `dst` may be `a` or `b`.
 template <class T, class F>
 std::size_t combine_fused(T* dst, const T* a, const T* b, std::size_t n, F f) {
 #if DDL_HAVE_X86_DISPATCH
-  if (have_x86_fused()) return combine_x86(dst, a, b, n, f);
+  std::size_t i = 0;
+#if DDL_HAVE_X86_BF16_NATIVE
+  if constexpr (std::is_same_v<T, bfloat16>)
+    if (have_x86_bf16_native()) i = combine16_x86(dst, a, b, n, f);
+#endif
+  if (have_x86_fused()) return combine_x86(dst, a, b, n, f, i);
 #endif
   (void)dst, (void)a, (void)b, (void)n, (void)f;
   return 0;
@@ -196,7 +287,12 @@ std::size_t combine_fused(T* dst, const T* a, const T* b, std::size_t n, F f) {
 template <class T, class F>
 std::size_t combine_many_fused(T* dst, const T* const* src, int n, std::size_t count, F f) {
 #if DDL_HAVE_X86_DISPATCH
-  if (have_x86_fused()) return combine_many_x86(dst, src, n, count, f);
+  std::size_t i = 0;
+#if DDL_HAVE_X86_BF16_NATIVE
+  if constexpr (std::is_same_v<T, bfloat16>)
+    if (have_x86_bf16_native()) i = combine_many16_x86(dst, src, n, count, f);
+#endif
+  if (have_x86_fused()) return combine_many_x86(dst, src, n, count, f, i);
 #endif
   (void)dst, (void)src, (void)n, (void)count, (void)f;
   return 0;
