@@ -200,8 +200,9 @@ TEST_CASE("broadcast: from every root, every dtype, sizes that take both algorit
 }
 
 TEST_CASE("broadcast: every algorithm forced, odd and prime rank counts, fewer elements than ranks") {
+  // direct: pieces of 64 KiB through the stages, 1-13 of them here.
   using algo = ddl::broadcast_algorithm;
-  for (algo a : {algo::binomial, algo::chain, algo::scatter_allgather})
+  for (algo a : {algo::binomial, algo::chain, algo::scatter_allgather, algo::direct})
     for (int n : {1, 2, 3, 5, 6, 7, 8, 13}) {
       CAPTURE(static_cast<int>(a));
       CAPTURE(n);
@@ -227,6 +228,8 @@ TEST_CASE("broadcast: every algorithm forced, odd and prime rank counts, fewer e
 TEST_CASE("broadcast: DDL_BROADCAST names an algorithm or is refused") {
   setenv("DDL_BROADCAST", "scatter_allgather", 1);
   CHECK(ddl::options::from_env().broadcast == ddl::broadcast_algorithm::scatter_allgather);
+  setenv("DDL_BROADCAST", "direct", 1);
+  CHECK(ddl::options::from_env().broadcast == ddl::broadcast_algorithm::direct);
   setenv("DDL_BROADCAST", "auto", 1);
   CHECK(ddl::options::from_env().broadcast == ddl::broadcast_algorithm::automatic);
   setenv("DDL_BROADCAST", "pipeline", 1);
@@ -247,6 +250,58 @@ TEST_CASE("broadcast: the plan takes scatter + all-gather where hand-offs are de
   const auto forced = ddl::broadcast_choice(64, 8, 8e-6, 4e9, 4, algo::chain);
   CHECK(forced.algo == algo::chain);
   CHECK(forced.seconds > ddl::broadcast_choice(64, 8, 8e-6, 4e9, 4).seconds);
+}
+
+TEST_CASE("broadcast: direct where the ranks share stages: a meeting per 64 KiB between processes, two in one, priced so") {
+  using algo = ddl::broadcast_algorithm;
+  // A crowded MPI node's defaults (20 us a step, 2.5 GB/s; stages read at
+  // 8x that): one meeting beats the tree's two hand-offs, and 256 of them
+  // still beat the chain's 16 MiB, by the formula.
+  ddl::broadcast_costs stages;
+  stages.direct = true;
+  stages.read = 8;
+  const std::size_t small = 32 << 10, big = std::size_t(16) << 20;
+  const auto s = ddl::broadcast_choice(small, 4, 20e-6, 2.5e9, 4, algo::automatic, stages);
+  CHECK(s.algo == algo::direct);
+  CHECK(s.segments == 1);
+  CHECK(s.seconds == doctest::Approx(20e-6 + 2.0 * small / (8 * 2.5e9)));
+  const auto b = ddl::broadcast_choice(big, 4, 20e-6, 2.5e9, 4, algo::direct, stages);
+  CHECK(b.segments == 256);
+  CHECK(b.seconds == doctest::Approx(256 * 20e-6 + 2.0 * big / (8 * 2.5e9)));
+  CHECK(ddl::broadcast_choice(big + 1, 4, 20e-6, 2.5e9, 4, algo::direct, stages).segments == 257);
+  // Never where the stages are not there, whatever it would cost.
+  stages.direct = false;
+  CHECK(ddl::broadcast_choice(small, 4, 20e-6, 2.5e9, 4, algo::automatic, stages).algo == algo::binomial);
+  // Two ranks: the tree's one send against one meeting and two copies.
+  stages.direct = true;
+  CHECK(ddl::broadcast_choice(small, 2, 20e-6, 2.5e9, 4, algo::automatic, stages).algo == algo::direct);
+  // Ranks of one process read the root's buffer: two meetings, one copy.
+  stages.in_place = true;
+  const auto one = ddl::broadcast_choice(big, 4, 20e-6, 2.5e9, 4, algo::direct, stages);
+  CHECK(one.segments == 1);
+  CHECK(one.seconds == doctest::Approx(2 * 20e-6 + 1.0 * big / (8 * 2.5e9)));
+  CHECK(ddl::broadcast_choice(small, 4, 20e-6, 2.5e9, 4, algo::direct, stages).seconds == doctest::Approx(s.seconds));
+  // Copying steps priced at the transport's copy factor (threads: 1.5 B).
+  ddl::broadcast_costs copies;
+  copies.copy = 1.5;
+  CHECK(ddl::broadcast_choice(big, 4, 20e-6, 2.5e9, 4, algo::binomial, copies).seconds ==
+        doctest::Approx(2 * (20e-6 + 1.0 * big / (1.5 * 2.5e9))));
+  // In-process ranks offer it (their stages), and the tuner's candidates hold it.
+  ddl::local_fabric::run(3, [](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t);
+    ddl::options o;
+    o.broadcast = algo::direct;
+    ddl::communicator<ddl::ring, ddl::local_transport> forced(t, o);
+    if (forced.broadcast_plan_for(100).algo != algo::direct || forced.broadcast_plan_for(1 << 20).segments != 1)
+      throw std::runtime_error("local ranks: a forced direct broadcast does not plan direct, in place");
+    const ddl::broadcast_costs st = ddl::broadcast_costs_of(t);
+    if (!st.direct || !st.in_place || st.copy != ddl::local_transport::copy_step_factor)
+      throw std::runtime_error("local ranks: their broadcast costs are not the threads'");
+    bool listed = false;
+    for (const auto& p : ddl::detail::tuning_candidates(4096, ddl::topology::uniform(3, 4e9, 8e-6), 4, 3.0, 4, st))
+      listed = listed || p.algo == algo::direct;
+    if (!listed) throw std::runtime_error("the tuner does not measure direct where it is available");
+  });
 }
 
 TEST_CASE("broadcast: the plan takes the binomial tree for small messages and the chain for large") {
@@ -634,20 +689,29 @@ TEST_CASE("broadcast: priced on the strategy's topology (its slowest level), els
   CHECK(ddl::broadcast_choice(big, ddl::topology::uniform(1, 1e9, 1e-6), 4).algo == algo::binomial);
 
   ddl::local_fabric::run(8, [&](ddl::local_transport& t) {
-    // Hand-offs so dear that three whole rounds beat any pipeline: the tree.
+    // Threads may also broadcast directly (the root's buffer read in place,
+    // two meetings), priced on the same topology with their costs.
+    const ddl::broadcast_costs threads = ddl::broadcast_costs_of(t);
+    // Hand-offs so dear that whole rounds beat any pipeline: the tree's
+    // three, or the threads' two meetings.
     const ddl::topology dear = ddl::topology::uniform(8, 1e12, 1e-2);
+    CHECK(ddl::broadcast_choice(big, dear, 4).algo == algo::binomial);
     ddl::communicator<ddl::auto_strategy, ddl::local_transport> by_topology(t, ddl::auto_strategy(dear));
-    CHECK(by_topology.broadcast_plan_for(big).algo == algo::binomial);
-    CHECK(by_topology.broadcast_plan_for(big).seconds == doctest::Approx(ddl::broadcast_choice(big, dear, 4).seconds));
-    // Cheap hand-offs, slow links: the chain; and a strategy without a
-    // topology prices on the transport's default link costs.
+    CHECK(by_topology.broadcast_plan_for(big).algo == algo::direct);
+    CHECK(by_topology.broadcast_plan_for(big).seconds ==
+          doctest::Approx(ddl::broadcast_choice(big, dear, 4, algo::automatic, threads).seconds));
+    // Cheap hand-offs, slow links: no tree (the chain where the ranks share
+    // nothing; threads read the root's buffer at once); and a strategy
+    // without a topology prices on the transport's default link costs.
     const ddl::topology cheap = ddl::topology::uniform(8, 1e8, 1e-7);
+    CHECK(ddl::broadcast_choice(big, cheap, 4).algo == algo::chain);
     ddl::communicator<ddl::auto_strategy, ddl::local_transport> pipelined(t, ddl::auto_strategy(cheap));
-    CHECK(pipelined.broadcast_plan_for(big).algo == algo::chain);
+    CHECK(pipelined.broadcast_plan_for(big).algo == algo::direct);
     ddl::communicator<ddl::ring, ddl::local_transport> ring(t);
     using L = ddl::default_link<ddl::local_transport>;
     CHECK(ring.broadcast_plan_for(big).seconds ==
-          doctest::Approx(ddl::broadcast_choice(big, 8, L::latency, L::bandwidth, 4).seconds));
+          doctest::Approx(
+              ddl::broadcast_choice(big, 8, L::latency, L::bandwidth, 4, algo::automatic, threads).seconds));
     // Still a broadcast: every rank ends with rank 5's data.
     std::vector<float> v(100003, static_cast<float>(t.rank()));
     by_topology.broadcast(ddl::host_view(v), 5);

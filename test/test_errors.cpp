@@ -326,23 +326,34 @@ TEST_CASE("without DDL_CHECK: a collective, dtype, op or count one rank disagree
   // times out), rank 0 finishes or times out on its send to rank 2 (taken
   // only by a matching receive), and rank 2 ends at its deadline. Never a
   // wrong result. (Where two ranks send to each other instead, the next
-  // test case: a mismatch_error.)
-  ddl::options o;
-  o.timeout = std::chrono::milliseconds(500);
-  std::vector<int> outcome(3, 0);  // 1: root 0's data, -1: an error
-  ddl::local_fabric::run(3, [&](ddl::local_transport& t) {
-    comm_t comm(t, o);
-    std::vector<float> g(64, float(t.rank()));
-    try {
-      comm.broadcast(ddl::host_view(g), t.rank() == 2 ? 1 : 0);
-      outcome[static_cast<std::size_t>(t.rank())] = g[63] == 0.0f ? 1 : 0;
-    } catch (const ddl::timeout_error&) {
-      outcome[static_cast<std::size_t>(t.rank())] = -1;
+  // test case: a mismatch_error.) Through the stages (direct) every rank
+  // meets every other and compares their stamps: a mismatch_error on each.
+  for (auto algo : {ddl::broadcast_algorithm::binomial, ddl::broadcast_algorithm::direct}) {
+    CAPTURE(static_cast<int>(algo));
+    ddl::options o;
+    o.timeout = std::chrono::milliseconds(500);
+    o.broadcast = algo;
+    std::vector<int> outcome(3, 0);  // 1: root 0's data, -1: a timeout, -2: a mismatch_error
+    ddl::local_fabric::run(3, [&](ddl::local_transport& t) {
+      comm_t comm(t, o);
+      std::vector<float> g(64, float(t.rank()));
+      try {
+        comm.broadcast(ddl::host_view(g), t.rank() == 2 ? 1 : 0);
+        outcome[static_cast<std::size_t>(t.rank())] = g[63] == 0.0f ? 1 : 0;
+      } catch (const ddl::timeout_error&) {
+        outcome[static_cast<std::size_t>(t.rank())] = -1;
+      } catch (const ddl::mismatch_error&) {
+        outcome[static_cast<std::size_t>(t.rank())] = -2;
+      }
+    });
+    if (algo == ddl::broadcast_algorithm::direct) {
+      CHECK(outcome == std::vector<int>(3, -2));
+    } else {
+      CHECK(outcome[0] != 0);
+      CHECK(outcome[1] != 0);
+      CHECK(outcome[2] == -1);
     }
-  });
-  CHECK(outcome[0] != 0);
-  CHECK(outcome[1] != 0);
-  CHECK(outcome[2] == -1);
+  }
 }
 
 TEST_CASE("without DDL_CHECK: one_shot ranks on both sides of the stages' counter limit are a mismatch_error at once") {

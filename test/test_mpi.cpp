@@ -170,6 +170,13 @@ TEST_CASE("mpi: one_shot and two_shot through shared stages on one machine, or r
     std::vector<float> v(1001, 1.0f);
     comm.all_reduce(ddl::host_view(v), ddl::op::sum);
     CHECK(v[1000] == static_cast<float>(t.size()));
+    // A broadcast forced through the stages is refused on every rank, by name.
+    ddl::options through_stages;
+    through_stages.broadcast = ddl::broadcast_algorithm::direct;
+    ddl::communicator<ddl::ring, ddl::mpi_transport> bc(t, through_stages);
+    if (t.size() > 1)
+      CHECK(error_of<ddl::invalid_argument>([&] { bc.broadcast(ddl::host_view(v), 0); }).find("'direct'") !=
+            std::string::npos);
   }
   unsetenv("DDL_MPI_SHM");
 }
@@ -576,7 +583,13 @@ TEST_CASE("mpi: a node whose ranks outnumber its cores prices a step as a proces
   else CHECK(cluster.topo()[0].bandwidth == 4e9);
   ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(cluster.transport(), ddl::auto_strategy(cluster.topo()));
   const std::size_t bytes = std::size_t(1) << 20;
-  CHECK(comm.broadcast_plan_for(bytes).seconds == doctest::Approx(ddl::broadcast_choice(bytes, cluster.topo(), 4).seconds));
+  // The ranks of one machine may also broadcast through their stages.
+  const ddl::broadcast_costs costs = ddl::broadcast_costs_of(cluster.transport());
+  CHECK(costs.direct == ddl::plan_for::transport(cluster.transport()).peer_memory);
+  CHECK(!costs.in_place);
+  CHECK(comm.broadcast_plan_for(bytes).seconds ==
+        doctest::Approx(
+            ddl::broadcast_choice(bytes, cluster.topo(), 4, ddl::broadcast_algorithm::automatic, costs).seconds));
 }
 
 TEST_CASE("mpi: nodes of different sizes fall back to one flat level") {
@@ -774,7 +787,7 @@ TEST_CASE("mpi: broadcast from every root, blocking and asynchronous, every algo
   const int n = t.size(), r = t.rank();
   failure_log log;
   using algo = ddl::broadcast_algorithm;
-  for (algo a : {algo::automatic, algo::binomial, algo::chain, algo::scatter_allgather})
+  for (algo a : {algo::automatic, algo::binomial, algo::chain, algo::scatter_allgather, algo::direct})
   for (std::size_t count : {std::size_t(1), std::size_t(1001), std::size_t(1) << 20}) {
     ddl::options o;
     o.broadcast = a;
@@ -1055,29 +1068,35 @@ TEST_CASE("mpi roots: a broadcast whose ranks name different roots is a mismatch
   // neither receiving. Messages past the eager size (40 KB) so the sends wait.
   // Every rank still in the call gets the mismatch_error; one whose part of
   // its own tree completed first may return, with its own root's data.
+  // Through the stages (direct, one node, first: it sends no message, so
+  // nothing is stranded) every rank meets every other and compares stamps,
+  // the roots among them.
   const int n = world_size(), me = world_rank();
   if (n != 2 && n != 4 && n != 8) return;
-  ddl::mpi_transport t(MPI_COMM_WORLD);  // a fresh one: the group is given up after a mismatch
-  ddl::options o = ddl::options::from_env();
-  o.check_calls = false;
-  o.timeout = std::chrono::seconds(30);
-  o.broadcast = ddl::broadcast_algorithm::binomial;
-  ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
-  std::vector<float> v(10000, static_cast<float>(me));
-  const auto outcome = mismatch_outcome([&] {
-    const int root = me < n / 2 ? 0 : n / 2;
-    comm.broadcast(ddl::host_view(v), root);
-    const bool own = std::all_of(v.begin(), v.end(), [&](float x) { return x == static_cast<float>(root); });
-    return std::string(own ? "returned with its root's data" : "returned wrong data");
-  });
-  const std::string& msg = outcome.first;
-  const double took = outcome.second;
-  CAPTURE(msg);
-  const bool named = msg.find("disagree on the count, the root or the strategy") != std::string::npos;
-  CHECK((named || msg == "returned with its root's data"));
-  CHECK(all_sum(named ? 1 : 0) >= 1);
-  CHECK(took < 5.0);
-  MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with this transport
+  for (auto algo : {ddl::broadcast_algorithm::direct, ddl::broadcast_algorithm::binomial}) {
+    CAPTURE(static_cast<int>(algo));
+    ddl::mpi_transport t(MPI_COMM_WORLD);  // a fresh one: the group is given up after a mismatch
+    ddl::options o = ddl::options::from_env();
+    o.check_calls = false;
+    o.timeout = std::chrono::seconds(30);
+    o.broadcast = algo;
+    ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
+    std::vector<float> v(10000, static_cast<float>(me));
+    const auto outcome = mismatch_outcome([&] {
+      const int root = me < n / 2 ? 0 : n / 2;
+      comm.broadcast(ddl::host_view(v), root);
+      const bool own = std::all_of(v.begin(), v.end(), [&](float x) { return x == static_cast<float>(root); });
+      return std::string(own ? "returned with its root's data" : "returned wrong data");
+    });
+    const std::string& msg = outcome.first;
+    const double took = outcome.second;
+    CAPTURE(msg);
+    const bool named = msg.find("disagree on the count, the root or the strategy") != std::string::npos;
+    CHECK((named || msg == "returned with its root's data"));
+    CHECK(all_sum(named ? 1 : 0) >= 1);
+    CHECK(took < 5.0);
+    MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with this transport
+  }
 }
 
 TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job, or every survivor names it") {

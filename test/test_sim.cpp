@@ -624,6 +624,24 @@ TEST_CASE("sim: a broadcast is priced on the simulated network, whatever the str
   CHECK(wrong == 0);
 }
 
+TEST_CASE("sim: a broadcast forced through stages the simulator cannot wait on is refused by name") {
+  ddl::sim_fabric f(ddl::topology::uniform(3, 1e9, 1e-6), {true});
+  std::vector<std::string> what(3);
+  f.run([&](ddl::sim_transport& t) {
+    ddl::options o;
+    o.broadcast = ddl::broadcast_algorithm::direct;
+    ddl::communicator<ddl::ring, ddl::sim_transport> comm(t, o);
+    std::vector<float> v(10, 1.0f);
+    try {
+      comm.broadcast(ddl::host_view(v), 0);
+      what[static_cast<std::size_t>(t.rank())] = "returned";
+    } catch (const ddl::invalid_argument& e) {
+      what[static_cast<std::size_t>(t.rank())] = e.what();
+    }
+  });
+  for (const std::string& w : what) CHECK_MESSAGE(w.find("'direct'") != std::string::npos, w);
+}
+
 TEST_CASE("sim: a broadcast whose ranks name different roots is a mismatch_error, tree or chain") {
   // Each half sends down its own tree; at the deadlock a send is left
   // untaken while its receiver waits on the same call under another stamp.

@@ -142,6 +142,13 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
         o.broadcast = algo;
         impls.push_back(make_impl(label, t, ddl::auto_strategy(topo), o, s));
       }
+      if constexpr (ddl::has_wait_until_v<Transport>) {
+        if (ddl::peers_reachable(t)) {  // through the stages: threads, MPI ranks of one machine
+          ddl::options o = opts;
+          o.broadcast = ddl::broadcast_algorithm::direct;
+          impls.push_back(make_impl("ddl:bcast_direct", t, ddl::auto_strategy(topo), o, s));
+        }
+      }
     }
     return impls;
   }

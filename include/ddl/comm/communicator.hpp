@@ -28,6 +28,7 @@
 #include "ddl/strategy/partition.hpp"
 #include "ddl/strategy/broadcast.hpp"
 #include "ddl/strategy/concept.hpp"
+#include "ddl/strategy/direct.hpp"
 #include "ddl/strategy/step.hpp"
 #include "ddl/strategy/tuning.hpp"
 #include "ddl/transport/concept.hpp"
@@ -269,8 +270,10 @@ class communicator {
   // --- broadcast and barrier -------------------------------------------------
 
   /// Every rank's `data` = `root`'s. Small messages take a binomial tree,
-  /// large ones a pipelined chain or a scatter + all-gather, whichever the
-  /// link costs price cheaper (`ddl::broadcast_choice`, on `link_topology()`;
+  /// large ones a pipelined chain or a scatter + all-gather, and ranks that
+  /// share stages (threads, MPI ranks of one machine; host memory) may meet
+  /// through them instead (`direct`), whichever the link costs price
+  /// cheaper (`ddl::broadcast_choice`, on `link_topology()`;
   /// `options::broadcast` or `DDL_BROADCAST` forces one). With
   /// `options::tune_bytes` (`DDL_TUNE`, off by default), up to that size in
   /// host memory the first calls of each size class
@@ -289,7 +292,9 @@ class communicator {
   /// The plan `broadcast` follows for `bytes`: the measured choice once its
   /// size class is measured (`strategy/tuning.hpp`), else the model's.
   broadcast_plan broadcast_plan_for(std::size_t bytes, dtype type = dtype::float32) const {
-    return broadcasts_.running(bytes, false, broadcast_choice(bytes, link_topology(), size_of(type), opts_.broadcast));
+    return broadcasts_.running(bytes, false,
+                               broadcast_choice(bytes, link_topology(), size_of(type), opts_.broadcast,
+                                                broadcast_costs_of(*transport_)));
   }
   /// The broadcast size classes measured so far, one line each (empty if none).
   std::string explain_broadcast() const {
@@ -458,13 +463,21 @@ class communicator {
   void broadcast_on(T& t, std::byte* p, const buffer_view& data, int root, const call_context& c) {
     const std::size_t bytes = data.bytes(), elem = size_of(data.type);
     const topology topo = link_topology();
-    const broadcast_plan model = broadcast_choice(bytes, topo, elem, opts_.broadcast);
+    const broadcast_costs costs = broadcast_costs_of(t, std::strcmp(c.mem->name, "host") == 0);
+    if (opts_.broadcast == broadcast_algorithm::direct && !costs.direct)
+      throw invalid_argument("broadcast: 'direct' (DDL_BROADCAST or options::broadcast) meets through stages its "
+                             "ranks share; this call's cannot (ranks on several machines, a transport without "
+                             "stages, or buffers not in host memory): use 'auto'");
+    const broadcast_plan model = broadcast_choice(bytes, topo, elem, opts_.broadcast, costs);
     auto run = [&](const broadcast_plan& pl, const call_context& cp) {
       const tag tg = cp.base_tag + tag_offset::broadcast;
       switch (pl.algo) {
         case broadcast_algorithm::chain: detail::chain_broadcast(t, p, bytes, root, pl.segments, elem, cp, tg); break;
         case broadcast_algorithm::scatter_allgather:
           detail::scatter_allgather_broadcast(t, p, bytes, root, elem, cp, tg);
+          break;
+        case broadcast_algorithm::direct:
+          if constexpr (has_wait_until_v<T>) detail::direct_base::broadcast(t, p, bytes, root, cp);
           break;
         default: detail::binomial_broadcast(t, p, bytes, root, cp, tg);
       }
@@ -474,7 +487,8 @@ class communicator {
     if (opts_.broadcast != broadcast_algorithm::automatic || !broadcast_tuner::applies(t, c, bytes))
       return run(model, detail::with_plan_stamp(c, model));
     broadcasts_.run(t, bytes, false, model, c, [&] {
-      return detail::tuning_candidates(bytes, topo, elem, broadcast_tuner::within, broadcast_tuner::max_candidates);
+      return detail::tuning_candidates(bytes, topo, elem, broadcast_tuner::within, broadcast_tuner::max_candidates,
+                                       costs);
     }, run);
   }
   auto barrier_job() {

@@ -59,9 +59,10 @@ enum class progress {
 };
 
 /// Settings of one communicator. Defaults come from the environment.
-/// Which broadcast algorithm runs (`DDL_BROADCAST=auto|binomial|chain|scatter_allgather`;
-/// the algorithms and their costs are in `strategy/broadcast.hpp`).
-enum class broadcast_algorithm { automatic, binomial, chain, scatter_allgather };
+/// Which broadcast algorithm runs (`DDL_BROADCAST=auto|binomial|chain|scatter_allgather|direct`;
+/// the algorithms and their costs are in `strategy/broadcast.hpp`; `direct`
+/// only where the ranks share stages: threads, MPI ranks of one machine).
+enum class broadcast_algorithm { automatic, binomial, chain, scatter_allgather, direct };
 
 struct options {
   /// Longest any single wait may take before `timeout_error` (`DDL_TIMEOUT`, seconds).
@@ -121,8 +122,10 @@ struct options {
       else if (v == "binomial") o.broadcast = broadcast_algorithm::binomial;
       else if (v == "chain") o.broadcast = broadcast_algorithm::chain;
       else if (v == "scatter_allgather") o.broadcast = broadcast_algorithm::scatter_allgather;
+      else if (v == "direct") o.broadcast = broadcast_algorithm::direct;
       else
-        throw invalid_argument("DDL_BROADCAST='" + v + "' must be 'auto', 'binomial', 'chain' or 'scatter_allgather'");
+        throw invalid_argument("DDL_BROADCAST='" + v +
+                               "' must be 'auto', 'binomial', 'chain', 'scatter_allgather' or 'direct'");
     }
     if (const char* u = std::getenv("DDL_TUNE")) o.tune_bytes = detail::parse_bytes("DDL_TUNE", u);
     if (const char* p = std::getenv("DDL_PROGRESS")) {

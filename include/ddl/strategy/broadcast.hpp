@@ -6,7 +6,8 @@
 /// costs (`broadcast_choice`).
 ///
 /// Broadcast algorithms, for S bytes over n ranks, per-step latency a and
-/// per-flow bandwidth B:
+/// per-flow bandwidth B; steps that copy what they receive run at c B, c the
+/// transport's `copy_step_factor` (threads 1.5, else 1; written B below):
 ///   - binomial tree: ceil(log2 n) rounds, each forwarding the whole message;
 ///       t = ceil(log2 n) (a + S / B)            -- least latency, small S
 ///   - pipelined chain: the message cut into k segments flowing down the
@@ -23,6 +24,17 @@
 ///     twice the chain's bytes per link but a handful of hand-offs where the
 ///     chain has k + n - 2: where a hand-off costs more than the model's a
 ///     (ranks sharing cores wait to be scheduled at each), it is the safer one.
+///   - direct, through the stages (ranks that share them and can wait on
+///     them: threads, MPI ranks of one machine; `broadcast_costs`), no
+///     message: ranks of several processes take the message in pieces of
+///     P = `direct_base::flagged_limit` bytes, each one meeting through
+///     counters; the root copies a piece into its stage, every other rank
+///     copies it out, at the memory's rate M (f: a meeting in latencies):
+///       t = ceil(S / P) f a + 2 S / M
+///     ranks of one process (`in_place`) copy a message of more than one
+///     piece from the root's buffer where it lies, between two meetings:
+///       t = 2 f a + S / M                       -- a meeting or two where a
+///                                                  tree has log2 n hand-offs
 /// `DDL_BROADCAST` (or `options::broadcast`) forces one; `auto` takes the
 /// cheapest by these formulas, with a and B those of the topology's slowest
 /// level (a tree over several levels crosses each of them, and its pipeline
@@ -38,6 +50,8 @@
 #include <string>
 
 #include "ddl/core/config.hpp"
+#include "ddl/strategy/direct.hpp"
+#include "ddl/strategy/planner.hpp"
 #include "ddl/strategy/step.hpp"
 #include "ddl/topology/topology.hpp"
 
@@ -47,17 +61,56 @@ namespace ddl {
 struct broadcast_plan {
   using algorithm = broadcast_algorithm;
   algorithm algo = algorithm::binomial;
-  std::size_t segments = 1;  ///< chain: how many pieces the message is cut into
+  std::size_t segments = 1;  ///< chain, direct: how many pieces the message is cut into
   double seconds = 0;        ///< predicted time
   /// One line: the algorithm and its shape.
   std::string describe() const {
     switch (algo) {
       case algorithm::chain: return "chain of " + std::to_string(segments) + " segments";
       case algorithm::scatter_allgather: return "scatter + all-gather";
+      case algorithm::direct:  // one piece, or the root's buffer read in place
+        return segments == 1 ? "direct" : "direct in " + std::to_string(segments) + " pieces";
       default: return "binomial tree";
     }
   }
 };
+
+/// What a transport's broadcast steps cost besides its links' a and B
+/// (`broadcast_costs_of`, below): `copy` a copying step's rate as a multiple
+/// of B (`plan_for::copy_step`); whether its ranks may broadcast through
+/// their stages (`direct`, `broadcast_algorithm::direct`), and there `read`
+/// the memory's rate as a multiple of B (`plan_for::direct_read` over MPI),
+/// `flagged` a meeting through counters in latencies
+/// (`plan_for::flagged_latency`), `in_place` whether they read the root's
+/// buffer where it lies (threads: `peer_memory`).
+struct broadcast_costs {
+  double copy = 1.0;
+  bool direct = false;
+  double read = 2.0;
+  double flagged = 1.0;
+  bool in_place = false;
+};
+
+/// `t`'s `broadcast_costs`; `host`: the call's buffers are host memory
+/// (the stages hold nothing else).
+template <class T>
+broadcast_costs broadcast_costs_of(const T& t, bool host = true) {
+  const plan_for q = plan_for::transport(t);
+  broadcast_costs b;
+  b.copy = q.copy_step;
+  if constexpr (has_wait_until_v<T>) {
+    b.direct = host && q.peer_memory;
+    b.flagged = q.flagged_latency;
+    // Ranks of one process read the root's buffer as their messages copy
+    // (at `copy` B; `direct_read` prices two_shot's many streams at once);
+    // over MPI the stages copy at memory speed where messages do not.
+    b.in_place = has_peer_memory_v<T>;
+    b.read = b.in_place ? q.copy_step : q.direct_read;
+  } else {
+    (void)host;
+  }
+  return b;
+}
 
 /// ceil(log2 n) for n >= 1.
 constexpr int ceil_log2(int n) {
@@ -67,13 +120,15 @@ constexpr int ceil_log2(int n) {
 }
 
 /// The cheapest broadcast for `bytes` over `ranks` by the formulas above,
-/// or the one `force` names (anything but `automatic`), priced the same way.
+/// or the one `force` names (anything but `automatic`), priced the same way;
+/// `direct` among them where `costs.direct`.
 /// \param elem_size segments and blocks are whole elements of this size.
-inline broadcast_plan broadcast_choice(std::size_t bytes, int ranks, double latency, double bandwidth,
+inline broadcast_plan broadcast_choice(std::size_t bytes, int ranks, double latency, double link_bandwidth,
                                        std::size_t elem_size = 1,
-                                       broadcast_algorithm force = broadcast_algorithm::automatic) {
+                                       broadcast_algorithm force = broadcast_algorithm::automatic,
+                                       const broadcast_costs& costs = {}) {
   using algo = broadcast_algorithm;
-  const double S = static_cast<double>(bytes), n = ranks;
+  const double S = static_cast<double>(bytes), n = ranks, bandwidth = costs.copy * link_bandwidth;
   const std::size_t elems = bytes / std::max<std::size_t>(elem_size, 1);
   broadcast_plan binomial;
   binomial.seconds = ceil_log2(ranks) * (latency + S / bandwidth);
@@ -88,16 +143,29 @@ inline broadcast_plan broadcast_choice(std::size_t bytes, int ranks, double late
   const bool pow2 = (ranks & (ranks - 1)) == 0;
   sag.seconds = (ceil_log2(ranks) + (pow2 ? ceil_log2(ranks) : ranks - 1)) * latency +
                 2 * S * (n - 1) / (n * bandwidth);
+  broadcast_plan direct;
+  direct.algo = algo::direct;
+  constexpr std::size_t piece = detail::direct_base::flagged_limit;
+  const bool whole = costs.in_place && bytes > piece;
+  const double memory = costs.read * link_bandwidth;
+  direct.segments = whole ? 1 : std::max<std::size_t>(1, (bytes + piece - 1) / piece);
+  direct.seconds = whole ? 2 * costs.flagged * latency + S / memory
+                         : static_cast<double>(direct.segments) * costs.flagged * latency + 2 * S / memory;
   switch (force) {
     case algo::binomial: return binomial;
     case algo::chain: return chain;
     case algo::scatter_allgather: return sag;
+    case algo::direct: return direct;
     default: break;
   }
-  if (ranks <= 2 || bytes == 0) return binomial;
-  broadcast_plan best = chain.seconds < binomial.seconds ? chain : binomial;
-  // The blocks must hold an element each, or the scatter sends nothing useful.
-  if (elems >= static_cast<std::size_t>(ranks) && sag.seconds < best.seconds) best = sag;
+  if (bytes == 0) return binomial;
+  broadcast_plan best = binomial;
+  if (ranks > 2) {
+    if (chain.seconds < best.seconds) best = chain;
+    // The blocks must hold an element each, or the scatter sends nothing useful.
+    if (elems >= static_cast<std::size_t>(ranks) && sag.seconds < best.seconds) best = sag;
+  }
+  if (costs.direct && direct.seconds < best.seconds) best = direct;
   return best;
 }
 
@@ -105,7 +173,8 @@ inline broadcast_plan broadcast_choice(std::size_t bytes, int ranks, double late
 /// latency and the least bandwidth of the levels that join more than one
 /// group (`level::bandwidth`, one flow per link).
 inline broadcast_plan broadcast_choice(std::size_t bytes, const topology& topo, std::size_t elem_size = 1,
-                                       broadcast_algorithm force = broadcast_algorithm::automatic) {
+                                       broadcast_algorithm force = broadcast_algorithm::automatic,
+                                       const broadcast_costs& costs = {}) {
   double latency = 0, bandwidth = 0;
   for (std::size_t l = 0; l < topo.count(); ++l) {
     if (topo[l].extent < 2) continue;
@@ -113,7 +182,7 @@ inline broadcast_plan broadcast_choice(std::size_t bytes, const topology& topo, 
     bandwidth = bandwidth == 0 ? topo[l].bandwidth : std::min(bandwidth, topo[l].bandwidth);
   }
   if (bandwidth == 0) return broadcast_choice(bytes, topo.size(), 0, 1, elem_size, force);  // one rank: nothing moves
-  return broadcast_choice(bytes, topo.size(), latency, bandwidth, elem_size, force);
+  return broadcast_choice(bytes, topo.size(), latency, bandwidth, elem_size, force, costs);
 }
 
 namespace detail {

@@ -299,6 +299,51 @@ class direct_base {
     end_of_phase(t, c, tag_offset::call_done, "direct all-gather: peers reading");
   }
 
+  /// Broadcast through the stages' counters (`broadcast_algorithm::direct`,
+  /// over stages a transport can wait on: threads, MPI ranks of one
+  /// machine). The root's `bytes` go in pieces of at most `flagged_limit`,
+  /// one meeting (`flagged_meet`) each, in which the root copies the piece
+  /// into its slot and every other rank then copies it out of the root's;
+  /// the root writes the next piece into its other slot while the others
+  /// copy this one. Ranks of one process (`peer_memory`) copy a message of
+  /// more than one piece from the root's buffer where it lies, between two
+  /// meetings: in the first the root leaves its buffer's address in its
+  /// slot, after the second (every copy done) it may return. No message.
+  /// Every rank meets every other at each meeting, so the slots' reuse rule
+  /// holds, and each meeting compares the stamps (the call's bytes; its
+  /// tag: root, count, dtype).
+  template <class Transport>
+  static void broadcast(Transport& t, std::byte* data, std::size_t bytes, int root, const call_context& c) {
+    const bool mine = t.rank() == root;
+    if constexpr (has_peer_memory_v<Transport>) {
+      if (bytes <= flagged_limit) return pieces(t, data, bytes, root, c);
+      const std::byte* from = data;
+      flagged_meet(t, reinterpret_cast<const std::byte*>(&from), mine ? sizeof from : 0, bytes, c,
+                   [&](int p, const std::byte* slot) {
+                     if (p == root) std::memcpy(&from, slot, sizeof from);
+                   });
+      if (!mine) local_copy(c, data, from, bytes);
+      flagged_meet(t, nullptr, 0, bytes, c, [](int, const std::byte*) {});
+    } else {
+      pieces(t, data, bytes, root, c);
+    }
+  }
+
+ private:
+  // `broadcast` through the root's slots, a piece of `flagged_limit` at a time.
+  template <class Transport>
+  static void pieces(Transport& t, std::byte* data, std::size_t bytes, int root, const call_context& c) {
+    const bool mine = t.rank() == root;
+    for (std::size_t off = 0; off < bytes; off += flagged_limit) {
+      const std::size_t len = std::min(flagged_limit, bytes - off);
+      const std::byte* from = nullptr;
+      flagged_meet(t, data + off, mine ? len : 0, bytes, c, [&](int p, const std::byte* slot) {
+        if (p == root) from = slot;
+      });
+      if (!mine) local_copy(c, data + off, from, len);
+    }
+  }
+
  protected:
   template <class Transport>
   static constexpr void require_peer_access() {
@@ -421,18 +466,31 @@ class direct_base {
   }
 
   /// Over stages a transport can wait on (`wait_until`), for calls of at
-  /// most `flagged_limit` bytes: one synchronisation without a message. Rank
-  /// r's k-th such call copies `bytes` of `src` into slot k % 2 of its stage,
-  /// writes the call's stamp (its bytes `call_bytes`, its tag) beside it and
-  /// raises its counter to k; it then waits for each peer's counter to reach
-  /// k and checks the peer's stamp against its own (`mismatch_error` naming
-  /// the field and both ranks). Afterwards `sources_[p]` is rank p's slot
-  /// (this rank's own too). A rank writes slot k % 2 again in call k + 2,
-  /// which it enters only after every peer raised its counter to k + 1, so
-  /// after each had finished reading call k.
+  /// most `flagged_limit` bytes: one synchronisation without a message
+  /// (`flagged_meet`). Afterwards `sources_[p]` is rank p's slot (this
+  /// rank's own too).
   template <class Transport>
   void flagged_round(Transport& t, const std::byte* src, std::size_t bytes, std::uint64_t call_bytes,
                      const call_context& c) {
+    const auto n = static_cast<std::size_t>(t.size());
+    if (sources_.size() != n) sources_.assign(n, nullptr);
+    flagged_meet(t, src, bytes, call_bytes, c,
+                 [this](int p, const std::byte* slot) { sources_[static_cast<std::size_t>(p)] = slot; });
+  }
+
+  /// One synchronisation through the stages' counters, no message. Rank r's
+  /// k-th such meeting copies `bytes` (at most `flagged_limit`) of `src`
+  /// into slot k % 2 of its stage, writes the call's stamp (its bytes
+  /// `call_bytes`, its tag) beside it and raises its counter to k; it then
+  /// waits for each peer's counter to reach k and checks the peer's stamp
+  /// against its own (`mismatch_error` naming the field and both ranks).
+  /// `slot(p, at)` is told where rank p's slot lies (this rank's first). A
+  /// rank writes slot k % 2 again in meeting k + 2, which it enters only
+  /// after every peer raised its counter to k + 1, so after each had
+  /// finished reading meeting k.
+  template <class Transport, class Slot>
+  static void flagged_meet(Transport& t, const std::byte* src, std::size_t bytes, std::uint64_t call_bytes,
+                           const call_context& c, Slot&& slot) {
     const int n = t.size(), r = t.rank();
     require_host(c);
     std::byte* mine = t.stage(stage_prefix);
@@ -441,11 +499,10 @@ class direct_base {
     const std::size_t s = k % 2;
     const std::uint64_t stamp[2] = {call_bytes, c.base_tag};
     std::memcpy(mine + 64 * (s + 1), stamp, sizeof stamp);
-    std::byte* slot = mine + stage_header + s * flagged_limit;
-    if (bytes > 0) local_copy(c, slot, src, bytes);
+    std::byte* own = mine + stage_header + s * flagged_limit;
+    if (bytes > 0) local_copy(c, own, src, bytes);
     __atomic_store_n(counter, k, __ATOMIC_RELEASE);
-    if (sources_.size() != static_cast<std::size_t>(n)) sources_.assign(static_cast<std::size_t>(n), nullptr);
-    sources_[static_cast<std::size_t>(r)] = slot;
+    slot(r, own);
     const deadline until = phase_deadline(c);
     for (int d = 1; d < n; ++d) {
       const int p = (r + d) % n;
@@ -456,7 +513,7 @@ class direct_base {
       std::uint64_t their[2];
       std::memcpy(their, at + 64 * (s + 1), sizeof their);
       check_stamp(r, stamp, p, their, size_of(c.red.type), c);
-      sources_[static_cast<std::size_t>(p)] = at + stage_header + s * flagged_limit;
+      slot(p, at + stage_header + s * flagged_limit);
     }
   }
 

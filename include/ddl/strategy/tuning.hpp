@@ -169,17 +169,19 @@ call_context with_plan_stamp(const call_context& c, const Plan& p) {
 /// `topo`: the model's choice (`broadcast_choice`) first, then the other
 /// algorithms it prices within `within` x of it, cheapest first, at most
 /// `most`. Chain and scatter + all-gather only where the model would weigh
-/// them (more than 2 ranks; scatter blocks of at least one element).
+/// them (more than 2 ranks; scatter blocks of at least one element), direct
+/// where `costs.direct`; priced with the transport's `costs`.
 inline std::vector<broadcast_plan> tuning_candidates(std::size_t bytes, const topology& topo, std::size_t elem_size,
-                                                     double within, int most) {
+                                                     double within, int most, const broadcast_costs& costs = {}) {
   using algo = broadcast_algorithm;
-  std::vector<broadcast_plan> v{broadcast_choice(bytes, topo, elem_size, algo::binomial)};
+  std::vector<broadcast_plan> v{broadcast_choice(bytes, topo, elem_size, algo::binomial, costs)};
   const std::size_t elems = bytes / std::max<std::size_t>(elem_size, 1);
   if (topo.size() > 2 && bytes > 0) {
-    v.push_back(broadcast_choice(bytes, topo, elem_size, algo::chain));
+    v.push_back(broadcast_choice(bytes, topo, elem_size, algo::chain, costs));
     if (elems >= static_cast<std::size_t>(topo.size()))
-      v.push_back(broadcast_choice(bytes, topo, elem_size, algo::scatter_allgather));
+      v.push_back(broadcast_choice(bytes, topo, elem_size, algo::scatter_allgather, costs));
   }
+  if (costs.direct && bytes > 0) v.push_back(broadcast_choice(bytes, topo, elem_size, algo::direct, costs));
   std::stable_sort(v.begin(), v.end(), [](const broadcast_plan& a, const broadcast_plan& b) { return a.seconds < b.seconds; });
   std::vector<broadcast_plan> out;
   for (const auto& p : v)
