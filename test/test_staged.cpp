@@ -221,6 +221,65 @@ TEST_CASE("staged: bounced calls whose input and output lie in different memorie
   CHECK_MESSAGE(bad.empty(), first);
 }
 
+TEST_CASE("staged: a broadcast that bounces is planned with the host transport's costs, and may meet through its "
+          "stages") {
+  // local_transport has stages and waits on them (the direct broadcast);
+  // the staged transport does not: a call of up to bounce_bytes runs on
+  // the host, larger ones piece by piece through the device.
+  using staged = ddl::staged_transport<ddl::local_transport, slow_device<false>>;
+  const std::size_t bounce = 64 << 10;
+  std::vector<std::string> bad;
+  std::mutex m;
+  auto fail = [&](std::string s) {
+    std::lock_guard<std::mutex> lock(m);
+    bad.push_back(std::move(s));
+  };
+  ddl::local_fabric::run(3, [&](ddl::local_transport& lt) {
+    slow_device<false> dev;
+    ddl::staging_options so;
+    so.bounce_bytes = bounce;
+    staged t(lt, dev, so);
+    ddl::communicator<ddl::ring, staged> comm(t);
+    const ddl::topology topo = comm.link_topology();
+    bool direct = false;
+    for (std::size_t bytes : {std::size_t{8}, std::size_t{4096}, bounce, bounce + 4, std::size_t{1} << 22}) {
+      const bool host = bytes <= bounce;
+      const ddl::broadcast_plan want =
+          host ? ddl::broadcast_choice(bytes, topo, 4, ddl::broadcast_algorithm::automatic,
+                                       ddl::broadcast_costs_of(t.host()))
+               : ddl::broadcast_choice(bytes, topo, 4, ddl::broadcast_algorithm::automatic, ddl::broadcast_costs_of(t));
+      const ddl::broadcast_plan got = comm.broadcast_plan_for(bytes);
+      if (got.describe() != want.describe())
+        fail(std::to_string(bytes) + " B: " + got.describe() + ", the call runs " + want.describe());
+      if (!host && got.algo == ddl::broadcast_algorithm::direct) fail(std::to_string(bytes) + " B: direct, not bounced");
+      direct = direct || got.algo == ddl::broadcast_algorithm::direct;
+    }
+    if (!direct) fail("no bounced size meets through the stages");
+    // Forced: bounced calls meet through the host's stages, larger ones are refused.
+    ddl::options o;
+    o.broadcast = ddl::broadcast_algorithm::direct;
+    ddl::communicator<ddl::ring, staged> forced(t, o);
+    for (std::size_t count : {std::size_t{1}, std::size_t{1000}, bounce / 4}) {
+      std::vector<float> g(count, static_cast<float>(lt.rank() + 1));
+      auto v = ddl::host_view(g.data(), g.size());
+      v.where = on_device;
+      forced.broadcast(v, 2);
+      if (g.front() != 3.0f || g.back() != 3.0f) fail("forced direct, " + std::to_string(count) + " floats: wrong");
+    }
+    std::vector<float> g(bounce / 4 + 1, 1.0f);
+    auto v = ddl::host_view(g.data(), g.size());
+    v.where = on_device;
+    try {
+      forced.broadcast(v, 0);
+      fail("forced direct past bounce_bytes: returned");
+    } catch (const ddl::invalid_argument& e) {
+      if (std::string(e.what()).find("'direct'") == std::string::npos) fail(e.what());
+    }
+  });
+  for (const auto& b : bad) CHECK_MESSAGE(false, b);
+  CHECK(bad.empty());
+}
+
 TEST_CASE("staged: ranks that disagree on bounce_bytes get mismatch_error on every rank, never a wrong result") {
   std::vector<std::string> errors(3);
   ddl::local_fabric::run(3, [&](ddl::local_transport& lt) {

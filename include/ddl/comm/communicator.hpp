@@ -292,9 +292,15 @@ class communicator {
   /// The plan `broadcast` follows for `bytes`: the measured choice once its
   /// size class is measured (`strategy/tuning.hpp`), else the model's.
   broadcast_plan broadcast_plan_for(std::size_t bytes, dtype type = dtype::float32) const {
-    return broadcasts_.running(bytes, false,
-                               broadcast_choice(bytes, link_topology(), size_of(type), opts_.broadcast,
-                                                broadcast_costs_of(*transport_)));
+    auto on = [&](const auto& t) {
+      return broadcasts_.running(
+          bytes, false, broadcast_choice(bytes, link_topology(), size_of(type), opts_.broadcast, broadcast_costs_of(t)));
+    };
+    // A call that bounces runs on the host transport (`broadcast_job`).
+    if constexpr (bounce::on) {
+      if (transport_->bounces(bytes)) return on(transport_->host());
+    }
+    return on(*transport_);
   }
   /// The broadcast size classes measured so far, one line each (empty if none).
   std::string explain_broadcast() const {
@@ -477,7 +483,12 @@ class communicator {
           detail::scatter_allgather_broadcast(t, p, bytes, root, elem, cp, tg);
           break;
         case broadcast_algorithm::direct:
-          if constexpr (has_wait_until_v<T>) detail::direct_base::broadcast(t, p, bytes, root, cp);
+          // Chosen only where `costs.direct` (a forced one is refused above).
+          if constexpr (has_wait_until_v<T>) {
+            detail::direct_base::broadcast(t, p, bytes, root, cp);
+          } else {
+            throw invalid_argument("broadcast: 'direct' meets through stages; this transport has none");
+          }
           break;
         default: detail::binomial_broadcast(t, p, bytes, root, cp, tg);
       }
