@@ -189,6 +189,37 @@ TEST_CASE("bfloat16: round to nearest even, against a brute-force reference") {
   }
 }
 
+TEST_CASE("host::copy: every distance between source and destination, overlapping or not, as memmove") {
+  // Pieces where the destination lies 1-63 bytes past the source modulo
+  // 4 KiB (apart), memmove elsewhere: the bytes memmove gives, every time.
+  const std::size_t span = 3 * 4096 + 200;
+  std::vector<unsigned char> init(2 * span + 8192);
+  for (std::size_t i = 0; i < init.size(); ++i) init[i] = static_cast<unsigned char>(i * 131 + 7);
+  std::vector<std::ptrdiff_t> distances;
+  for (std::ptrdiff_t d = -70; d <= 70; ++d) distances.push_back(d);
+  for (std::ptrdiff_t d : {4096 - 64, 4096 - 1, 4096, 4096 + 1, 4096 + 16, 4096 + 63, 4096 + 64, 8192 + 48})
+    for (std::ptrdiff_t sign : {1, -1}) distances.push_back(sign * d);
+  int wrong = 0, cases = 0;
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{2047}, std::size_t{2048}, std::size_t{2049},
+                            std::size_t{4099}, span}) {
+    for (std::ptrdiff_t d : distances) {
+      std::vector<unsigned char> got = init, want = init;
+      const std::size_t src = 8192 + 256;  // past the farthest distance back (8240)
+      const std::size_t dst = static_cast<std::size_t>(static_cast<std::ptrdiff_t>(src) + d);
+      ddl::host::copy(got.data() + dst, got.data() + src, bytes);
+      std::memmove(want.data() + dst, want.data() + src, bytes);
+      ++cases;
+      if (got != want) {
+        ++wrong;
+        INFO("bytes " << bytes << ", destination " << d << " bytes past the source");
+        CHECK(got == want);
+      }
+    }
+  }
+  CHECK(cases == 7 * 157);
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("dtype and op names parse back, unknown names are named in the error") {
   for (ddl::dtype t : ddl::all_dtypes) CHECK(ddl::parse_dtype(ddl::name_of(t)) == t);
   for (ddl::op o : ddl::all_ops) CHECK(ddl::parse_op(ddl::name_of(o)) == o);

@@ -522,7 +522,7 @@ inline bool local_transport::progress() {
         else if (e.fused)
           host::reduce(e.dst.data, e.local.data, s.data, e.dst.size / size_of(e.red.type), e.red);
         else
-          std::memcpy(e.dst.data, s.data, e.dst.size);
+          host::copy(e.dst.data, s.data, e.dst.size);
       }
       const std::size_t sent = s.size;
       s.state.store((best_word & ~local_fabric::s_mask) | (s.eager ? local_fabric::s_free : local_fabric::s_done),
