@@ -148,8 +148,11 @@ inline void copy(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0 || dst == src) return;
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
-  const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(d) - reinterpret_cast<std::uintptr_t>(s);
-  const bool apart = d + bytes <= s || s + bytes <= d;
+  // Distances both ways as unsigned addresses (no comparison of pointers
+  // into unrelated objects): the ranges are apart when both are >= bytes.
+  const auto da = reinterpret_cast<std::uintptr_t>(d), sa = reinterpret_cast<std::uintptr_t>(s);
+  const std::uintptr_t ahead = da - sa;
+  const bool apart = ahead >= bytes && sa - da >= bytes;
   if (bytes <= copy_piece || !apart || (ahead & 4095u) - 1u >= 63u) {
     std::memmove(d, s, bytes);
     return;
