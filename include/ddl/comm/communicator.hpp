@@ -289,12 +289,13 @@ class communicator {
     checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { check_broadcast(data, root); });
     return submit("broadcast", broadcast_job(data, root), std::move(done));
   }
-  /// The plan `broadcast` follows for `bytes`: the measured choice once its
-  /// size class is measured (`strategy/tuning.hpp`), else the model's.
+  /// The plan `broadcast` follows for `bytes` in host memory: the measured
+  /// choice once its size class is measured (`strategy/tuning.hpp`), else the
+  /// model's. (A device buffer that does not bounce never meets through the
+  /// stages; the call's stamp names what ran.)
   broadcast_plan broadcast_plan_for(std::size_t bytes, dtype type = dtype::float32) const {
     auto on = [&](const auto& t) {
-      return broadcasts_.running(
-          bytes, false, broadcast_choice(bytes, link_topology(), size_of(type), opts_.broadcast, broadcast_costs_of(t)));
+      return broadcasts_.running(bytes, false, broadcast_model(bytes, size_of(type), broadcast_costs_of(t)));
     };
     // A call that bounces runs on the host transport (`broadcast_job`).
     if constexpr (bounce::on) {
@@ -463,6 +464,11 @@ class communicator {
       broadcast_on(*transport_, data.byte_data(), data, root, context("broadcast", data.where, data.type, op::sum, 0, st));
     };
   }
+  // The model's plan for a broadcast of `bytes` priced with `costs` (those of
+  // the transport the call runs on: `broadcast_plan_for` and `broadcast_on`).
+  broadcast_plan broadcast_model(std::size_t bytes, std::size_t elem, const broadcast_costs& costs) const {
+    return broadcast_choice(bytes, link_topology(), elem, opts_.broadcast, costs);
+  }
   // The broadcast of `data`'s bytes at `p` over `t` (the call's transport,
   // or its host one when the call bounces).
   template <class T>
@@ -474,7 +480,7 @@ class communicator {
       throw invalid_argument("broadcast: 'direct' (DDL_BROADCAST or options::broadcast) meets through stages its "
                              "ranks share; this call's cannot (ranks on several machines, a transport without "
                              "stages, or buffers not in host memory): use 'auto'");
-    const broadcast_plan model = broadcast_choice(bytes, topo, elem, opts_.broadcast, costs);
+    const broadcast_plan model = broadcast_model(bytes, elem, costs);
     auto run = [&](const broadcast_plan& pl, const call_context& cp) {
       const tag tg = cp.base_tag + tag_offset::broadcast;
       switch (pl.algo) {
