@@ -11,7 +11,7 @@ mode=${1:-}
 case "$mode" in demo|test) ;; *) echo "usage: $0 demo|test" >&2; exit 2 ;; esac
 
 # Debian packages the build and tests need (only the missing ones are installed).
-packages=(cmake g++ make python3 doctest-dev openmpi-bin libopenmpi-dev iproute2 zlib1g-dev dataset-fashion-mnist)
+packages=(cmake ninja-build g++ make python3 doctest-dev openmpi-bin libopenmpi-dev iproute2 zlib1g-dev dataset-fashion-mnist)
 # The test run also builds and tests the LibTorch example and the PyTorch backend, and runs the
 # MPI tests a second time under MPICH (Open MPI stays the default MPI).
 if [ "$mode" = test ]; then packages+=(libtorch-dev python3-torch python3-dev pybind11-dev mpich libmpich-dev); fi
@@ -28,8 +28,13 @@ fi
 
 build=${DDL_BUILD_DIR:-build/release}
 jobs=$(nproc 2>/dev/null || echo 2)
+# Ninja schedules every object file on its own; Make builds a target's objects
+# only after the targets it depends on (doctest's main, the sanitizers' shared
+# objects), which left the longest compiles to run alone at the end. A build
+# directory configured before keeps its generator.
+generator() { [ -f "$1/CMakeCache.txt" ] || echo "-GNinja"; }
 echo "== configuring and building in $build"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON >/dev/null
+cmake -S . -B "$build" $(generator "$build") -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON >/dev/null
 
 if [ "$mode" = demo ]; then
   cmake --build "$build" -j "$jobs" --target ddl-bench ddl-train
@@ -47,7 +52,7 @@ else
   # runs under Open MPI above).
   mpich_build=${DDL_MPICH_BUILD_DIR:-build/mpich}
   echo "== the MPI tests under MPICH, in $mpich_build"
-  cmake -S . -B "$mpich_build" -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON -DDDL_BUILD_TORCH=OFF \
+  cmake -S . -B "$mpich_build" $(generator "$mpich_build") -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON -DDDL_BUILD_TORCH=OFF \
     -DMPI_CXX_COMPILER=mpicxx.mpich -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich >/dev/null
   cmake --build "$mpich_build" -j "$jobs" --target ddl_test_mpi
   ctest --test-dir "$mpich_build" -R '^mpi' -E '^mpi\.asan|^mpi\.(stall\.)?n8$' --output-on-failure --timeout 600 -j 2
