@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # How long the test build's compiles take, and how well a generator packs them on this machine's cores.
 #
-#   .ci/compile_times.sh record [BUILD_DIR]      configure and build BUILD_DIR (default build/times, the
-#                                                quick start's options) with every compile timed;
-#                                                writes BUILD_DIR/compile_times.txt ("seconds object")
+#   .ci/compile_times.sh record [BUILD_DIR [--target T...]]
+#                                                configure and build BUILD_DIR (default build/times, the
+#                                                quick start's options; everything, or the targets named)
+#                                                with every compile timed; writes
+#                                                BUILD_DIR/compile_times.txt ("seconds object")
 #   .ci/compile_times.sh replay TIMES [GENERATOR] [SCALE]
 #                                                the same CMake tree built with every compile replaced by a
 #                                                sleep of its recorded time / SCALE (default 25) and every link
@@ -46,12 +48,12 @@ src=$(dirname "$here")
 self="$here/$(basename "$0")"
 case "${1:-}" in
   record)
-    build=$(realpath -m "${2:-build/times}")
+    build=$(realpath -m "${2:-build/times}"); shift $(($# < 2 ? $# : 2))
     mkdir -p "$build"; : > "$build/compile_times.raw"
     cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON \
       "-DCMAKE_CXX_COMPILER_LAUNCHER=$self;--time;$build/compile_times.raw" \
       "-DCMAKE_CUDA_COMPILER_LAUNCHER=$self;--time;$build/compile_times.raw" >/dev/null
-    cmake --build "$build" -j "$(nproc)"
+    cmake --build "$build" -j "$(nproc)" "$@"
     sort -k2 "$build/compile_times.raw" > "$build/compile_times.txt"
     awk '{s += $1} END {printf "%d compiles, %.0f s in all\n", NR, s}' "$build/compile_times.txt" ;;
   replay)
@@ -70,5 +72,5 @@ case "${1:-}" in
     echo "the last to end (seconds from the start, compile time, object):"
     sort -n "$log" | tail -4 | awk -v s="$start" -v k="$scale" '{printf "  %6.0f %6.1f %s\n", ($1 - s) * k, $2, $3}'
     rm -rf "$scratch" ;;
-  *) sed -n '2,13p' "$0"; exit 2 ;;
+  *) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"; exit 2 ;;
 esac
