@@ -49,8 +49,9 @@ self="$here/$(basename "$0")"
 case "${1:-}" in
   record)
     build=$(realpath -m "${2:-build/times}"); shift $(($# < 2 ? $# : 2))
+    gen=(); [ -f "$build/CMakeCache.txt" ] || gen=(-G Ninja)  # as the quick start configures
     mkdir -p "$build"; : > "$build/compile_times.raw"
-    cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON \
+    cmake -S "$src" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON \
       "-DCMAKE_CXX_COMPILER_LAUNCHER=$self;--time;$build/compile_times.raw" \
       "-DCMAKE_CUDA_COMPILER_LAUNCHER=$self;--time;$build/compile_times.raw" >/dev/null
     cmake --build "$build" -j "$(nproc)" "$@"
