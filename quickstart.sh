@@ -29,9 +29,10 @@ fi
 build=${DDL_BUILD_DIR:-build/release}
 jobs=$(nproc 2>/dev/null || echo 2)
 # Ninja schedules every object file on its own; Make builds a target's objects
-# only after the targets it depends on (doctest's main, the sanitizers' shared
-# objects), which left the longest compiles to run alone at the end. A build
-# directory configured before keeps its generator.
+# only after the targets it depends on (doctest's main, the sanitizers' object
+# libraries, the benchmark's commit stamp), which left ddl_bench.cpp (100 s)
+# compiling alone at the end (.ci/compile_times.sh). A build directory
+# configured before keeps its generator.
 generator() { [ -f "$1/CMakeCache.txt" ] || echo "-GNinja"; }
 echo "== configuring and building in $build"
 cmake -S . -B "$build" $(generator "$build") -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON >/dev/null
