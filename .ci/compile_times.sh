@@ -12,8 +12,7 @@
 #                                                by a short one: prints the build's wall time scaled back and
 #                                                the compiles that ended last. GENERATOR: Ninja (default) or
 #                                                "Unix Makefiles". Minutes, not the build's half hour.
-# Used to compare Make and Ninja on the test build (2026-11-27: 1150 against 1079 s for 1963 s of
-# compiles on 2 cores).
+# Used to compare Make and Ninja on the test build: bench/results/ci-build.md.
 set -euo pipefail
 # An object's name in both generators (Make compiles in the target's directory, Ninja at the top).
 key() { echo "${1##*CMakeFiles/}"; }
