@@ -15,6 +15,16 @@ int main() {
   std::atomic<int> wrong{0};
   // The engine named by DDL_CUDA_REDUCE (host code, no device needed).
   wrong += std::strcmp(ddl::cuda::name_of(ddl::cuda::default_reduce_engine()), "kernel") != 0;
+  // CUB's engine is compiled in only where DDL_CUDA_CUB_ENGINE is defined (not
+  // here): asking for it is an error naming the macro, before any device call.
+  static_assert(!ddl::cuda::has_cub_engine);
+  try {
+    ddl::cuda::reduce(nullptr, nullptr, nullptr, 0, {ddl::dtype::float32, ddl::op::sum}, nullptr,
+                      ddl::cuda::reduce_engine::cub);
+    ++wrong;
+  } catch (const ddl::invalid_argument& e) {
+    wrong += std::strstr(e.what(), "DDL_CUDA_CUB_ENGINE") == nullptr;
+  }
   if (ddl::cuda::device_count() > 0) {
     ddl::cuda_peer_fabric::run(2, [&](ddl::cuda_peer_transport& t) {
       thrust::device_vector<float> grads(1000, float(t.rank()));

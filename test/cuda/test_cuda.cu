@@ -124,6 +124,7 @@ TEST_CASE("cuda: DDL_CUDA_REDUCE names an engine or is an error naming it") {
   CHECK(std::string(ddl::cuda::name_of(ddl::cuda::default_reduce_engine())) ==
         (std::getenv("DDL_CUDA_REDUCE") ? std::getenv("DDL_CUDA_REDUCE") : "kernel"));
   CHECK(std::string(ddl::cuda::name_of(ddl::cuda::reduce_engine::cub)) == "cub");
+  CHECK(ddl::cuda::has_cub_engine);  // DDL_CUDA_CUB_ENGINE (test/cuda/CMakeLists.txt); the consumer checks the other side
 }
 
 TEST_CASE("cuda: device reductions of both engines equal the host kernels bit for bit, aligned or not, in place or not") {

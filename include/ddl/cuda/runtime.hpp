@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// CUDA support: error checking, device buffer views, element-wise device
-/// reductions (ddl's vectorised kernel, or CCCL's `cub::DeviceTransform`),
-/// and the `memory_ops` table for device memory.
+/// reductions (ddl's vectorised kernel, or CCCL's `cub::DeviceTransform` where
+/// `DDL_CUDA_CUB_ENGINE` is defined), and the `memory_ops` table for device
+/// memory.
 ///
 /// Compile translation units that include this with `nvcc` (the kernels are
 /// defined here, header-only, like Thrust's); link `CUDA::cudart` (CMake:
@@ -15,8 +16,10 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#if defined(DDL_CUDA_CUB_ENGINE)
 #include <cub/device/device_transform.cuh>
 #include <cuda/std/tuple>
+#endif
 
 #include <cstddef>
 #include <cstdint>
@@ -411,6 +414,7 @@ __global__ void divide(T* data, std::size_t n, int ranks) {
 
 }  // namespace kernels
 
+#if defined(DDL_CUDA_CUB_ENGINE)
 /// What `cub::DeviceTransform` applies: the op in the dtype's compute type.
 template <class T, class Op>
 struct combine_fn {
@@ -422,25 +426,48 @@ struct divide_fn {
   int ranks;
   DDL_HOST_DEVICE T operator()(T x) const { return T(compute_t<T>(x) / static_cast<compute_t<T>>(ranks)); }
 };
+#endif
 
 /// Which code runs the element-wise device reductions (`reduce`, `finalize`):
 /// - `kernel`: ddl's grid-stride kernel with 16-byte vector loads (above);
-/// - `cub`: CCCL's `cub::DeviceTransform`, tuned per architecture by NVIDIA.
+/// - `cub`: CCCL's `cub::DeviceTransform`, tuned per architecture by NVIDIA,
+///   compiled in where `DDL_CUDA_CUB_ENGINE` is defined before this header
+///   (`has_cub_engine`). It instantiates `DeviceTransform` for every dtype
+///   and op: a quarter of a CUDA translation unit's compile time (62 against
+///   84 s for test/consumer/main_cuda.cu), for an engine that trails the
+///   kernel at 1-16 MiB (bench/results/gpu-h200.md); ddl's tests and
+///   `ddl-gpu-bench` define it to cross-check and time both.
 /// Both give the same bits (each element is one `op` in the compute type).
 /// `DDL_CUDA_REDUCE=kernel|cub` picks one for the process; `ddl-gpu-bench
 /// reduce` times both beside a device-to-device copy
 /// (bench/results/gpu-h100.md says which is the default and why).
 enum class reduce_engine { kernel, cub };
 
+#if defined(DDL_CUDA_CUB_ENGINE)
+inline constexpr bool has_cub_engine = true;
+#else
+inline constexpr bool has_cub_engine = false;
+#endif
+
 inline const char* name_of(reduce_engine e) noexcept { return e == reduce_engine::cub ? "cub" : "kernel"; }
+
+/// Throws unless `e` is compiled into this translation unit.
+inline void require_engine(reduce_engine e, const char* who) {
+  if (e == reduce_engine::cub && !has_cub_engine)
+    throw invalid_argument(std::string(who) +
+                           ": the cub engine is not compiled in; define DDL_CUDA_CUB_ENGINE before including "
+                           "ddl/cuda.hpp (CMake: target_compile_definitions(<target> PRIVATE DDL_CUDA_CUB_ENGINE))");
+}
 
 /// The engine named by `DDL_CUDA_REDUCE` (read once), else `kernel`.
 inline reduce_engine default_reduce_engine() {
   static const reduce_engine e = [] {
     const char* v = std::getenv("DDL_CUDA_REDUCE");
     if (!v || !*v || std::string(v) == "kernel") return reduce_engine::kernel;
-    if (std::string(v) == "cub") return reduce_engine::cub;
-    throw invalid_argument(std::string("DDL_CUDA_REDUCE='") + v + "' must be kernel or cub");
+    if (std::string(v) != "cub")
+      throw invalid_argument(std::string("DDL_CUDA_REDUCE='") + v + "' must be kernel or cub");
+    require_engine(reduce_engine::cub, "DDL_CUDA_REDUCE=cub");
+    return reduce_engine::cub;
   }();
   return e;
 }
@@ -456,6 +483,7 @@ inline unsigned grid_for(std::size_t n, int width) {
 /// neither. Pointers may be on a peer device when peer access is enabled.
 inline void reduce(void* dst, const void* a, const void* b, std::size_t count, reduction r, cudaStream_t stream,
                    reduce_engine engine = default_reduce_engine()) {
+  require_engine(engine, "cuda::reduce");
   if (count == 0) return;
   visit_dtype(r.type, [&](auto tag) {
     using T = decltype(tag);
@@ -463,11 +491,14 @@ inline void reduce(void* dst, const void* a, const void* b, std::size_t count, r
       auto* d = static_cast<T*>(dst);
       const auto* x = static_cast<const T*>(a);
       const auto* y = static_cast<const T*>(b);
-      if (engine == reduce_engine::cub)
+#if defined(DDL_CUDA_CUB_ENGINE)
+      if (engine == reduce_engine::cub) {
         DDL_CUDA_CHECK(cub::DeviceTransform::Transform(::cuda::std::make_tuple(x, y), d, count,
                                                       combine_fn<T, decltype(f)>{f}, stream));
-      else
-        kernels::combine<T><<<grid_for(count, kernels::vec<T>::width), 256, 0, stream>>>(d, x, y, count, f);
+        return;
+      }
+#endif
+      kernels::combine<T><<<grid_for(count, kernels::vec<T>::width), 256, 0, stream>>>(d, x, y, count, f);
     });
   });
   DDL_CUDA_CHECK(cudaGetLastError());
@@ -509,14 +540,18 @@ inline void reduce_many(void* dst, const void* const* src, int n, std::size_t co
 /// The op's final touch on the device (`avg` divides by `ranks`).
 inline void finalize(void* data, std::size_t count, reduction r, int ranks, cudaStream_t stream,
                      reduce_engine engine = default_reduce_engine()) {
+  require_engine(engine, "cuda::finalize");
   if (r.oper != op::avg || count == 0 || ranks == 1) return;
   visit_dtype(r.type, [&](auto tag) {
     using T = decltype(tag);
     auto* d = static_cast<T*>(data);
-    if (engine == reduce_engine::cub)
+#if defined(DDL_CUDA_CUB_ENGINE)
+    if (engine == reduce_engine::cub) {
       DDL_CUDA_CHECK(cub::DeviceTransform::Transform(d, d, count, divide_fn<T>{ranks}, stream));
-    else
-      kernels::divide<T><<<grid_for(count, 1), 256, 0, stream>>>(d, count, ranks);
+      return;
+    }
+#endif
+    kernels::divide<T><<<grid_for(count, 1), 256, 0, stream>>>(d, count, ranks);
   });
   DDL_CUDA_CHECK(cudaGetLastError());
 }
