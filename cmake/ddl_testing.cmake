@@ -3,14 +3,18 @@
 # minutes on two cores) when its name matches <quick regex>, else "full" (the
 # rest of `ctest`). Tests matching the MANY_RANKS regex run more ranks
 # (threads, or MPI processes) than cores, handing off to each other all the
-# time: they ask for every core (PROCESSORS), so `ctest -jN` runs them alone
-# and pairs the single-threaded ones (the simulator, compiles; the longer MPI
-# runs are RUN_SERIAL).
+# time: they ask for every core, 8 at most (PROCESSORS; most run up to 8 or 9
+# ranks), so on a small machine `ctest -jN` runs them alone and pairs the
+# single-threaded ones (the simulator, compiles; the longer MPI runs are
+# RUN_SERIAL).
 # Beside another busy test such ranks wait for a core at every hand-off: on
 # 2 cores the suite took 750 s at -j2, the times of its tests but the
 # consumer builds summing to 1112 s; one at a time those took 700 s
 # (bench/results/ci-build.md).
-cmake_host_system_information(RESULT DDL_TEST_CORES QUERY NUMBER_OF_LOGICAL_CORES)
+cmake_host_system_information(RESULT ddl_many_ranks_slots QUERY NUMBER_OF_LOGICAL_CORES)
+if(ddl_many_ranks_slots GREATER 8)
+  set(ddl_many_ranks_slots 8)
+endif()
 function(ddl_label_tests quick_regex)
   cmake_parse_arguments(arg "" "MANY_RANKS" "" ${ARGN})
   get_directory_property(tests TESTS)
@@ -21,7 +25,7 @@ function(ddl_label_tests quick_regex)
       set_property(TEST ${t} APPEND PROPERTY LABELS full)
     endif()
     if(arg_MANY_RANKS AND t MATCHES "${arg_MANY_RANKS}")
-      set_property(TEST ${t} PROPERTY PROCESSORS ${DDL_TEST_CORES})
+      set_property(TEST ${t} PROPERTY PROCESSORS ${ddl_many_ranks_slots})
     endif()
   endforeach()
 endfunction()
