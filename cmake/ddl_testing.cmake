@@ -1,5 +1,5 @@
 # ddl_label_tests(<quick regex> [MANY_RANKS <regex>]): labels every test of
-# the calling directory "quick" (the inner loop, `ctest -L quick`, about two
+# the calling directory "quick" (the inner loop, `ctest -L quick`, about 2.5
 # minutes on two cores) when its name matches <quick regex>, else "full" (the
 # rest of `ctest`). Tests matching the MANY_RANKS regex run more ranks
 # (threads, or MPI processes) than cores, handing off to each other all the
