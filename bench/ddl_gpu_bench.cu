@@ -11,6 +11,12 @@
 //       all-reduce over cuda_peer_transport, all ranks on GPU 0, against the
 //       memory-traffic floor 2 n S / M_hbm (M_hbm: the copy bandwidth measured
 //       at that size in the same run); floor_eff = floor / time.
+//   ddl-gpu-bench launch    [--ranks 2,4,8] [-n 200]
+//       what a small all-reduce cannot go below when every rank's thread
+//       launches its own kernel: the allreduce mode's loop (barrier, call,
+//       stream synchronize, barrier) with the call an empty kernel, then the
+//       same kernel between two host meetings of the ranks (as a flagged
+//       call's), beside one_shot's and auto's 8-byte all-reduce in the same run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -159,8 +165,72 @@ int allreduce_mode(const settings& s, const Strategy& strategy) {
   return 0;
 }
 
+__global__ void empty_kernel() {}
+
+// Seconds per iteration of allreduce_mode's loop on n ranks, median of
+// `iters`: each rank calls `make(t)` once, then the callable it returns once
+// per sample.
+template <class Make>
+double rank_loop_seconds(int n, int iters, Make&& make) {
+  ddl::thread_barrier bar(n);
+  std::vector<double> times;
+  ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
+  fab.run([&](ddl::cuda_peer_transport& t) {
+    auto call = make(t);
+    for (int i = 0; i < iters + 2; ++i) {
+      bar.arrive_and_wait();
+      const auto t0 = std::chrono::steady_clock::now();
+      call();
+      DDL_CUDA_CHECK(cudaStreamSynchronize(t.stream()));
+      bar.arrive_and_wait();
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (t.rank() == 0 && i >= 2) times.push_back(dt);
+    }
+  });
+  return median(times);
+}
+
+int launch_mode(const settings& s) {
+  std::printf("# ddl-gpu-bench launch: every rank on GPU 0, its own thread and stream; a sample is barrier,"
+              " call, cudaStreamSynchronize, barrier; median of %d, us\n", s.iters);
+  std::printf("# %5s %12s %12s %12s %12s\n", "ranks", "empty", "meet_empty", "one_shot_8B", "auto_8B");
+  for (int n : s.ranks) {
+    const double empty = rank_loop_seconds(n, s.iters, [](ddl::cuda_peer_transport& t) {
+      return [&t] {
+        empty_kernel<<<1, 32, 0, t.stream()>>>();
+        DDL_CUDA_CHECK(cudaGetLastError());
+      };
+    });
+    ddl::thread_barrier meet(n);
+    const double meet_empty = rank_loop_seconds(n, s.iters, [&](ddl::cuda_peer_transport& t) {
+      return [&] {
+        meet.arrive_and_wait();
+        empty_kernel<<<1, 32, 0, t.stream()>>>();
+        DDL_CUDA_CHECK(cudaGetLastError());
+        meet.arrive_and_wait();
+      };
+    });
+    float* d = nullptr;  // two floats per rank
+    DDL_CUDA_CHECK(cudaMalloc(&d, sizeof(float) * 2 * static_cast<std::size_t>(n)));
+    auto eight_bytes = [&](auto strategy) {
+      using comm_t = ddl::communicator<decltype(strategy), ddl::cuda_peer_transport>;
+      return rank_loop_seconds(n, s.iters, [&](ddl::cuda_peer_transport& t) {
+        return [&t, comm = std::make_shared<comm_t>(t, strategy), v = ddl::device_view(d + 2 * t.rank(), 2, 0, t.stream())] {
+          comm->all_reduce(v, ddl::op::sum);
+        };
+      });
+    };
+    const double one = eight_bytes(ddl::one_shot{});
+    const double aut = eight_bytes(ddl::auto_strategy{});
+    (void)cudaFree(d);
+    std::printf("  %5d %12.1f %12.1f %12.1f %12.1f\n", n, empty * 1e6, meet_empty * 1e6, one * 1e6, aut * 1e6);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "ddl-gpu-bench: %s\nusage: ddl-gpu-bench reduce|allreduce [-b N] [-e N] [-f F] [-n ITERS]"
+  std::fprintf(stderr, "ddl-gpu-bench: %s\nusage: ddl-gpu-bench reduce|allreduce|launch [-b N] [-e N] [-f F] [-n ITERS]"
                        " [--ranks 2,4,8] [--strategy ring|auto|one_shot|two_shot|recursive_doubling|halving_doubling] [-d DTYPE] [-o OP]\n", why.c_str());
   std::exit(2);
 }
@@ -199,6 +269,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (mode == "reduce") return reduce_mode(s);
+    if (mode == "launch") return launch_mode(s);
     if (mode == "allreduce") {
       if (s.strategy == "ring") return allreduce_mode(s, ddl::ring{});
       if (s.strategy == "auto") return allreduce_mode(s, ddl::auto_strategy{});

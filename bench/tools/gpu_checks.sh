@@ -12,10 +12,12 @@
 #   bench     ddl-gpu-bench reduce (both engines, 4 dtypes) and allreduce (ring,
 #             auto with the plan it ran, one_shot, two_shot whole and through
 #             messages, recursive and halving doubling; 8 B-32 KiB and
-#             1 MiB-1 GiB), and
+#             1 MiB-1 GiB), the 8-byte call's floor (ddl-gpu-bench launch: an
+#             empty kernel per rank, with and without the host meetings, beside
+#             one_shot and auto at 8 B), and
 #             ddl-gpu-mpi-bench over 4 MPI processes when MPI is there (as
 #             given, and with every size bounced through host memory)
-#             -> reduce.txt, allreduce-*.txt, mpi-staged.txt, mpi-bounce-all.txt
+#             -> reduce.txt, allreduce-*.txt, launch.txt, mpi-staged.txt, mpi-bounce-all.txt
 # Every step has its own time limit; machine.txt records the GPU, driver,
 # toolkit and commit. Each phase's exit status is printed; the script exits
 # non-zero when any step failed.
@@ -120,6 +122,7 @@ for phase in "$@"; do
         "$bench_bin" allreduce --ranks 2,4,8 --strategy two_shot -b 8 -e 32K -f 8 -n 20
       step allreduce_two_shot_messages_large 150 "$out/allreduce-two_shot-messages.txt" env DDL_CUDA_FLAGGED=0 \
         "$bench_bin" allreduce --ranks 2,4,8 --strategy two_shot -b 1M -e "${DDL_GPU_LARGEST:-1G}" -f 4 -n 10
+      step launch 60 "$out/launch.txt" "$bench_bin" launch --ranks 1,2,4,8 -n 500
       for d in float half bfloat16 double; do
         step "reduce_$d" 120 "$out/reduce.txt" "$bench_bin" reduce -d "$d" -b 1M -e 1G -f 4 -n 20
       done
