@@ -35,6 +35,8 @@ static_assert(ddl::has_fused_reduce_v<ddl::group_view<ddl::local_transport>>);
 static_assert(ddl::has_peer_memory_v<ddl::local_transport>);
 static_assert(ddl::has_peer_memory_v<ddl::group_view<ddl::local_transport>>);
 static_assert(!ddl::has_peer_memory_v<int>);
+static_assert(ddl::has_wait_until_v<ddl::local_transport> && ddl::has_stage_raised_v<ddl::local_transport>);
+static_assert(!ddl::has_stage_raised_v<ddl::group_view<ddl::local_transport>>);  // stages serve the whole group
 
 namespace {
 // A transport that forwards only the required members, so strategies take

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -38,6 +39,28 @@ class event_count {
       std::lock_guard<std::mutex> lock(mutex_);
       cv_.notify_all();
     }
+  }
+
+  /// Wakes every waiter, if one sleeps: a fence and a load when none does.
+  /// Pairs with `wait_for`, whose waiters look at their condition again
+  /// after they count themselves (a `wait` with a ticket taken before this
+  /// call may sleep on to its limit).
+  void notify_waiters() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_relaxed) > 0) notify();
+  }
+
+  /// Sleeps until `ready()` holds (looked at after this waiter is counted,
+  /// so a `notify_waiters` after the condition was made true is not
+  /// missed), `notify` is called, or `until`, whichever first.
+  template <class Ready>
+  void wait_for(Ready&& ready, std::chrono::steady_clock::time_point until) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const std::uint64_t ticket = seq_.load(std::memory_order_acquire);
+    cv_.wait_until(lock, until, [&] { return seq_.load(std::memory_order_acquire) != ticket || ready(); });
+    waiters_.fetch_sub(1, std::memory_order_acq_rel);
   }
 
   /// Sleeps until `notify` has been called since `ticket` was taken, or
@@ -75,6 +98,21 @@ class backoff {
       auto until = now + std::chrono::milliseconds(2);
       if (until > deadline) until = deadline;
       ev.wait(ticket, until);
+    }
+  }
+  /// The same, sleeping on `ev` until `ready()` holds (`event_count::wait_for`,
+  /// woken by `notify_waiters`): nothing is read from `ev` until then.
+  template <class Ready>
+  void operator()(event_count& ev, Ready&& ready, std::chrono::steady_clock::time_point deadline) {
+    ++round_;
+    if (round_ < spin_rounds_) {
+      cpu_relax();
+    } else if (round_ < spin_rounds_ + yield_rounds_) {
+      std::this_thread::yield();
+    } else {
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+      if (until > deadline) until = deadline;
+      ev.wait_for(std::forward<Ready>(ready), until);
     }
   }
   /// Without a doorbell (polling another layer): spin, yield, then sleep

@@ -159,12 +159,19 @@ class local_transport {
   inline const std::byte* peer_stage(int peer, std::size_t bytes);
   bool stages_shared() const noexcept { return true; }
   /// Polls `ready()` (a look at `peer`'s stage) until it returns true:
-  /// spins, yields, then sleeps 20 us at a time; `timeout_error` naming
+  /// spins, yields, then sleeps until a rank raises a counter in its stage
+  /// (`stage_raised`; 2 ms at most at a time); `timeout_error` naming
   /// `peer` after `until`, `transport_error` once the fabric was aborted,
   /// `mismatch_error` when `peer` posted this rank a message of the call
   /// `awaited` under another stamp (it runs another collective or plan).
   template <class Ready>
   void wait_until(int peer, Ready&& ready, deadline until, tag awaited);
+  /// Wakes the ranks asleep in `wait_until` (a counter in this rank's stage
+  /// was raised).
+  inline void stage_raised();
+  /// How often `wait_until` yields before it sleeps on the stages' doorbell
+  /// where ranks outnumber the cores.
+  static constexpr unsigned crowded_yield_rounds = 32;
 
  private:
   friend class local_fabric;
@@ -241,6 +248,7 @@ class local_fabric {
       aborted_.store(true, std::memory_order_release);
     }
     for (int r = 0; r < size_; ++r) ranks_[r].bell.notify();
+    stage_bell_.notify();
   }
   bool aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
 
@@ -368,7 +376,8 @@ class local_fabric {
   std::atomic<bool> aborted_{false};
   std::unique_ptr<std::atomic<double>[]> timed_out_at_;  // per rank: its last timeout (steady seconds)
   std::unique_ptr<std::atomic<std::byte*>[]> stages_;    // per rank: its stage (`stage_of`), or null
-  bool crowded_ = false;  // more ranks than cores: a wait on a stage yields at once (`wait_until`)
+  bool crowded_ = false;  // more ranks than cores: a wait on a stage yields at once, and sleeps soon (`wait_until`)
+  detail::event_count stage_bell_;  // rung when a rank raised a counter in its stage (`stage_raised`)
   mutable std::mutex abort_mutex_;
   std::string abort_reason_;
 };
@@ -563,7 +572,13 @@ void local_transport::wait_until(int peer, Ready&& ready, deadline until, tag aw
   // Ranks that outnumber the cores give theirs up at once: the peer being
   // waited for may need it to raise its counter (4 threads on 2 cores, 8 B:
   // 5.0 us a call against 6.6 spinning first; 8 threads 11 against 16).
-  detail::backoff pause(fabric_->crowded_ ? 0 : detail::backoff::spin_rounds, 448);
+  // Then they yield a few times (`crowded_yield_rounds`) and sleep until a
+  // rank raises a counter (`stage_raised`): a yield hands the core to
+  // whatever else is runnable, and beside a busy process each one cost up
+  // to a scheduler tick (8 threads on 2 cores, 4 KiB one_shot: 4.0 ms a
+  // call after 448 yields, 35-45 us after 32).
+  detail::backoff pause = fabric_->crowded_ ? detail::backoff(0, crowded_yield_rounds)
+                                            : detail::backoff(detail::backoff::spin_rounds, 448);
   for (unsigned polls = 0;; ++polls) {
     if (ready()) return;
     // Every 16th poll: a message of `peer`'s in this call under another
@@ -577,9 +592,11 @@ void local_transport::wait_until(int peer, Ready&& ready, deadline until, tag aw
     if (DDL_UNLIKELY(fabric_->aborted())) gave_up(peer);
     const auto now = std::chrono::steady_clock::now();
     if (DDL_UNLIKELY(now >= until)) timed_out(peer, start, now);
-    pause.pause();
+    pause(fabric_->stage_bell_, ready, until);
   }
 }
+
+inline void local_transport::stage_raised() { fabric_->stage_bell_.notify_waiters(); }
 
 inline void local_transport::gave_up(int peer) const {
   throw transport_error("rank " + std::to_string(rank_) + " gave up waiting for rank " + std::to_string(peer) + ": " +

@@ -502,6 +502,7 @@ class direct_base {
     std::byte* own = mine + stage_header + s * flagged_limit;
     if (bytes > 0) local_copy(c, own, src, bytes);
     __atomic_store_n(counter, k, __ATOMIC_RELEASE);
+    raised(t);
     slot(r, own);
     const deadline until = phase_deadline(c);
     for (int d = 1; d < n; ++d) {
@@ -515,6 +516,14 @@ class direct_base {
       check_stamp(r, stamp, p, their, size_of(c.red.type), c);
       slot(p, at + stage_header + s * flagged_limit);
     }
+  }
+
+  /// Tells `t` this rank raised a counter its peers may wait on
+  /// (`stage_raised`, where the transport has it).
+  template <class Transport>
+  static void raised(Transport& t) {
+    if constexpr (has_stage_raised_v<Transport>) t.stage_raised();
+    else (void)t;
   }
 
   /// `t.wait_until(p, ready, ...)` in phase `ph` (`in_phase`).
@@ -815,6 +824,7 @@ struct one_shot : detail::direct_base {
         reduce_block(block{0, count}, dst, c);
         // Every segment read, for peers that land theirs (`all_reduce_landed`).
         read_.value.store(read_progress::all, std::memory_order_release);
+        raised(t);
         // One tag whether in place or not: ranks may differ in that.
         end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
         if (in_place) local_copy(c, out, dst, bytes);
@@ -883,6 +893,7 @@ struct one_shot : detail::direct_base {
       reduce_block(b, slot(k), c);
       local_finalize(c, slot(k), b.size, n);
       read_.value.store(k + 1, std::memory_order_release);
+      raised(t);
     }
     end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
     for (std::size_t k = segments > land_slots ? segments - land_slots : 0; k < segments; ++k) land(k);

@@ -112,6 +112,11 @@
 ///     small calls through counters in the stages, without a message. A
 ///     transport offers it only where every rank's stage serves one group
 ///     (`group_view` does not forward it);
+///   - `void stage_raised()` (with `wait_until`) — this rank has just raised
+///     a counter in its stage that peers may be waiting on in `wait_until`:
+///     a transport whose waiters sleep wakes them here, so a wait hands the
+///     core to the rank it waits for instead of yielding it to whatever else
+///     runs (threads beside a busy process). Without it waiters poll;
 ///   - `static constexpr bool stream_ordered` — transfers are queued in order
 ///     on a device stream and the calls only enqueue them: cutting a slice
 ///     into pipelined chunks overlaps nothing and costs host API calls per
@@ -297,6 +302,11 @@ struct has_wait_until<T, std::void_t<decltype(std::declval<T&>().wait_until(0, s
                                                                             tag{}))>> : std::true_type {};
 
 template <class T, class = void>
+struct has_stage_raised : std::false_type {};
+template <class T>
+struct has_stage_raised<T, std::void_t<decltype(std::declval<T&>().stage_raised())>> : std::true_type {};
+
+template <class T, class = void>
 struct has_host_bounce : std::false_type {};
 template <class T>
 struct has_host_bounce<
@@ -379,6 +389,11 @@ inline constexpr bool has_peer_buffer_v = has_peer_stage_v<T> && detail::has_pee
 /// True when `T` has stages and can wait on a peer's (`wait_until`).
 template <class T>
 inline constexpr bool has_wait_until_v = has_peer_stage_v<T> && detail::has_wait_until<T>::value;
+
+/// True when `T` waits on stages (`wait_until`) and wants to hear when a
+/// rank raised a counter in its own (`stage_raised`).
+template <class T>
+inline constexpr bool has_stage_raised_v = has_wait_until_v<T> && detail::has_stage_raised<T>::value;
 
 /// True when `T` says a read of a peer's stage crosses its links, its own
 /// memory being free (`direct_reads_over_links`: the simulator): the
