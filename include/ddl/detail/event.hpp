@@ -87,41 +87,20 @@ class backoff {
   /// `spin` rounds of pausing, then `yield` rounds of yielding, then sleeps.
   backoff(unsigned spin, unsigned yield) noexcept : spin_rounds_(spin), yield_rounds_(yield) {}
 
+  /// One round of a wait on `ev` with a ticket (`event_count::prepare`).
   void operator()(event_count& ev, std::uint64_t ticket, std::chrono::steady_clock::time_point deadline) {
-    ++round_;
-    if (round_ < spin_rounds_) {
-      cpu_relax();
-    } else if (round_ < spin_rounds_ + yield_rounds_) {
-      std::this_thread::yield();
-    } else {
-      const auto now = std::chrono::steady_clock::now();
-      auto until = now + std::chrono::milliseconds(2);
-      if (until > deadline) until = deadline;
-      ev.wait(ticket, until);
-    }
+    if (!young()) ev.wait(ticket, nap_until(deadline));
   }
   /// The same, sleeping on `ev` until `ready()` holds (`event_count::wait_for`,
   /// woken by `notify_waiters`): nothing is read from `ev` until then.
   template <class Ready>
   void operator()(event_count& ev, Ready&& ready, std::chrono::steady_clock::time_point deadline) {
-    ++round_;
-    if (round_ < spin_rounds_) {
-      cpu_relax();
-    } else if (round_ < spin_rounds_ + yield_rounds_) {
-      std::this_thread::yield();
-    } else {
-      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
-      if (until > deadline) until = deadline;
-      ev.wait_for(std::forward<Ready>(ready), until);
-    }
+    if (!young()) ev.wait_for(std::forward<Ready>(ready), nap_until(deadline));
   }
   /// Without a doorbell (polling another layer): spin, yield, then sleep
   /// 20 us, and 200 us once the wait has been long.
   void pause() {
-    ++round_;
-    if (round_ < spin_rounds_) cpu_relax();
-    else if (round_ < spin_rounds_ + yield_rounds_) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(round_ < 4096 ? 20 : 200));
+    if (!young()) std::this_thread::sleep_for(std::chrono::microseconds(round_ < 4096 ? 20 : 200));
   }
   void reset() noexcept { round_ = 0; }
 
@@ -129,6 +108,25 @@ class backoff {
   static constexpr unsigned yield_rounds = 256;
 
  private:
+  // One round: pauses the core or yields it while the wait is young (true),
+  // else leaves the sleeping to the caller (false).
+  bool young() {
+    ++round_;
+    if (round_ < spin_rounds_) {
+      cpu_relax();
+      return true;
+    }
+    if (round_ < spin_rounds_ + yield_rounds_) {
+      std::this_thread::yield();
+      return true;
+    }
+    return false;
+  }
+  // A sleep's end: 2 ms from now (so deadlines are still checked), or `deadline`.
+  static std::chrono::steady_clock::time_point nap_until(std::chrono::steady_clock::time_point deadline) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+    return until > deadline ? deadline : until;
+  }
   unsigned spin_rounds_ = spin_rounds, yield_rounds_ = yield_rounds;
   unsigned round_ = 0;
 };
