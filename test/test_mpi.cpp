@@ -26,6 +26,8 @@
 using namespace ddl_test;
 using namespace std::chrono_literals;
 
+static_assert(ddl::has_wait_until_v<ddl::mpi_transport> && ddl::has_stage_raised_v<ddl::mpi_transport>);
+
 namespace {
 int world_rank() {
   int r = 0;
@@ -506,6 +508,65 @@ TEST_CASE("mpi: one_shot's small calls synchronise through counters in the stage
     CHECK(outcome.second < 5.0);
     MPI_Barrier(MPI_COMM_WORLD);
   }
+}
+
+TEST_CASE("mpi: a rank asleep on a peer's stage doorbell wakes when the peer rings, not at its limit") {
+  // The processes' stages as mpi_transport shares them (`find_stages`).
+  const int n = world_size(), me = world_rank();
+  if (n < 2) return;
+  ddl::detail::shared_stages s;
+  const ddl::detail::shared_stages::file mine = s.create();
+  const ddl::detail::process_id proc = ddl::detail::this_process();
+  std::vector<ddl::detail::shared_stages::file> files(static_cast<std::size_t>(n));
+  std::vector<ddl::detail::process_id> procs(static_cast<std::size_t>(n));
+  MPI_Allgather(&mine, sizeof mine, MPI_BYTE, files.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+  MPI_Allgather(&proc, sizeof proc, MPI_BYTE, procs.data(), sizeof proc, MPI_BYTE, MPI_COMM_WORLD);
+  for (int p = 0; p < n; ++p)
+    if (p != me && proc.machine != 0 && procs[static_cast<std::size_t>(p)].machine == proc.machine)
+      s.open_peer(p, procs[static_cast<std::size_t>(p)].pid, files[static_cast<std::size_t>(p)], n);
+  const std::vector<std::uint64_t> row = s.row(me, n);
+  std::vector<std::uint64_t> rows(row.size() * static_cast<std::size_t>(n));
+  MPI_Allgather(row.data(), static_cast<int>(row.size()), MPI_UINT64_T, rows.data(), static_cast<int>(row.size()),
+                MPI_UINT64_T, MPI_COMM_WORLD);
+  s.agree(std::move(rows), me, n);
+  if (!s.shared_among(0, 1, 2)) return;  // ranks 0 and 1 map each other's stages, or nothing here to test
+  // The stage proper begins past the doorbell, zeroed, its first page there from the start.
+  const std::byte* peer_page = s.peer(me == 0 ? 1 : 0, ddl::detail::shared_stages::page, "test");
+  CHECK(std::all_of(peer_page, peer_page + ddl::detail::shared_stages::page, [](std::byte b) { return b == std::byte{0}; }));
+  CHECK(s.own_mapped(ddl::detail::shared_stages::page) != nullptr);
+  CHECK(s.own_mapped(ddl::detail::shared_stages::page + 1) == nullptr);
+  using clock = std::chrono::steady_clock;
+  if (me == 1) {
+    // A condition that never holds: only rank 0's ring (or the limit, 20 s on) ends the sleep.
+    auto t0 = clock::now();
+    s.sleep_on(0, [] { return false; }, t0 + 20s);
+    const auto woken = clock::now() - t0;
+    int done = 1;
+    MPI_Send(&done, 1, MPI_INT, 0, 7, MPI_COMM_WORLD);
+    CHECK(woken < 10s);
+    // A condition that holds, looked at after the note: back without sleeping.
+    t0 = clock::now();
+    s.sleep_on(0, [] { return true; }, t0 + 20s);
+    CHECK(clock::now() - t0 < 10s);
+    // Nobody rings (rank 0 stopped before it said so): asleep to the limit.
+    MPI_Recv(&done, 1, MPI_INT, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    t0 = clock::now();
+    s.sleep_on(0, [] { return false; }, t0 + 50ms);
+    CHECK(clock::now() - t0 >= 50ms);
+  } else if (me == 0) {
+    // Rings until rank 1 says it woke (a ring wakes it only once its note is there).
+    int done = 0, flag = 0;
+    MPI_Request rq;
+    MPI_Irecv(&done, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, &rq);
+    while (!flag) {
+      s.ring(0);
+      std::this_thread::sleep_for(1ms);
+      MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
+    }
+    CHECK(done == 1);
+    MPI_Send(&done, 1, MPI_INT, 1, 8, MPI_COMM_WORLD);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_CASE("mpi: slices of a few eager messages are cut alike on both sides of every step") {

@@ -169,9 +169,6 @@ class local_transport {
   /// Wakes the ranks asleep in `wait_until` (a counter in this rank's stage
   /// was raised).
   inline void stage_raised();
-  /// How often `wait_until` yields before it sleeps on the stages' doorbell
-  /// where ranks outnumber the cores.
-  static constexpr unsigned crowded_yield_rounds = 32;
 
  private:
   friend class local_fabric;
@@ -572,13 +569,9 @@ void local_transport::wait_until(int peer, Ready&& ready, deadline until, tag aw
   // Ranks that outnumber the cores give theirs up at once: the peer being
   // waited for may need it to raise its counter (4 threads on 2 cores, 8 B:
   // 5.0 us a call against 6.6 spinning first; 8 threads 11 against 16).
-  // Then they yield a few times (`crowded_yield_rounds`) and sleep until a
-  // rank raises a counter (`stage_raised`): a yield hands the core to
-  // whatever else is runnable, and beside a busy process each one cost up
-  // to a scheduler tick (8 threads on 2 cores, 4 KiB one_shot: 4.0 ms a
-  // call after 448 yields, 35-45 us after 32).
-  detail::backoff pause = fabric_->crowded_ ? detail::backoff(0, crowded_yield_rounds)
-                                            : detail::backoff(detail::backoff::spin_rounds, 448);
+  // Then they yield a few times and sleep until a rank raises a counter
+  // (`stage_raised`; `detail::backoff::stage_wait`).
+  detail::backoff pause = detail::backoff::stage_wait(fabric_->crowded_);
   for (unsigned polls = 0;; ++polls) {
     if (ready()) return;
     // Every 16th poll: a message of `peer`'s in this call under another

@@ -318,12 +318,7 @@ class mpi_transport {
     find_eager_peers();
     find_processes();
     find_stages();
-    // Ranks sharing stages that outnumber their cores yield at once while
-    // they wait on a peer's stage: a spinning rank holds the core the rank
-    // it waits for needs (8 ranks on 2 cores, 8 B: 36 us a call, 41-44
-    // spinning first).
     cores_ = detail::usable_cores(comm_);
-    if (cores_ < size_) stage_spins_ = 0;
     post_notice_receive();
   }
   ~mpi_transport() {
@@ -535,11 +530,12 @@ class mpi_transport {
 
   /// Polls `ready()` (a look at rank `peer`'s stage, e.g. a counter it
   /// raises there) until it returns true, as `wait` waits for a message of
-  /// `peer` tagged `awaited`: the same back-off, deadline and
-  /// `timeout_error`, a peer's abort notice, the peer's process exiting, and
-  /// a message of the peer's in this call under another stamp (it runs
-  /// another collective, count or strategy) ending the wait with
-  /// `mismatch_error`. The Transport concept's `wait_until`.
+  /// `peer` tagged `awaited`: the same deadline and `timeout_error`, a
+  /// peer's abort notice, the peer's process exiting, and a message of the
+  /// peer's in this call under another stamp (it runs another collective,
+  /// count or strategy) ending the wait with `mismatch_error`. It spins,
+  /// yields, then sleeps on `peer`'s doorbell (`stage_raised`), 2 ms at
+  /// most at a time. The Transport concept's `wait_until`.
   template <class Ready>
   void wait_until(int peer, Ready&& ready, deadline until, tag awaited) {
     refuse_if_broken();
@@ -547,14 +543,22 @@ class mpi_transport {
     req.peer_ = peer;
     req.tag_ = awaited;
     const auto start = std::chrono::steady_clock::now();
-    detail::backoff wait_more(stage_spins_, 448);
+    // Ranks sharing stages that outnumber their cores yield at once: a
+    // spinning rank holds the core the rank it waits for needs (8 ranks on
+    // 2 cores, 8 B: 36 us a call, 41-44 spinning first). Then they sleep on
+    // the peer's doorbell soon (`detail::backoff::stage_wait`).
+    detail::backoff wait_more = detail::backoff::stage_wait(cores_ < size_);
     for (unsigned polls = 0;; ++polls) {
       if (ready()) return;
       if (polls % 16 == 15) look_around(req, ready);
       if (const auto now = std::chrono::steady_clock::now(); now >= until) timed_out(req, start, now);
-      wait_more.pause();
+      wait_more.sleep_with([&](std::chrono::steady_clock::time_point u) { stages_.sleep_on(peer, ready, u); }, until);
     }
   }
+  /// Wakes the peers asleep in `wait_until` on this rank's stage (a counter
+  /// in it was raised): a fence and a look at each peer's doorbell when
+  /// none sleeps (`detail::shared_stages::ring`).
+  void stage_raised() noexcept { stages_.ring(rank_); }
 
  private:
   // A wait on `req` since `start` passed its deadline at `now`: withdrawn,
@@ -823,7 +827,6 @@ class mpi_transport {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   detail::shared_stages stages_;  // see stages_shared
-  unsigned stage_spins_ = 64;     // `wait_until`'s busy polls before it yields
   int cores_ = 1;                 // see `cores`
   std::vector<detail::process_id> procs_;  // per rank: its process
   std::uint64_t machine_ = 0;              // this process's machine (`detail::process_id`)

@@ -116,10 +116,11 @@
 ///     a counter in its stage that peers may be waiting on in `wait_until`:
 ///     a transport whose waiters sleep wakes them here, so a wait hands the
 ///     core to the rank it waits for instead of yielding it to whatever else
-///     runs (threads beside a busy process). A strategy that raises such a
+///     runs (ranks beside a busy process). A strategy that raises such a
 ///     counter calls it where the transport has it (`has_stage_raised_v`;
 ///     the direct strategies do); without the call a sleeping waiter still
-///     sees the counter, up to 2 ms late on `local_transport`;
+///     sees the counter, up to 2 ms late on `local_transport` and
+///     `mpi_transport`;
 ///   - `static constexpr bool stream_ordered` — transfers are queued in order
 ///     on a device stream and the calls only enqueue them: cutting a slice
 ///     into pipelined chunks overlaps nothing and costs host API calls per

@@ -11,7 +11,17 @@
 /// Nothing is named in the file system: a crash leaves nothing behind, the
 /// memory goes with the last process that holds it. Linux only; elsewhere
 /// nothing is shared.
+///
+/// Each file begins with a `header` the ranks' stage waits use as a doorbell
+/// (`ring`, `sleep_on`): a rank waiting on a counter in a peer's stage notes
+/// in its own header that it sleeps on that peer, then sleeps on a futex
+/// word in the peer's header, which the peer bumps (and wakes) after it
+/// raises a counter, if it finds such a note.
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -23,9 +33,12 @@
 #if defined(__linux__)
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#include <thread>
 
 #include "ddl/core/error.hpp"
 #include "ddl/transport/shared_buffer.hpp"
@@ -62,6 +75,8 @@ class shared_stages {
   /// Bytes every stage holds from its creation (zeroed): its first page.
   /// A peer may map and watch them before the owner's first call.
   static constexpr std::size_t page = std::size_t{64} << 10;
+  /// Bytes of each file before its stage: the doorbell (`ring`, `sleep_on`).
+  static constexpr std::size_t header = 4096;
 
   /// Creates this process's stage (one page, zeroed); `fd` -1 where it cannot.
   file create() {
@@ -69,7 +84,7 @@ class shared_stages {
 #if defined(__linux__)
     fd_ = ::memfd_create("ddl-stage", MFD_CLOEXEC);
     struct stat st {};
-    if (fd_ >= 0 && ::ftruncate(fd_, static_cast<off_t>(page)) != 0) {
+    if (fd_ >= 0 && ::ftruncate(fd_, static_cast<off_t>(header + page)) != 0) {
       ::close(fd_);
       fd_ = -1;
     }
@@ -144,17 +159,72 @@ class shared_stages {
     }
     shared_ = all;
     some_ = true;
+    // Every doorbell mapped now (`ring` looks at the peers' headers).
+    own(0, "shared stages: rank " + std::to_string(me));
+    for (int p = 0; p < n && static_cast<std::size_t>(p) < peers_.size(); ++p)
+      if (p != me && peers_[static_cast<std::size_t>(p)].fd >= 0)
+        peer(p, 0, "shared stages: rank " + std::to_string(me) + ", rank " + std::to_string(p));
+  }
+
+  /// This rank (`me`) has raised a counter in its stage: wakes the peers
+  /// asleep on it (`sleep_on`), if one is. A fence and a look at each
+  /// sharing peer's header when none is.
+  void ring(int me) noexcept {
+    if (!some_ || !own_.at) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (std::size_t p = 0; p < peers_.size(); ++p) {
+      const std::byte* h = peers_[p].map.at;
+      if (!h || word(h, asleep_at).load(std::memory_order_relaxed) != static_cast<std::uint32_t>(me) + 1) continue;
+      std::atomic<std::uint32_t>& bell = word(own_.at, bell_at);
+      bell.fetch_add(1, std::memory_order_release);
+#if defined(__linux__)
+      ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&bell), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+#endif
+      return;
+    }
+  }
+
+  /// Sleeps until rank `p` rings (`ring`), `ready()` holds (looked at
+  /// after this rank noted that it sleeps, so a ring after the condition
+  /// was made true is not missed), or `until`. Where no doorbell is
+  /// mapped, sleeps 20 us.
+  template <class Ready>
+  void sleep_on(int p, Ready&& ready, std::chrono::steady_clock::time_point until) {
+    const std::byte* h = p >= 0 && static_cast<std::size_t>(p) < peers_.size() ? peers_[static_cast<std::size_t>(p)].map.at
+                                                                               : nullptr;
+#if defined(__linux__)
+    if (h && own_.at) {
+      std::atomic<std::uint32_t>& asleep = word(own_.at, asleep_at);
+      asleep.store(static_cast<std::uint32_t>(p) + 1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      std::atomic<std::uint32_t>& bell = word(h, bell_at);
+      const std::uint32_t rung = bell.load(std::memory_order_acquire);
+      const auto left = until - std::chrono::steady_clock::now();
+      if (left > std::chrono::steady_clock::duration::zero() && !ready()) {
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+        struct timespec ts {};
+        ts.tv_sec = static_cast<time_t>(ns / 1000000000);
+        ts.tv_nsec = static_cast<long>(ns % 1000000000);
+        ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&bell), FUTEX_WAIT, rung, &ts, nullptr, 0);
+      }
+      asleep.store(0, std::memory_order_relaxed);
+      return;
+    }
+#endif
+    (void)h;
+    (void)ready;
+    (void)until;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 
   /// This process's stage, at least `bytes` long (at least doubled when it
   /// grows, in whole pages). `who` prefixes error texts.
   std::byte* own(std::size_t bytes, const std::string& who) {
     if (!some_) throw invalid_argument(who + ": no shared stages here (stages_shared() is false)");
-    if (own_.at && bytes <= own_.len) return own_.at;
+    if (std::byte* s = own_mapped(bytes)) return s;
 #if defined(__linux__)
-    std::size_t len = (bytes + page - 1) / page * page;
+    std::size_t len = header + std::max<std::size_t>((bytes + page - 1) / page * page, page);
     if (len < 2 * own_.len) len = 2 * own_.len;
-    if (len == 0) len = page;
     if (::ftruncate(fd_, static_cast<off_t>(len)) != 0)
       throw transport_error(who + ": cannot grow its shared stage to " + std::to_string(len) +
                             " bytes: " + std::strerror(errno));
@@ -164,7 +234,7 @@ class shared_stages {
                             " bytes: " + std::strerror(errno));
     unmap(own_);
     own_ = mapping{static_cast<std::byte*>(m), len};
-    return own_.at;
+    return own_.at + header;
 #else
     throw invalid_argument(who + ": shared stages need Linux");
 #endif
@@ -173,14 +243,14 @@ class shared_stages {
   /// This process's stage when it is mapped and at least `bytes` long,
   /// else null (then `own` grows it): the fast path, no error text built.
   std::byte* own_mapped(std::size_t bytes) const noexcept {
-    return some_ && own_.at && bytes <= own_.len ? own_.at : nullptr;
+    return some_ && own_.at && bytes <= own_.len - header ? own_.at + header : nullptr;
   }
   /// Rank `p`'s stage when it is mapped here for at least `bytes`, else null
   /// (then `peer` maps it): the fast path.
   const std::byte* peer_mapped(int p, std::size_t bytes) const noexcept {
     if (!some_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size()) return nullptr;
     const mapping& m = peers_[static_cast<std::size_t>(p)].map;
-    return m.at && bytes <= m.len ? m.at : nullptr;
+    return m.at && bytes <= m.len - header ? m.at + header : nullptr;
   }
 
   /// Rank `p`'s stage as mapped here, at least its first `bytes`. `who`
@@ -188,15 +258,16 @@ class shared_stages {
   const std::byte* peer(int p, std::size_t bytes, const std::string& who) {
     if (!some_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size() || peers_[static_cast<std::size_t>(p)].fd < 0)
       throw invalid_argument(who + ": its stage is not shared with this rank (stages_shared() is false)");
+    if (const std::byte* s = peer_mapped(p, bytes)) return s;
     peer_file& f = peers_[static_cast<std::size_t>(p)];
-    if (f.map.at && bytes <= f.map.len) return f.map.at;
 #if defined(__linux__)
     struct stat st {};
     if (::fstat(f.fd, &st) != 0)
       throw transport_error(who + ": its shared stage cannot be looked at: " + std::strerror(errno));
     const auto len = static_cast<std::size_t>(st.st_size);  // all of it: fewer maps later
-    if (len < bytes || len == 0)
-      throw transport_error(who + ": its shared stage holds " + std::to_string(len) + " bytes, fewer than the " +
+    if (len < header + bytes || len <= header)
+      throw transport_error(who + ": its shared stage holds " + std::to_string(len > header ? len - header : 0) +
+                            " bytes, fewer than the " +
                             std::to_string(bytes) + " this call reads (did every rank pass the same count?)");
     void* m = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, f.fd, 0);
     if (m == MAP_FAILED)
@@ -204,7 +275,7 @@ class shared_stages {
                             " bytes: " + std::strerror(errno));
     unmap(f.map);
     f.map = mapping{static_cast<std::byte*>(m), len};
-    return f.map.at;
+    return f.map.at + header;
 #else
     throw invalid_argument(who + ": shared stages need Linux");
 #endif
@@ -306,6 +377,13 @@ class shared_stages {
     if (f.fd >= 0) ::close(f.fd);
 #endif
     f.fd = -1;
+  }
+  // The doorbell's words in a file's header (`ring`, `sleep_on`): the
+  // owner's bell (a futex word it bumps to wake its sleepers) and, a cache
+  // line on, the rank the owner sleeps on (+ 1; 0: none).
+  static constexpr std::size_t bell_at = 0, asleep_at = 64;
+  static std::atomic<std::uint32_t>& word(const std::byte* file, std::size_t at) noexcept {
+    return *reinterpret_cast<std::atomic<std::uint32_t>*>(const_cast<std::byte*>(file + at));
   }
   static void unmap(mapping& m) noexcept {
 #if defined(__linux__)
