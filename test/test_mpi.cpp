@@ -600,6 +600,35 @@ TEST_CASE("mpi: slices of a few eager messages are cut alike on both sides of ev
   mpi_matrix(t, ddl::auto_strategy{}, 1031, depth1);
 }
 
+static_assert(ddl::has_piece_bytes_v<ddl::mpi_transport>);
+static_assert(ddl::has_piece_bytes_v<ddl::group_view<ddl::mpi_transport>>);
+
+TEST_CASE("mpi: messages are cut into the agreed pieces where the transport caps them") {
+  if (!std::getenv("DDL_MPI_PIECE_BYTES")) {  // one machine: no peer is reached over a network
+    ddl::mpi_transport t(MPI_COMM_WORLD);
+    for (int p = 0; p < t.size(); ++p) CHECK(t.piece_bytes(p) == 0);
+  }
+  // Pieces of 1002 B for every peer (not a whole number of 4- or 8-byte
+  // elements: both sides cut whole ones), set on rank 0 only: the ranks
+  // agree on it at construction.
+  if (world_rank() == 0) setenv("DDL_MPI_PIECE_BYTES", "1002", 1);
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  if (world_rank() == 0) unsetenv("DDL_MPI_PIECE_BYTES");
+  for (int p = 0; p < t.size(); ++p) CHECK(t.piece_bytes(p) == 1002);
+  ddl::group_view<ddl::mpi_transport> all(t, 0, 1, t.size());
+  CHECK(all.piece_bytes(t.size() - 1) == 1002);
+  mpi_matrix(t, ddl::ring{}, 20011);
+  mpi_matrix(t, ddl::recursive_doubling{}, 20011);
+  mpi_matrix(t, ddl::halving_doubling{}, 20011);
+  mpi_matrix(t, box_for(t.size()), 20011);
+  mpi_matrix(t, box_for(t.size()).pipelined(2), 20011);
+  mpi_matrix(t, ddl::auto_strategy{}, 20011);
+  // A value that is no size, on one rank: every rank's construction fails (none waits).
+  if (world_rank() == 0) setenv("DDL_MPI_PIECE_BYTES", "lots", 1);
+  CHECK_THROWS_AS(ddl::mpi_transport(MPI_COMM_WORLD), ddl::invalid_argument);
+  if (world_rank() == 0) unsetenv("DDL_MPI_PIECE_BYTES");
+}
+
 TEST_CASE("mpi: a faked two-node layout is detected and renumbered node by node") {
   const int n = world_size(), r = world_rank();
   if (n < 2 || n % 2) return;  // needs two equal "nodes"

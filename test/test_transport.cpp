@@ -81,8 +81,76 @@ static_assert(!ddl::is_stream_ordered_v<ddl::local_transport>);
 static_assert(!ddl::is_stream_ordered_v<copy_only>);
 static_assert(!ddl::is_stream_ordered_v<counted<false>>);
 
+// A transport that caps its messages between "machines" (ranks 0..m-1,
+// m..2m-1, ...) at `piece` bytes (`piece_bytes`, as `mpi_transport` caps
+// those to other machines over TCP) and records the largest message it sent
+// to each peer.
+struct pieced {
+  ddl::local_transport* inner;
+  int machine_ranks;
+  std::size_t piece;
+  std::vector<std::size_t>* largest;  // per peer
+  using request = ddl::local_transport::request;
+  int rank() const { return inner->rank(); }
+  int size() const { return inner->size(); }
+  std::size_t piece_bytes(int peer) const { return rank() / machine_ranks != peer / machine_ranks ? piece : 0; }
+  request isend(int p, ddl::const_bytes b, ddl::tag t) {
+    auto& l = (*largest)[static_cast<std::size_t>(p)];
+    l = std::max(l, b.size);
+    return inner->isend(p, b, t);
+  }
+  request irecv(int p, ddl::mutable_bytes b, ddl::tag t) { return inner->irecv(p, b, t); }
+  bool test(request& r) { return inner->test(r); }
+  void wait(request& r, ddl::deadline d) { inner->wait(r, d); }
+};
+static_assert(ddl::has_piece_bytes_v<pieced>);
+static_assert(ddl::has_piece_bytes_v<ddl::group_view<pieced>>);
+static_assert(!ddl::has_piece_bytes_v<ddl::local_transport>);
+
 ddl::deadline soon(std::chrono::milliseconds ms = 5000ms) { return std::chrono::steady_clock::now() + ms; }
 }  // namespace
+
+TEST_CASE("piece_bytes: messages to a capped peer are cut to the cap (through group views too), others keep the chunk") {
+  // 6 ranks as 2 machines of 3: the ring's steps 2->3 and 5->0 and the box's
+  // outer dimension cross machines. Chunks of 4 KiB, pieces of 1002 B (not a
+  // whole number of 4- or 8-byte elements: cut to whole ones on both sides).
+  ddl::options o;
+  o.chunk_bytes = 4096;
+  o.pipeline_depth = 3;
+  const int n = 6;
+  const auto counts = matrix_counts(n, 20011);
+  const ddl::multi_ring<ddl::dynamic_extents> box(ddl::dynamic_extents{3, 2}, {0, 1});
+  auto piped = box;
+  piped.pipelined(3);
+  for (int which = 0; which < 5; ++which) {
+    CAPTURE(which);
+    failure_log log;
+    std::vector<std::byte> expected(matrix_bytes(counts));
+    std::vector<std::vector<std::size_t>> largest(n, std::vector<std::size_t>(n, 0));
+    thread_barrier bar(n);
+    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+      pieced t{&lt, 3, 1002, &largest[static_cast<std::size_t>(lt.rank())]};
+      auto sync = [&] { bar.arrive_and_wait(); };
+      switch (which) {
+        case 0: matrix_rank(t, counts, log, o, ddl::ring{}, expected.data(), true, sync); break;
+        case 1: matrix_rank(t, counts, log, o, box, expected.data(), true, sync); break;
+        case 2: matrix_rank(t, counts, log, o, piped, expected.data(), true, sync); break;
+        case 3: matrix_rank(t, counts, log, o, ddl::halving_doubling{}, expected.data(), true, sync); break;
+        default: matrix_rank(t, counts, log, o, ddl::recursive_doubling{}, expected.data(), true, sync); break;
+      }
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+    std::size_t across = 0, within = 0;  // the largest message across machines, and within one
+    for (int r = 0; r < n; ++r)
+      for (int p = 0; p < n; ++p) {
+        const std::size_t l = largest[static_cast<std::size_t>(r)][static_cast<std::size_t>(p)];
+        (r / 3 != p / 3 ? across : within) = std::max(r / 3 != p / 3 ? across : within, l);
+      }
+    CHECK(across > 0);
+    CHECK(across <= 1002);
+    CHECK(within == 4096);  // the control: uncapped peers get whole chunks
+  }
+}
 
 TEST_CASE("local: receives match by tag, and in posting order within a tag") {
   ddl::local_fabric::run(2, [](ddl::local_transport& t) {

@@ -26,6 +26,7 @@
 #include <utility>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -85,12 +86,10 @@ inline void stranded_send(int rank, int peer) noexcept {
   MPI_Abort(MPI_COMM_WORLD, 70);
 }
 
-/// The largest message (bytes, header included) this MPI sends between ranks
-/// of one node without a handshake, read through the MPI tool interface:
-/// Open MPI's shared-memory BTL (`btl_vader_eager_limit`, 4096 by default).
-/// 0 where the MPI has no such variable (MPICH: its messages up to 16 KiB
-/// already went eagerly in our measurements).
-inline std::size_t mpi_node_eager_limit() noexcept {
+/// A size-valued control variable of this MPI (through the MPI tool
+/// interface), e.g. Open MPI's `btl_vader_eager_limit`; 0 where the MPI has
+/// no variable of that name.
+inline std::size_t mpi_size_cvar(const char* cvar) noexcept {
   // Asks for the level MPI runs at: Open MPI 4.1 records what MPI_T was
   // asked for as the process's thread level (MPI_Query_thread).
   int level = MPI_THREAD_SINGLE, provided = 0;
@@ -98,7 +97,7 @@ inline std::size_t mpi_node_eager_limit() noexcept {
   if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return 0;
   unsigned long long value = 0;
   int index = -1;
-  if (MPI_T_cvar_get_index("btl_vader_eager_limit", &index) == MPI_SUCCESS) {
+  if (MPI_T_cvar_get_index(cvar, &index) == MPI_SUCCESS) {
     char name[128], desc[512];
     int name_len = sizeof name, desc_len = sizeof desc, verbosity = 0, bind = 0, scope = 0;
     MPI_Datatype type = MPI_DATATYPE_NULL;
@@ -120,6 +119,33 @@ inline std::size_t mpi_node_eager_limit() noexcept {
   }
   MPI_T_finalize();
   return static_cast<std::size_t>(value);
+}
+
+/// The largest message (bytes, header included) this MPI sends between ranks
+/// of one node without a handshake: Open MPI's shared-memory BTL
+/// (`btl_vader_eager_limit`, 4096 by default). 0 where the MPI has no such
+/// variable (MPICH: its messages up to 16 KiB already went eagerly in our
+/// measurements).
+inline std::size_t mpi_node_eager_limit() noexcept { return mpi_size_cvar("btl_vader_eager_limit"); }
+
+/// Whether this machine has an RDMA device (InfiniBand, RoCE, iWARP: an
+/// entry in `/sys/class/infiniband`). Without one, an MPI reaches other
+/// machines over TCP sockets.
+inline bool has_rdma_device() {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/sys/class/infiniband", ec);
+  return !ec && it != std::filesystem::directory_iterator();
+}
+
+/// The largest message (bytes, header included) this MPI sends to another
+/// machine without a handshake where that goes over TCP: Open MPI's TCP
+/// BTL (`btl_tcp_eager_limit`, 64 KiB by default) on a machine without an
+/// RDMA device (with one, Open MPI takes UCX or openib). 0 elsewhere.
+inline std::size_t mpi_network_eager_limit() {
+#ifdef OPEN_MPI
+  if (!has_rdma_device()) return mpi_size_cvar("btl_tcp_eager_limit");
+#endif
+  return 0;
 }
 
 /// The first failure of any ddl communicator over MPI in this process (a
@@ -316,6 +342,7 @@ class mpi_transport {
     call_bits_ = bits - 1 - detail::stamp_bits - 8;  // < 1: stamps do not fit (MPI_TAG_UB below 2^25)
     reported_.assign(static_cast<std::size_t>(size_), -1e300);
     find_eager_peers();
+    find_pieces();
     find_processes();
     find_stages();
     cores_ = detail::usable_cores(comm_);
@@ -413,6 +440,21 @@ class mpi_transport {
   /// be the same on every rank).
   std::size_t eager_bytes(int peer) const noexcept {
     return peer >= 0 && peer < size_ && (eager_everywhere_ || on_node_[static_cast<std::size_t>(peer)]) ? eager_ : 0;
+  }
+
+  /// The largest message the step engine sends to or receives from `peer`
+  /// in one piece (0: any size). Peers on other machines reached over TCP
+  /// get Open MPI's TCP eager limit less its header (64 KiB by default): a
+  /// larger message waits for the receiver's answer, which queues behind
+  /// the bulk data the receiver sends the other way on the same socket. On
+  /// the emulated two-rack network (bench/results/cluster-emulation.md,
+  /// 2026-11-28) 1 MiB chunks stalled so: 8 ranks, 64 MiB, `auto` 2.0 s ->
+  /// 1.5 s in these pieces. Peers on this node, and machines with an RDMA
+  /// device, keep `options::chunk_bytes`. `DDL_MPI_PIECE_BYTES` sets it for
+  /// every peer (0 turns it off). The ranks agree on it at construction
+  /// (the largest any rank found), so both sides of a pair cut alike.
+  std::size_t piece_bytes(int peer) const noexcept {
+    return peer >= 0 && peer < size_ && (piece_everywhere_ || !on_node_[static_cast<std::size_t>(peer)]) ? piece_ : 0;
   }
 
   /// Whether every rank maps every other's stage (shared memory: all ranks
@@ -774,9 +816,40 @@ class mpi_transport {
       eager_everywhere_ = true;
       return;
     }
-    const std::size_t limit = detail::mpi_node_eager_limit();
-    constexpr std::size_t header = 128;  // Open MPI's match and fragment headers, rounded up
-    eager_ = limit > 2 * header ? (limit - header) / 64 * 64 : 0;
+    eager_ = payload_under(detail::mpi_node_eager_limit());
+  }
+
+  // `piece_bytes`: from DDL_MPI_PIECE_BYTES, else the TCP eager payload
+  // where some peer is on another machine; agreed (the largest). Collective.
+  // A bad DDL_MPI_PIECE_BYTES is an `invalid_argument` on every rank (after
+  // the round, so no rank is left waiting in it).
+  void find_pieces() {
+    unsigned long long mine[3] = {0, 0, 0};  // piece, from the variable (every peer), variable unreadable
+    std::string bad;
+    if (const char* v = std::getenv("DDL_MPI_PIECE_BYTES")) {
+      try {
+        mine[0] = detail::parse_bytes("DDL_MPI_PIECE_BYTES", v);
+      } catch (const std::exception& e) {
+        bad = e.what();
+        mine[2] = 1;
+      }
+      mine[1] = 1;
+    } else if (std::find(on_node_.begin(), on_node_.end(), 0) != on_node_.end()) {
+      mine[0] = payload_under(detail::mpi_network_eager_limit());
+    }
+    unsigned long long agreed[3] = {0, 0, 0};
+    DDL_MPI_CHECK(MPI_Allreduce(mine, agreed, 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm_));
+    if (agreed[2])
+      throw invalid_argument(!bad.empty() ? bad : "mpi_transport: another rank's DDL_MPI_PIECE_BYTES is not a size");
+    piece_ = static_cast<std::size_t>(agreed[0]);
+    piece_everywhere_ = agreed[1] != 0;  // one rank's variable cuts for every peer: all do
+  }
+
+  // The payload of a message of `limit` bytes with Open MPI's headers
+  // (match and fragment, rounded up), whole 64-byte lines; 0 if too small.
+  static std::size_t payload_under(std::size_t limit) noexcept {
+    constexpr std::size_t header = 128;
+    return limit > 2 * header ? (limit - header) / 64 * 64 : 0;
   }
 
   // Every rank's process (`transport/process.hpp`), so a wait on a peer of this
@@ -835,6 +908,8 @@ class mpi_transport {
   std::vector<char> on_node_;     // per rank: on this rank's node (as MPI sees nodes: MPI_COMM_TYPE_SHARED)
   std::size_t eager_ = 0;         // eager payload between ranks of one node (bytes)
   bool eager_everywhere_ = false;  // DDL_MPI_EAGER_BYTES: for every peer
+  std::size_t piece_ = 0;          // largest message to a peer on another machine (bytes; 0: any)
+  bool piece_everywhere_ = false;  // DDL_MPI_PIECE_BYTES: for every peer
   int rank_ = 0, size_ = 1, tag_ub_ = 32767;
   int tag_bits_ = 15, call_bits_ = 0;  // see mpi_tag
   // Failure notices: their own communicator, one receive from any rank

@@ -156,8 +156,9 @@ inline std::size_t chunk_size(std::size_t esize, const options& o) {
 /// Chunks are `options::chunk_bytes`; a slice of at most `eager_pieces`
 /// eager messages of the transport's `eager_bytes(peer)` (where it says) is
 /// cut into those instead, so they go without a handshake, all in flight at
-/// once. Each direction is cut by its own slice and peer, as its
-/// counterpart on the peer cuts it.
+/// once; where the transport caps a peer's messages (`piece_bytes(peer)`),
+/// no chunk is larger. Each direction is cut by its own slice and peer, as
+/// its counterpart on the peer cuts it.
 template <class Transport>
 class step_machine {
  public:
@@ -261,7 +262,8 @@ class step_machine {
 
  private:
   // The chunk size of one direction: a whole slice on a stream-ordered
-  // transport; eager pieces for a slice of a few; else `chunk_bytes`.
+  // transport; eager pieces for a slice of a few; else `chunk_bytes`; at
+  // most the peer's piece where the transport caps it (whole elements).
   static std::size_t chunk_of(const Transport& t, int peer, std::size_t bytes, std::size_t esize, const options& o) {
     if constexpr (is_stream_ordered_v<Transport>) {
       (void)t, (void)peer, (void)o;
@@ -272,6 +274,12 @@ class step_machine {
         if (peer >= 0) {
           const std::size_t e = t.eager_bytes(peer) / esize * esize;
           if (e > 0 && e < chunk && bytes > e && bytes <= eager_pieces * e) chunk = e;
+        }
+      }
+      if constexpr (has_piece_bytes_v<Transport>) {
+        if (peer >= 0) {
+          const std::size_t p = t.piece_bytes(peer) / esize * esize;
+          if (p > 0 && p < chunk) chunk = p;
         }
       }
       return chunk;

@@ -40,6 +40,12 @@
 ///     the step engine sends a slice of a few such sizes as several eager
 ///     messages in flight at once (`step_machine`). Must be the same on
 ///     both ranks of a pair: it decides how both cut their messages;
+///   - `std::size_t piece_bytes(int peer) const` — the largest message worth
+///     sending to or receiving from `peer` in one piece (0: any size); the
+///     step engine cuts every slice for `peer` into pieces no larger (a
+///     handshake that would queue behind bulk data on a socket is avoided:
+///     MPI ranks on other machines over TCP). Must be the same on both ranks
+///     of a pair; `group_view` forwards it;
 ///   - `static constexpr bool device_memory` — may be handed CUDA memory;
 ///   - `Host& host()`, `bool bounces(std::size_t bytes) const`, `std::byte*
 ///     bounce_buffer(std::size_t bytes)` and `void bounce_copy(std::byte* dst,
@@ -334,6 +340,13 @@ struct has_eager_bytes<
     : std::true_type {};
 
 template <class T, class = void>
+struct has_piece_bytes : std::false_type {};
+template <class T>
+struct has_piece_bytes<
+    T, std::enable_if_t<std::is_convertible_v<decltype(std::declval<const T&>().piece_bytes(0)), std::size_t>>>
+    : std::true_type {};
+
+template <class T, class = void>
 struct has_await_progress : std::false_type {};
 template <class T>
 struct has_await_progress<T, std::void_t<decltype(std::declval<T&>().await_progress())>> : std::true_type {};
@@ -462,6 +475,10 @@ inline constexpr bool is_stream_ordered_v = detail::has_stream_order<T>::value;
 /// True when `T` says how large a message goes without a handshake (`eager_bytes`).
 template <class T>
 inline constexpr bool has_eager_bytes_v = detail::has_eager_bytes<T>::value;
+
+/// True when `T` caps the size of a message to a peer (`piece_bytes`).
+template <class T>
+inline constexpr bool has_piece_bytes_v = detail::has_piece_bytes<T>::value;
 
 /// True when `T` can block until one of its requests may have moved
 /// (`await_progress`), so a caller driving many requests with `test` sleeps

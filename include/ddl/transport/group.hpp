@@ -56,6 +56,12 @@ class group_view : public detail::forwards_direct_read<Transport>, public detail
   /// The parent's rank of member `i`.
   int parent_rank(int i) const noexcept { return base_ + i * stride_; }
 
+  /// The parent's cap on the messages to member `peer` (`piece_bytes`).
+  template <class T = Transport, std::enable_if_t<has_piece_bytes_v<T>, int> = 0>
+  std::size_t piece_bytes(int peer) const {
+    return parent_->piece_bytes(parent_rank(peer));
+  }
+
   request isend(int peer, const_bytes b, tag t) { return parent_->isend(parent_rank(peer), b, t); }
   request irecv(int peer, mutable_bytes b, tag t) { return parent_->irecv(parent_rank(peer), b, t); }
   template <class T = Transport, std::enable_if_t<has_fused_reduce_v<T>, int> = 0>
