@@ -623,6 +623,12 @@ TEST_CASE("mpi: messages are cut into the agreed pieces where the transport caps
   mpi_matrix(t, box_for(t.size()), 20011);
   mpi_matrix(t, box_for(t.size()).pipelined(2), 20011);
   mpi_matrix(t, ddl::auto_strategy{}, 20011);
+  {  // 0 on one rank turns the cap off on every rank
+    if (world_rank() == 0) setenv("DDL_MPI_PIECE_BYTES", "0", 1);
+    ddl::mpi_transport off(MPI_COMM_WORLD);
+    if (world_rank() == 0) unsetenv("DDL_MPI_PIECE_BYTES");
+    for (int p = 0; p < off.size(); ++p) CHECK(off.piece_bytes(p) == 0);
+  }
   // A value that is no size, on one rank: every rank's construction fails (none waits).
   if (world_rank() == 0) setenv("DDL_MPI_PIECE_BYTES", "lots", 1);
   CHECK_THROWS_AS(ddl::mpi_transport(MPI_COMM_WORLD), ddl::invalid_argument);

@@ -143,8 +143,8 @@ TEST_CASE("piece_bytes: messages to a capped peer are cut to the cap (through gr
     std::size_t across = 0, within = 0;  // the largest message across machines, and within one
     for (int r = 0; r < n; ++r)
       for (int p = 0; p < n; ++p) {
-        const std::size_t l = largest[static_cast<std::size_t>(r)][static_cast<std::size_t>(p)];
-        (r / 3 != p / 3 ? across : within) = std::max(r / 3 != p / 3 ? across : within, l);
+        std::size_t& m = r / 3 != p / 3 ? across : within;
+        m = std::max(m, largest[static_cast<std::size_t>(r)][static_cast<std::size_t>(p)]);
       }
     CHECK(across > 0);
     CHECK(across <= 1002);

@@ -451,8 +451,9 @@ class mpi_transport {
   /// 2026-11-28) 1 MiB chunks stalled so: 8 ranks, 64 MiB, `auto` 2.0 s ->
   /// 1.5 s in these pieces. Peers on this node, and machines with an RDMA
   /// device, keep `options::chunk_bytes`. `DDL_MPI_PIECE_BYTES` sets it for
-  /// every peer (0 turns it off). The ranks agree on it at construction
-  /// (the largest any rank found), so both sides of a pair cut alike.
+  /// every peer (0 turns it off), on every rank where any rank sets it. The
+  /// ranks agree on it at construction (the largest value), so both sides of
+  /// a pair cut alike.
   std::size_t piece_bytes(int peer) const noexcept {
     return peer >= 0 && peer < size_ && (piece_everywhere_ || !on_node_[static_cast<std::size_t>(peer)]) ? piece_ : 0;
   }
@@ -819,30 +820,31 @@ class mpi_transport {
     eager_ = payload_under(detail::mpi_node_eager_limit());
   }
 
-  // `piece_bytes`: from DDL_MPI_PIECE_BYTES, else the TCP eager payload
-  // where some peer is on another machine; agreed (the largest). Collective.
-  // A bad DDL_MPI_PIECE_BYTES is an `invalid_argument` on every rank (after
-  // the round, so no rank is left waiting in it).
+  // `piece_bytes`: where any rank sets DDL_MPI_PIECE_BYTES, the largest
+  // value set, for every peer; else the largest TCP eager payload any rank
+  // found (for peers on other machines). Collective. A bad value is an
+  // `invalid_argument` on every rank (after the round, so none waits in it).
   void find_pieces() {
-    unsigned long long mine[3] = {0, 0, 0};  // piece, from the variable (every peer), variable unreadable
+    // found, set (the variable's value), the variable is set, unreadable
+    unsigned long long mine[4] = {0, 0, 0, 0};
     std::string bad;
     if (const char* v = std::getenv("DDL_MPI_PIECE_BYTES")) {
       try {
-        mine[0] = detail::parse_bytes("DDL_MPI_PIECE_BYTES", v);
+        mine[1] = detail::parse_bytes("DDL_MPI_PIECE_BYTES", v);
       } catch (const std::exception& e) {
         bad = e.what();
-        mine[2] = 1;
+        mine[3] = 1;
       }
-      mine[1] = 1;
+      mine[2] = 1;
     } else if (std::find(on_node_.begin(), on_node_.end(), 0) != on_node_.end()) {
       mine[0] = payload_under(detail::mpi_network_eager_limit());
     }
-    unsigned long long agreed[3] = {0, 0, 0};
-    DDL_MPI_CHECK(MPI_Allreduce(mine, agreed, 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm_));
-    if (agreed[2])
+    unsigned long long agreed[4] = {0, 0, 0, 0};
+    DDL_MPI_CHECK(MPI_Allreduce(mine, agreed, 4, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm_));
+    if (agreed[3])
       throw invalid_argument(!bad.empty() ? bad : "mpi_transport: another rank's DDL_MPI_PIECE_BYTES is not a size");
-    piece_ = static_cast<std::size_t>(agreed[0]);
-    piece_everywhere_ = agreed[1] != 0;  // one rank's variable cuts for every peer: all do
+    piece_everywhere_ = agreed[2] != 0;
+    piece_ = static_cast<std::size_t>(piece_everywhere_ ? agreed[1] : agreed[0]);
   }
 
   // The payload of a message of `limit` bytes with Open MPI's headers
