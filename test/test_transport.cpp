@@ -90,10 +90,12 @@ struct pieced {
   int machine_ranks;
   std::size_t piece;
   std::vector<std::size_t>* largest;  // per peer
+  std::size_t eager = 0;              // `eager_bytes` to peers on this "machine"
   using request = ddl::local_transport::request;
   int rank() const { return inner->rank(); }
   int size() const { return inner->size(); }
   std::size_t piece_bytes(int peer) const { return rank() / machine_ranks != peer / machine_ranks ? piece : 0; }
+  std::size_t eager_bytes(int peer) const { return rank() / machine_ranks == peer / machine_ranks ? eager : 0; }
   request isend(int p, ddl::const_bytes b, ddl::tag t) {
     auto& l = (*largest)[static_cast<std::size_t>(p)];
     l = std::max(l, b.size);
@@ -106,6 +108,8 @@ struct pieced {
 static_assert(ddl::has_piece_bytes_v<pieced>);
 static_assert(ddl::has_piece_bytes_v<ddl::group_view<pieced>>);
 static_assert(!ddl::has_piece_bytes_v<ddl::local_transport>);
+static_assert(ddl::has_eager_bytes_v<ddl::group_view<pieced>>);
+static_assert(!ddl::has_eager_bytes_v<ddl::group_view<ddl::local_transport>>);
 
 ddl::deadline soon(std::chrono::milliseconds ms = 5000ms) { return std::chrono::steady_clock::now() + ms; }
 }  // namespace
@@ -149,6 +153,46 @@ TEST_CASE("piece_bytes: messages to a capped peer are cut to the cap (through gr
     CHECK(across > 0);
     CHECK(across <= 1002);
     CHECK(within == 4096);  // the control: uncapped peers get whole chunks
+  }
+}
+
+TEST_CASE("eager_bytes: rings and a multi-ring's dimensions (group views) cut their few-eager slices") {
+  // 6 ranks as 2 machines of 3, eager limit 256 B between ranks of one
+  // machine. An all-reduce of 450 floats on the box {3, 2}: the inner
+  // dimension (a group view of ranks on one machine) moves slices of 600 B,
+  // at most 4 eager messages, so in pieces of 256 B; the outer one 300 B
+  // across machines, whole. The flat ring (the one-dimensional multi-ring,
+  // on a group view of all 6) moves slices of 300 B: 256 B within machines.
+  // Before group views forwarded `eager_bytes`, these were 600 and 300 B.
+  const int n = 6;
+  const std::size_t count = 450;
+  const ddl::multi_ring<ddl::dynamic_extents> box(ddl::dynamic_extents{3, 2}, {0, 1});
+  for (int which = 0; which < 2; ++which) {
+    CAPTURE(which);
+    failure_log log;
+    std::vector<std::vector<std::size_t>> largest(n, std::vector<std::size_t>(n, 0));
+    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+      pieced t{&lt, 3, 0, &largest[static_cast<std::size_t>(lt.rank())], 256};
+      std::vector<float> in(count), out(count);
+      for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<float>(t.rank() * 1000 + static_cast<int>(i));
+      auto run = [&](auto&& comm) {
+        comm.all_reduce(ddl::host_view(std::as_const(in)), ddl::host_view(out), ddl::op::sum);
+      };
+      if (which == 0) run(ddl::communicator<ddl::multi_ring<ddl::dynamic_extents>, pieced>(t, box, ddl::options{}));
+      else run(ddl::communicator<ddl::ring, pieced>(t, ddl::ring{}, ddl::options{}));
+      for (std::size_t i = 0; i < count; ++i)
+        if (out[i] != static_cast<float>(15000 + 6 * static_cast<int>(i))) {
+          log.add("rank " + std::to_string(t.rank()) + " element " + std::to_string(i) + " is wrong");
+          break;
+        }
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+    std::size_t within = 0;
+    for (int r = 0; r < n; ++r)
+      for (int p = 0; p < n; ++p)
+        if (r / 3 == p / 3) within = std::max(within, largest[static_cast<std::size_t>(r)][static_cast<std::size_t>(p)]);
+    CHECK(within > 0);
+    CHECK(within <= 256);
   }
 }
 

@@ -40,6 +40,7 @@
 ///     the step engine sends a slice of a few such sizes as several eager
 ///     messages in flight at once (`step_machine`). Must be the same on
 ///     both ranks of a pair: it decides how both cut their messages;
+///     `group_view` forwards it (rings and the multi-ring run on group views);
 ///   - `std::size_t piece_bytes(int peer) const` — the largest message worth
 ///     sending to or receiving from `peer` in one piece (0: any size); the
 ///     step engine cuts every slice for `peer` into pieces no larger (a

@@ -56,6 +56,11 @@ class group_view : public detail::forwards_direct_read<Transport>, public detail
   /// The parent's rank of member `i`.
   int parent_rank(int i) const noexcept { return base_ + i * stride_; }
 
+  /// The parent's eager limit to member `peer` (`eager_bytes`).
+  template <class T = Transport, std::enable_if_t<has_eager_bytes_v<T>, int> = 0>
+  std::size_t eager_bytes(int peer) const {
+    return parent_->eager_bytes(parent_rank(peer));
+  }
   /// The parent's cap on the messages to member `peer` (`piece_bytes`).
   template <class T = Transport, std::enable_if_t<has_piece_bytes_v<T>, int> = 0>
   std::size_t piece_bytes(int peer) const {
