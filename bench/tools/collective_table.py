@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The recorded collectives tables: MPI time / ddl time per size, median of the
-repeats (min-max), Open MPI at 2, 4, 8 ranks in and out of place, MPICH at 2.
+repeats (min-max), Open MPI at 2, 4, 8 ranks in and out of place, MPICH at 2;
+each table for a collective OUTDIR holds runs of, then the cells whose median
+is below 1.0 (ddl behind).
 
 usage: collective_table.py OUTDIR   (what bench/tools/collective_sweeps.sh wrote)
 """
@@ -27,8 +29,11 @@ def ratios(mpi, coll, n, col):
     return out
 def fmt(v):
     return f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})" if v else "–"
-for coll, label in [("reduce_scatter", "MPI_Reduce_scatter_block"), ("all_gather", "MPI_Allgather"), ("broadcast", "MPI_Bcast")]:
-    cols = [("ompi", n, 1) for n in (2, 4, 8)] + ([("ompi", n, 0) for n in (2, 4, 8)] if coll != "broadcast" else []) + [("mpich", 2, 1)]
+for coll, label in [("all_reduce", "MPI_Allreduce"), ("reduce_scatter", "MPI_Reduce_scatter_block"),
+                    ("all_gather", "MPI_Allgather"), ("broadcast", "MPI_Bcast")]:
+    if not glob.glob(f"{base}/*_{coll}_n*_run*.txt"): continue
+    places = (1, 0) if coll != "broadcast" else (1,)
+    cols = [("ompi", n, c) for c in places for n in (2, 4, 8)] + [("mpich", 2, c) for c in places]
     data = {c: ratios(c[0], coll, c[1], c[2]) for c in cols}
     print(f"\n### {coll}: {label} time / ddl time (median of 3, min–max)\n")
     head = ["size (B, n=2)"] + [f"{'Open MPI' if m == 'ompi' else 'MPICH'} n={n} {'in place' if c else 'out of place'}" for m, n, c in cols]
@@ -37,10 +42,14 @@ for coll, label in [("reduce_scatter", "MPI_Reduce_scatter_block"), ("all_gather
     # sizes differ per n (rounded to n elements); list by position
     per = {c: sorted(d) for c, d in data.items()}
     k = max(len(v) for v in per.values())
+    behind = []
     for i in range(k):
         size = per[cols[0]][i] if i < len(per[cols[0]]) else "?"
         cells = []
-        for c in cols:
+        for c, h in zip(cols, head[1:]):
             s = per[c][i] if i < len(per[c]) else None
             cells.append(fmt(data[c][s]) if s is not None else "–")
+            if s is not None and data[c][s] and statistics.median(data[c][s]) < 1.0:
+                behind.append(f"{h} at {size} B ({statistics.median(data[c][s]):.3f})")
         print(f"| {size} | " + " | ".join(cells) + " |")
+    print(f"\nBehind (median < 1.0): {'; '.join(behind) if behind else 'none'}")
