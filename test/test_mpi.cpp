@@ -744,6 +744,47 @@ TEST_CASE("mpi: auto measures its candidates across processes: exact through the
   CHECK(all_sum(static_cast<int>(log.count())) == 0);
 }
 
+TEST_CASE("mpi: all-gathers are measured by default across processes: exact through the trials, one plan on every rank") {
+  const int n = world_size(), r = world_rank();
+  if (n < 2 || std::getenv("DDL_TUNE_COPIES")) return;  // the default is what is tested
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+  failure_log log;
+  for (std::size_t per : {std::size_t{1}, std::size_t{1025}, std::size_t{70001}}) {
+    const std::size_t count = per * static_cast<std::size_t>(n);
+    std::vector<std::int64_t> own(per), out(count);
+    for (bool ip : {false, true})
+      for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
+        auto value = [&](int rank, std::size_t i) { return std::int64_t{rank} * 1000003 + static_cast<std::int64_t>(i) * 3 + call; };
+        std::fill(out.begin(), out.end(), -1);
+        for (std::size_t i = 0; i < per; ++i) (ip ? out[r * per + i] : own[i]) = value(r, i);
+        if (ip) comm.all_gather(ddl::host_view(std::as_const(out).data() + r * per, per), ddl::host_view(out));
+        else comm.all_gather(ddl::host_view(std::as_const(own)), ddl::host_view(out));
+        for (std::size_t i = 0; i < count; ++i)
+          if (out[i] != value(static_cast<int>(i / per), i % per)) {
+            log.add("per " + std::to_string(per) + (ip ? " in place" : " out of place") + ", call " +
+                    std::to_string(call) + ": wrong at " + std::to_string(i));
+            break;
+          }
+      }
+    // Every rank settled on the same plan for each placement, and explain says it measured.
+    const std::size_t bytes = count * sizeof(std::int64_t);
+    for (bool in_place : {false, true}) {
+      unsigned long long h = std::hash<std::string>{}(
+          ddl::describe(comm.strategy().topo(), comm.strategy().running_all_gather(bytes, in_place)));
+      unsigned long long lo = h, hi = h;
+      MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+      CHECK(lo == hi);
+    }
+    if (t.stages_shared())  // the direct form and the multi-ring at least: more than one to measure
+      CHECK(comm.explain(bytes).find("# all-gather measured at " + std::to_string(bytes) + " bytes") !=
+            std::string::npos);
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
+}
+
 TEST_CASE("mpi: a box that does not match the world is the same error on every rank") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   int caught = 0;

@@ -937,6 +937,94 @@ TEST_CASE("auto tuning: a rank that runs another plan (here: tuning off on one r
   }
 }
 
+TEST_CASE("all-gathers are measured by default on in-process ranks: exact through the trials, one plan on every rank") {
+  // On by default (they copy and never reduce: every plan gives the same bits).
+  CHECK(ddl::options{}.tune_copies_bytes == std::size_t{64} << 20);
+  failure_log log;
+  for (int n : {2, 3, 4, 5}) {
+    for (std::size_t per : {std::size_t{1}, std::size_t{1000}, std::size_t{17001}}) {
+      CAPTURE(n);
+      CAPTURE(per);
+      const std::size_t count = per * static_cast<std::size_t>(n), bytes = count * 4;
+      std::vector<std::string> chosen(static_cast<std::size_t>(n)), report(static_cast<std::size_t>(n));
+      ddl::local_fabric::run(n, [&](ddl::local_transport& tr) {
+        const int r = tr.rank();
+        ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, ddl::options{});
+        std::vector<std::int32_t> own(per), out(count);
+        for (bool ip : {false, true}) {
+          for (int k = 0; k < ddl::detail::plan_tuner::most_calls + 3; ++k) {
+            auto value = [&](int rank, std::size_t i) { return static_cast<std::int32_t>(rank * 100003 + 7 * i) + k; };
+            std::fill(out.begin(), out.end(), -1);
+            for (std::size_t i = 0; i < per; ++i) (ip ? out[r * per + i] : own[i]) = value(r, i);
+            if (ip) comm.all_gather(ddl::host_view(std::as_const(out).data() + r * per, per), ddl::host_view(out));
+            else comm.all_gather(ddl::host_view(std::as_const(own)), ddl::host_view(out));
+            for (std::size_t i = 0; i < count; ++i)
+              if (out[i] != value(static_cast<int>(i / per), i % per)) {
+                log.add("n=" + std::to_string(n) + " per " + std::to_string(per) + " rank " + std::to_string(r) +
+                        (ip ? " in place" : " out of place") + " call " + std::to_string(k) + ": element " +
+                        std::to_string(i) + " is " + std::to_string(out[i]));
+                break;
+              }
+          }
+        }
+        const auto& st = comm.strategy();
+        chosen[static_cast<std::size_t>(r)] = ddl::describe(st.topo(), st.running_all_gather(bytes)) + " | " +
+                                              ddl::describe(st.topo(), st.running_all_gather(bytes, true));
+        report[static_cast<std::size_t>(r)] = comm.explain(bytes);
+      });
+      for (const auto& c : chosen) CHECK(c == chosen[0]);
+      // Threads offer the direct form and the multi-ring at least: measured in both placements.
+      CAPTURE(report[0]);
+      CHECK(report[0].find("# all-gather measured at " + std::to_string(bytes) + " bytes:") != std::string::npos);
+      CHECK(report[0].find("# all-gather measured at " + std::to_string(bytes) + " bytes, in place:") !=
+            std::string::npos);
+    }
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+
+  // Off (DDL_TUNE_COPIES=0): the model's plan, nothing measured.
+  ddl::local_fabric::run(4, [&](ddl::local_transport& tr) {
+    ddl::options off;
+    off.tune_copies_bytes = 0;
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, off);
+    std::vector<float> own(1000, static_cast<float>(tr.rank())), out(4000);
+    for (int k = 0; k < ddl::detail::plan_tuner::most_calls + 1; ++k)
+      comm.all_gather(ddl::host_view(std::as_const(own)), ddl::host_view(out));
+    CHECK(out[3999] == 3.0f);
+    CHECK(comm.explain(16000).find("all-gather measured") == std::string::npos);
+  });
+}
+
+TEST_CASE("all-gather tuning: a rank that runs another plan (here: tuning off on one rank) is a mismatch_error everywhere") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    std::vector<std::string> errors(static_cast<std::size_t>(n));
+    ddl::local_fabric::run(n, [&](ddl::local_transport& tr) {
+      ddl::options o;
+      o.timeout = std::chrono::seconds(20);
+      o.tune_copies_bytes = tr.rank() == 0 ? 0 : std::size_t{16} << 20;
+      ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, o);
+      std::vector<float> own(8192, 1.0f), out(8192 * static_cast<std::size_t>(n));
+      std::string& e = errors[static_cast<std::size_t>(tr.rank())];
+      e = "no error";
+      // The first trial runs the model's plan, as rank 0 does; a later one differs.
+      for (int k = 0; k < ddl::detail::plan_tuner::most_calls && e == "no error"; ++k) {
+        try {
+          comm.all_gather(ddl::host_view(std::as_const(own)), ddl::host_view(out));
+        } catch (const ddl::mismatch_error& x) {
+          e = x.what();
+        } catch (const std::exception& x) {
+          e = std::string("not a mismatch_error: ") + x.what();
+        }
+      }
+    });
+    for (const auto& e : errors) {
+      CAPTURE(e);
+      CHECK(e.find("under auto, the plan") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("tuning: broadcast candidates are the model's choice, then the algorithms priced within 3x") {
   for (int n : {2, 3, 4, 8}) {
     const auto topo = ddl::topology::uniform(n, 2e9, 20e-6);

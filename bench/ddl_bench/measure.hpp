@@ -49,7 +49,8 @@ struct impl {
   std::function<std::string(std::size_t)> note = [](std::size_t) { return std::string(); };
   std::function<void(std::byte*, std::size_t)> prepare;
   bool ip_block_at_own_offset = true;
-  /// Warm-up calls on top of `-w` (the tuning trials under `DDL_TUNE`, so timed calls run the choice).
+  /// Warm-up calls on top of `-w` (the tuning trials under `DDL_TUNE`, and `DDL_TUNE_COPIES` for
+  /// all-gathers and broadcasts, so timed calls run the choice).
   int extra_warmup = 0;
 };
 
@@ -94,11 +95,20 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
     case collective::broadcast:
       m.ip = [comm, dt](std::byte* buf, std::size_t c) { comm->broadcast(ddl::buffer_view{buf, c, dt, {}}, 0); };
       m.note = [comm, dt](std::size_t bytes) { return comm->broadcast_plan_for(bytes, dt).describe(); };
-      if (o.tune_bytes > 0 && o.broadcast == ddl::broadcast_algorithm::automatic)
+      if (o.tune_copies_bytes > 0 && o.broadcast == ddl::broadcast_algorithm::automatic)
         m.extra_warmup = ddl::detail::plan_tuner::most_calls;
       break;
   }
   if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
+    if (s.coll == collective::all_gather && o.tune_copies_bytes > 0) {
+      m.extra_warmup = ddl::detail::plan_tuner::most_calls;
+      m.note = [comm](std::size_t bytes) {  // the plan the timed calls ran (measured, else the model's)
+        const auto& strat = comm->strategy();
+        const ddl::plan p = strat.running_all_gather(bytes), ip = strat.running_all_gather(bytes, true);
+        const std::string a = ddl::describe(strat.topo(), p), b = ddl::describe(strat.topo(), ip);
+        return a == b ? a : a + "; in place " + b;
+      };
+    }
     if (s.coll == collective::all_reduce) {
       if (o.tune_bytes > 0) m.extra_warmup = ddl::detail::plan_tuner::most_calls;
       // The plans the timed calls ran (measured, else the model's) and the

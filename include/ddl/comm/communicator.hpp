@@ -274,9 +274,9 @@ class communicator {
   /// share stages (threads, MPI ranks of one machine; host memory) may meet
   /// through them instead (`direct`), whichever the link costs price
   /// cheaper (`ddl::broadcast_choice`, on `link_topology()`;
-  /// `options::broadcast` or `DDL_BROADCAST` forces one). With
-  /// `options::tune_bytes` (`DDL_TUNE`, off by default), up to that size in
-  /// host memory the first calls of each size class
+  /// `options::broadcast` or `DDL_BROADCAST` forces one). Up to
+  /// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`, 64 MiB by default; 0:
+  /// off) in host memory the first calls of each size class
   /// time the algorithms priced within 3x and every rank keeps the fastest,
   /// as `auto_strategy` does for all-reduces (`strategy/tuning.hpp`;
   /// `explain_broadcast()` lists what was measured).
@@ -501,7 +501,7 @@ class communicator {
     };
     // Measured like auto's all-reduces (`strategy/tuning.hpp`) unless an
     // algorithm is forced; the plan is folded into the stamp either way.
-    if (opts_.broadcast != broadcast_algorithm::automatic || !broadcast_tuner::applies(t, c, bytes))
+    if (opts_.broadcast != broadcast_algorithm::automatic || !broadcast_tuner::applies(t, c, bytes, true))
       return run(model, detail::with_plan_stamp(c, model));
     broadcasts_.run(t, bytes, false, model, c, [&] {
       return detail::tuning_candidates(bytes, topo, elem, broadcast_tuner::within, broadcast_tuner::max_candidates,

@@ -2,7 +2,7 @@
 /// \file
 /// Run-time settings: defaults, environment variables (`DDL_TIMEOUT`,
 /// `DDL_CHUNK_BYTES`, `DDL_PIPELINE_DEPTH`, `DDL_PROGRESS`, `DDL_CHECK`, `DDL_BROADCAST`,
-/// `DDL_TUNE`) and the
+/// `DDL_TUNE`, `DDL_TUNE_COPIES`) and the
 /// per-communicator options
 /// that override them.
 #include <chrono>
@@ -98,6 +98,17 @@ struct options {
   /// and with it the last bits of a float sum, so a training run would not
   /// repeat itself exactly. See `strategy/tuning.hpp`.
   std::size_t tune_bytes = 0;
+  /// `auto_strategy` measures its candidates for all-gathers, and the
+  /// communicator its broadcast algorithms, up to this many bytes (the
+  /// whole all-gathered vector, the broadcast message) before settling on
+  /// one per size class (`DDL_TUNE_COPIES`; `0` turns it off; all-reduces
+  /// follow `tune_bytes`). On by default: these calls copy and never
+  /// reduce, so whichever algorithm is chosen every rank ends with the same
+  /// bits, run after run, and what is left to choose is speed alone. (On 2
+  /// MPI ranks of one machine, the copies through the stages ran 1.3x ahead
+  /// of the ring's messages in one mode of this project's VM and 1.5-1.8x
+  /// behind in its other: bench/results/mpi-vs-openmpi-mpich-gloo.md.)
+  std::size_t tune_copies_bytes = std::size_t{64} << 20;
 
   /// Defaults overridden by the environment variables above when set.
   static options from_env() {
@@ -128,6 +139,8 @@ struct options {
                                "' must be 'auto', 'binomial', 'chain', 'scatter_allgather' or 'direct'");
     }
     if (const char* u = std::getenv("DDL_TUNE")) o.tune_bytes = detail::parse_bytes("DDL_TUNE", u);
+    if (const char* u = std::getenv("DDL_TUNE_COPIES"))
+      o.tune_copies_bytes = detail::parse_bytes("DDL_TUNE_COPIES", u);
     if (const char* p = std::getenv("DDL_PROGRESS")) {
       const std::string v = p;
       if (v == "thread") o.async_progress = progress::thread;

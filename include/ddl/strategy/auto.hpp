@@ -6,7 +6,9 @@
 /// constructor, else `DDL_TOPOLOGY`, else one level with the transport's
 /// default link costs. With `options::tune_bytes` (`DDL_TUNE`, off by
 /// default), all-reduces up to that size settle among the model's close
-/// candidates by measuring them (`strategy/tuning.hpp`).
+/// candidates by measuring them, and all-gathers so up to
+/// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`, 64 MiB by default)
+/// (`strategy/tuning.hpp`).
 #include <array>
 #include <cstddef>
 #include <string>
@@ -121,6 +123,7 @@ class auto_strategy {
     allows_.shared_levels = shared_levels(t, topology_);
     plans_ = {};
     tuner_.clear();
+    gathers_.clear();
   }
   const ddl::topology& topo() const noexcept { return topology_; }
   std::string describe() const { return name; }
@@ -141,8 +144,14 @@ class auto_strategy {
   /// Every candidate for `bytes`, best first, with predicted times per
   /// phase; then what was measured so far.
   std::string explain(std::size_t bytes) const {
-    return ddl::explain(topology_, static_cast<double>(bytes), allows_) +
-           tuner_.report("", [&](const plan& p) { return ddl::describe(topology_, p); });
+    auto describe = [&](const plan& p) { return ddl::describe(topology_, p); };
+    return ddl::explain(topology_, static_cast<double>(bytes), allows_) + tuner_.report("", describe) +
+           gathers_.report("all-gather ", describe);
+  }
+  /// The plan all-gathers of `bytes` (the whole vector) run: the measured
+  /// choice once their size class is tuned, else the model's.
+  plan running_all_gather(std::size_t bytes, bool in_place = false) const {
+    return gathers_.running(bytes, in_place, choose_parts(bytes));
   }
 
   static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
@@ -175,11 +184,24 @@ class auto_strategy {
     detail::run_plan_reduce_scatter(t, topology_, p, ring_for(p, t.size(), count, c), direct_, in, work, out, count,
                                     c);
   }
+  /// All-gathers up to `options::tune_copies_bytes` are measured among the
+  /// model's close candidates (`strategy/tuning.hpp`).
   template <class Transport>
   void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
                   const call_context& c) const {
-    const plan p = choose_parts(count * size_of(c.red.type));
-    detail::run_plan_all_gather(t, topology_, p, ring_for(p, t.size(), count, c), direct_, own, out, count, c);
+    const std::size_t bytes = count * size_of(c.red.type);
+    const plan model = choose_parts(bytes);
+    auto run = [&](const plan& p, const call_context& cp) {
+      const ring_box box = p.algo == algorithm::multi_ring ? box_of(topology_, p) : ring_for(p, t.size(), count, cp);
+      detail::run_plan_all_gather(t, topology_, p, box, direct_, own, out, count, cp);
+    };
+    // Tuned per placement, which every rank must then share (as with
+    // `MPI_IN_PLACE`); not below one element per rank, where a rank's empty
+    // part says nothing of its placement.
+    if (!detail::plan_tuner::applies(t, c, bytes, true) || count < static_cast<std::size_t>(t.size()))
+      return run(model, detail::with_plan_stamp(c, model));
+    const bool in_place = own >= out && own < out + bytes;
+    gathers_.run(t, bytes, in_place, model, c, [&] { return gather_candidates(bytes, t.size()); }, run);
   }
 
  private:
@@ -187,10 +209,33 @@ class auto_strategy {
   // The plan a reduce-scatter or all-gather of `bytes` follows: the
   // all-reduce's, priced without the transport's whole two_shot call
   // (`flagged_two_shot` runs all-reduces only).
-  plan choose_parts(std::size_t bytes) const {
+  plan choose_parts(std::size_t bytes) const { return best_for(bytes, parts_question()); }
+  plan_for parts_question() const {
     plan_for q = allows_;
     q.two_shot_one_round = false;
-    return best_for(bytes, q);
+    return q;
+  }
+  // An all-gather's measured candidates: the model's plan, then the model's
+  // best of each other form an all-gather takes on `n` ranks (the direct
+  // form through the stages, the doubling form, the multi-ring), each form
+  // once whatever it is priced at: one_shot and two_shot gather alike, as
+  // recursive doubling and halving-doubling do, and the all-reduce prices
+  // that rank them count the reduction too (on 2 MPI ranks of this
+  // project's VM the ring, priced 2.5-3.2x the direct form's all-reduce,
+  // gathered 1.5-1.8x faster in one of its modes).
+  std::vector<plan> gather_candidates(std::size_t bytes, int n) const {
+    auto form = [&](const plan& p) {
+      return detail::is_direct(p) ? 0 : detail::logarithmic(topology_, p, n) ? 1 : 2;
+    };
+    std::vector<plan> v{choose_parts(bytes)};
+    bool seen[3] = {false, false, false};
+    seen[form(v.front())] = true;
+    for (const plan& p : all_plans(topology_, static_cast<double>(bytes), parts_question()))
+      if (!seen[form(p)]) {
+        seen[form(p)] = true;
+        v.push_back(p);
+      }
+    return v;
   }
   // `best_plan` for `bytes` under `q`, from the last `plan_cache` answers
   // when one matches: a reduce-scatter asks twice per call (its plan, then
@@ -216,6 +261,7 @@ class auto_strategy {
   plan_for allows_{};  // what the transport allows (set by `validate`)
   mutable detail::direct_pair direct_;
   mutable detail::plan_tuner tuner_;
+  mutable detail::plan_tuner gathers_;  // all-gathers' measured choices
   struct cached_plan {
     std::size_t bytes = ~std::size_t{0};  // none
     plan_for asked{};

@@ -61,11 +61,18 @@
 /// to trade: host memory (device calls are stream-ordered, their host time
 /// is not theirs), a transport that is not a set of fibers in virtual time
 /// (the simulator), 2-`max_ranks` ranks, and `options::tune_bytes`
-/// (`DDL_TUNE`, e.g. `16M`; off by default). Reduce-scatter and all-gather
-/// follow the model.
+/// (`DDL_TUNE`, e.g. `16M`; off by default). Reduce-scatter follows the
+/// model.
 ///
-/// Broadcasts (the communicator's, unless `DDL_BROADCAST` forces one) are
-/// measured the same way, per size class of the message: the binomial tree,
+/// All-gathers (`auto_strategy`'s) and broadcasts (the communicator's,
+/// unless `DDL_BROADCAST` forces one) are measured the same way, up to
+/// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`, 64 MiB by default: they
+/// copy and never reduce, so the choice cannot change a result's bits). An
+/// all-gather's candidates are one plan of each form it takes (see
+/// `auto_strategy`), per size class of the whole vector, in place and out of
+/// place apart (every rank must pass the same placement, as with
+/// `MPI_IN_PLACE`; calls of fewer elements than ranks are not measured). A
+/// broadcast's, per size class of the message: the binomial tree,
 /// the pipelined chain and scatter + all-gather that the model prices within
 /// 3x of its choice (on 2 ranks only the tree). On 4 processes sharing 2
 /// cores the model put scatter + all-gather first at 256 KiB where the tree
@@ -214,13 +221,16 @@ class measured_choice {
     bool in_place = false;
   };
 
-  /// Whether calls of `bytes` on `t`, in memory `c.mem`, are tuned.
+  /// Whether calls of `bytes` on `t`, in memory `c.mem`, are tuned: up to
+  /// `options::tune_bytes` for reductions, `options::tune_copies_bytes` for
+  /// `copies` (all-gathers, broadcasts).
   template <class Transport>
-  static bool applies(const Transport& t, const call_context& c, std::size_t bytes) {
+  static bool applies(const Transport& t, const call_context& c, std::size_t bytes, bool copies = false) {
     if constexpr (has_cooperative<Transport>::value) {
       return false;  // virtual time
     } else {
-      return c.opts && bytes > 0 && bytes <= c.opts->tune_bytes && t.size() >= 2 && t.size() <= max_ranks && c.mem &&
+      const std::size_t limit = !c.opts ? 0 : copies ? c.opts->tune_copies_bytes : c.opts->tune_bytes;
+      return bytes > 0 && bytes <= limit && t.size() >= 2 && t.size() <= max_ranks && c.mem &&
              std::strcmp(c.mem->name, "host") == 0;
     }
   }
