@@ -33,51 +33,21 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-struct settings {
-  std::string data = "/usr/share/datasets/fashion-mnist", transport = "local", csv;
-  int epochs = 10, batch = 64, ranks = 1, steps = 0, test_subset = 0;
-  double lr = 0.05, momentum = 0.9, target_accuracy = -1;
-  std::uint64_t seed = 1;
-};
+using settings = train::run_flags;
 
 [[noreturn]] void usage(const std::string& error) {
+  const bool quiet = error.empty() || error == "help";  // -h: the usage alone, on stderr as ever
   std::fprintf(stderr,
                "%s%susage: ddl-train-libtorch [--epochs N] [--batch GLOBAL] [--lr X] [--momentum X] [--seed N]\n"
                "                          [--data DIR] [--ranks N | --transport mpi] [--steps N] [--test-subset N]\n"
                "                          [--csv FILE] [--target-accuracy A]\n",
-               error.empty() ? "" : "ddl-train-libtorch: ", error.empty() ? "" : (error + "\n").c_str());
+               quiet ? "" : "ddl-train-libtorch: ", quiet ? "" : (error + "\n").c_str());
   std::exit(error == "help" ? 0 : 2);
 }
 
 settings parse(int argc, char** argv) {
   settings s;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("flag " + a + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--epochs") s.epochs = std::stoi(value());
-      else if (a == "--batch") s.batch = std::stoi(value());
-      else if (a == "--lr") s.lr = std::stod(value());
-      else if (a == "--momentum") s.momentum = std::stod(value());
-      else if (a == "--seed") s.seed = std::stoull(value());
-      else if (a == "--data") s.data = value();
-      else if (a == "--ranks") s.ranks = std::stoi(value());
-      else if (a == "--transport") s.transport = value();
-      else if (a == "--steps") s.steps = std::stoi(value());
-      else if (a == "--test-subset") s.test_subset = std::stoi(value());
-      else if (a == "--csv") s.csv = value();
-      else if (a == "--target-accuracy") s.target_accuracy = std::stod(value());
-      else if (a == "-h" || a == "--help") usage("help");
-      else usage("unknown flag '" + a + "'");
-    } catch (const std::logic_error&) {
-      usage("bad value for " + a);
-    }
-  }
-  if (s.transport != "local" && s.transport != "mpi") usage("unknown transport '" + s.transport + "'");
-  if (s.epochs < 1 || s.batch < 1 || s.ranks < 1 || s.steps < 0 || s.test_subset < 0) usage("counts must be positive");
+  train::parse_flags(argc, argv, s, [](const std::string&, auto&&) { return false; }, usage);
   return s;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
-// What ddl-train and ddl-train-libtorch share around their networks: the
-// epoch's shuffle and shard, the learning-rate schedule, the per-epoch
-// statistics reduced over the ranks, their printout and CSV, and running one
-// function on every rank (threads or MPI).
+// What ddl-train and ddl-train-libtorch share around their networks: their
+// common flags, the epoch's shuffle and shard, the learning-rate schedule,
+// the per-epoch statistics reduced over the ranks, their printout and CSV,
+// and running one function on every rank (threads or MPI).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,61 @@
 #include "model.hpp"
 
 namespace train {
+
+/// The flags both trainers take.
+struct run_flags {
+  std::string data = "/usr/share/datasets/fashion-mnist", transport = "local", csv;
+  int epochs = 10, batch = 64, ranks = 1, steps = 0, test_subset = 0;
+  double lr = 0.05, momentum = 0.9, target_accuracy = -1;
+  std::uint64_t seed = 1;
+
+  /// Reads flag `a` (its value from `value()`) when it is one of these.
+  template <class Value>
+  bool take(const std::string& a, Value&& value) {
+    if (a == "--epochs") epochs = std::stoi(value());
+    else if (a == "--batch") batch = std::stoi(value());
+    else if (a == "--lr") lr = std::stod(value());
+    else if (a == "--momentum") momentum = std::stod(value());
+    else if (a == "--seed") seed = std::stoull(value());
+    else if (a == "--data") data = value();
+    else if (a == "--ranks") ranks = std::stoi(value());
+    else if (a == "--transport") transport = value();
+    else if (a == "--steps") steps = std::stoi(value());
+    else if (a == "--test-subset") test_subset = std::stoi(value());
+    else if (a == "--csv") csv = value();
+    else if (a == "--target-accuracy") target_accuracy = std::stod(value());
+    else return false;
+    return true;
+  }
+  /// What is wrong with the values read ("" when nothing is).
+  std::string problem() const {
+    if (transport != "local" && transport != "mpi") return "unknown transport '" + transport + "' (local or mpi)";
+    if (epochs < 1 || batch < 1 || ranks < 1 || steps < 0 || test_subset < 0) return "counts must be positive";
+    if (!(lr > 0) || !(momentum >= 0 && momentum < 1)) return "--lr must be > 0 and --momentum in [0, 1)";
+    return "";
+  }
+};
+
+/// Reads `argv` into `s` (a `run_flags`): a flag `run_flags::take` does not
+/// know goes to `extra(flag, value)`, which says whether it took it; then
+/// `s.problem()`. `usage(message)` does not return ("help" for -h).
+template <class Settings, class Extra, class Usage>
+void parse_flags(int argc, char** argv, Settings& s, Extra&& extra, Usage&& usage) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("flag " + a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") usage("help");
+    try {
+      if (!s.take(a, value) && !extra(a, value)) usage("unknown flag '" + a + "'");
+    } catch (const std::logic_error&) {
+      usage("bad value for " + a);
+    }
+  }
+  if (const std::string p = s.problem(); !p.empty()) usage(p);
+}
 
 /// One epoch, the same on every rank (reduced over them).
 struct epoch_stats {

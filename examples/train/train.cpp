@@ -35,60 +35,35 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-struct settings {
-  std::string model = "mlp", data = "/usr/share/datasets/fashion-mnist", transport = "local";
-  std::string csv, plot, loss_log, compare_with;
-  int epochs = 10, batch = 64, ranks = 1, steps = 0, test_subset = 0;
-  float lr = 0.05f, momentum = 0.9f;
-  std::uint64_t seed = 1;
-  double target_accuracy = -1;
+struct settings : train::run_flags {
+  std::string model = "mlp", plot, loss_log, compare_with;
 };
 
 [[noreturn]] void usage(const std::string& error) {
+  const bool quiet = error.empty() || error == "help";  // -h: the usage alone, on stderr as ever
   std::fprintf(stderr,
                "%s%susage: ddl-train [--model mlp|cnn] [--epochs N] [--batch GLOBAL] [--lr X] [--momentum X]\n"
                "                 [--seed N] [--data DIR] [--ranks N | --transport mpi] [--steps N per epoch]\n"
                "                 [--test-subset N] [--csv FILE] [--plot PNG] [--loss-log FILE]\n"
                "                 [--compare-with LOSS_LOG] [--target-accuracy A]\n",
-               error.empty() ? "" : "ddl-train: ", error.empty() ? "" : (error + "\n").c_str());
+               quiet ? "" : "ddl-train: ", quiet ? "" : (error + "\n").c_str());
   std::exit(error == "help" ? 0 : 2);
 }
 
 settings parse(int argc, char** argv) {
   settings s;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage("flag " + a + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--model") s.model = value();
-      else if (a == "--epochs") s.epochs = std::stoi(value());
-      else if (a == "--batch") s.batch = std::stoi(value());
-      else if (a == "--lr") s.lr = std::stof(value());
-      else if (a == "--momentum") s.momentum = std::stof(value());
-      else if (a == "--seed") s.seed = std::stoull(value());
-      else if (a == "--data") s.data = value();
-      else if (a == "--ranks") s.ranks = std::stoi(value());
-      else if (a == "--transport") s.transport = value();
-      else if (a == "--steps") s.steps = std::stoi(value());
-      else if (a == "--test-subset") s.test_subset = std::stoi(value());
-      else if (a == "--csv") s.csv = value();
-      else if (a == "--plot") s.plot = value();
-      else if (a == "--loss-log") s.loss_log = value();
-      else if (a == "--compare-with") s.compare_with = value();
-      else if (a == "--target-accuracy") s.target_accuracy = std::stod(value());
-      else if (a == "-h" || a == "--help") usage("help");
-      else usage("unknown flag '" + a + "'");
-    } catch (const std::logic_error&) {
-      usage("bad value for " + a);
-    }
-  }
+  train::parse_flags(
+      argc, argv, s,
+      [&](const std::string& a, auto&& value) {
+        if (a == "--model") s.model = value();
+        else if (a == "--plot") s.plot = value();
+        else if (a == "--loss-log") s.loss_log = value();
+        else if (a == "--compare-with") s.compare_with = value();
+        else return false;
+        return true;
+      },
+      usage);
   if (s.model != "mlp" && s.model != "cnn") usage("unknown model '" + s.model + "' (mlp or cnn)");
-  if (s.transport != "local" && s.transport != "mpi") usage("unknown transport '" + s.transport + "' (local or mpi)");
-  if (s.epochs < 1 || s.batch < 1 || s.ranks < 1 || s.steps < 0 || s.test_subset < 0) usage("counts must be positive");
-  if (!(s.lr > 0) || !(s.momentum >= 0 && s.momentum < 1)) usage("--lr must be > 0 and --momentum in [0, 1)");
   return s;
 }
 
@@ -151,9 +126,12 @@ run_result train_rank(Transport& t, const settings& s, const train::dataset& tra
       exposed += std::chrono::duration<double>(clock_type::now() - wait_start).count();
       // SGD with momentum on the averaged gradients (identical on every
       // rank), the learning rate following a cosine from --lr down to 0.
-      const float lr = static_cast<float>(train::cosine_lr(s.lr, epoch, step, steps_per_epoch, s.epochs));
+      // The model's arithmetic is float: the flags as floats, as ever.
+      const float lr = static_cast<float>(
+          train::cosine_lr(static_cast<float>(s.lr), epoch, step, steps_per_epoch, s.epochs));
+      const float momentum = static_cast<float>(s.momentum);
       for (std::size_t i = 0; i < net->params.size(); ++i) {
-        velocity[i] = s.momentum * velocity[i] + net->grads[i];
+        velocity[i] = momentum * velocity[i] + net->grads[i];
         net->params[i] -= lr * velocity[i];
       }
       loss /= local_batch;
