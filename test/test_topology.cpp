@@ -973,11 +973,14 @@ TEST_CASE("all-gathers are measured by default on in-process ranks: exact throug
         report[static_cast<std::size_t>(r)] = comm.explain(bytes);
       });
       for (const auto& c : chosen) CHECK(c == chosen[0]);
-      // Threads offer the direct form and the multi-ring at least: measured in both placements.
+      // Threads offer the direct form and the multi-ring at least: measured in
+      // both placements, from `copies_from`.
       CAPTURE(report[0]);
-      CHECK(report[0].find("# all-gather measured at " + std::to_string(bytes) + " bytes:") != std::string::npos);
-      CHECK(report[0].find("# all-gather measured at " + std::to_string(bytes) + " bytes, in place:") !=
-            std::string::npos);
+      const bool measured = bytes >= ddl::detail::plan_tuner::copies_from;
+      CHECK((report[0].find("# all-gather measured at " + std::to_string(bytes) + " bytes:") != std::string::npos) ==
+            measured);
+      CHECK((report[0].find("# all-gather measured at " + std::to_string(bytes) + " bytes, in place:") !=
+             std::string::npos) == measured);
     }
   }
   CHECK_MESSAGE(log.count() == 0, log.summary());
@@ -987,11 +990,11 @@ TEST_CASE("all-gathers are measured by default on in-process ranks: exact throug
     ddl::options off;
     off.tune_copies_bytes = 0;
     ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, off);
-    std::vector<float> own(1000, static_cast<float>(tr.rank())), out(4000);
+    std::vector<float> own(20000, static_cast<float>(tr.rank())), out(80000);  // 320 KB: measured when on
     for (int k = 0; k < ddl::detail::plan_tuner::most_calls + 1; ++k)
       comm.all_gather(ddl::host_view(std::as_const(own)), ddl::host_view(out));
-    CHECK(out[3999] == 3.0f);
-    CHECK(comm.explain(16000).find("all-gather measured") == std::string::npos);
+    CHECK(out[79999] == 3.0f);
+    CHECK(comm.explain(320000).find("all-gather measured") == std::string::npos);
   });
 }
 
@@ -1088,7 +1091,8 @@ TEST_CASE("broadcast measured on in-process ranks: exact from every root through
           ddl::topology::uniform(n, ddl::local_transport::default_bandwidth, ddl::local_transport::default_latency);
       ddl::broadcast_costs threads;  // the threads': copies at 1.5 B, direct with the root's buffer read in place
       ddl::local_fabric::run(1, [&](ddl::local_transport& one) { threads = ddl::broadcast_costs_of(one); });
-      const bool choice = ddl::detail::tuning_candidates(count * 4, topo, 4, 3.0, 4, threads).size() > 1;
+      const bool choice = ddl::detail::tuning_candidates(count * 4, topo, 4, 3.0, 4, threads).size() > 1 &&
+                          count * 4 >= ddl::detail::plan_tuner::copies_from;
       CAPTURE(report[0]);
       CHECK((report[0].find("# broadcast measured at " + std::to_string(count * 4) + " bytes:") != std::string::npos) ==
             choice);

@@ -99,7 +99,7 @@ struct options {
   /// repeat itself exactly. See `strategy/tuning.hpp`.
   std::size_t tune_bytes = 0;
   /// `auto_strategy` measures its candidates for all-gathers, and the
-  /// communicator its broadcast algorithms, up to this many bytes (the
+  /// communicator its broadcast algorithms, from 64 KiB up to this many bytes (the
   /// whole all-gathered vector, the broadcast message) before settling on
   /// one per size class (`DDL_TUNE_COPIES`; `0` turns it off; all-reduces
   /// follow `tune_bytes`). On by default: these calls copy and never

@@ -199,7 +199,7 @@ class auto_strategy {
     // `MPI_IN_PLACE`); not below one element per rank, where a rank's empty
     // part says nothing of its placement.
     if (!detail::plan_tuner::applies(t, c, bytes, true) || count < static_cast<std::size_t>(t.size()))
-      return run(model, detail::with_plan_stamp(c, model));
+      return run(model, c);
     const bool in_place = own >= out && own < out + bytes;
     gathers_.run(t, bytes, in_place, model, c, [&] { return gather_candidates(bytes, t.size()); }, run);
   }

@@ -67,7 +67,8 @@
 /// All-gathers (`auto_strategy`'s) and broadcasts (the communicator's,
 /// unless `DDL_BROADCAST` forces one) are measured the same way, up to
 /// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`, 64 MiB by default: they
-/// copy and never reduce, so the choice cannot change a result's bits). An
+/// copy and never reduce, so the choice cannot change a result's bits), from
+/// 64 KiB (`measured_choice::copies_from`). An
 /// all-gather's candidates are one plan of each form it takes (see
 /// `auto_strategy`), per size class of the whole vector, in place and out of
 /// place apart (every rank must pass the same placement, as with
@@ -221,17 +222,23 @@ class measured_choice {
     bool in_place = false;
   };
 
+  /// Copies (all-gathers, broadcasts) of fewer bytes follow the model: a
+  /// few trials of calls of a few µs time the scheduler more than the plans
+  /// (4 MPI processes on 2 cores), and measured small all-gathers ran ~10 µs
+  /// a call slower there than the model's plan run unmeasured (not
+  /// understood; bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-28).
+  static constexpr std::size_t copies_from = std::size_t{64} << 10;
   /// Whether calls of `bytes` on `t`, in memory `c.mem`, are tuned: up to
-  /// `options::tune_bytes` for reductions, `options::tune_copies_bytes` for
-  /// `copies` (all-gathers, broadcasts).
+  /// `options::tune_bytes` for reductions; for `copies` (all-gathers,
+  /// broadcasts) from `copies_from` up to `options::tune_copies_bytes`.
   template <class Transport>
   static bool applies(const Transport& t, const call_context& c, std::size_t bytes, bool copies = false) {
     if constexpr (has_cooperative<Transport>::value) {
       return false;  // virtual time
     } else {
       const std::size_t limit = !c.opts ? 0 : copies ? c.opts->tune_copies_bytes : c.opts->tune_bytes;
-      return bytes > 0 && bytes <= limit && t.size() >= 2 && t.size() <= max_ranks && c.mem &&
-             std::strcmp(c.mem->name, "host") == 0;
+      return bytes > 0 && (!copies || bytes >= copies_from) && bytes <= limit && t.size() >= 2 &&
+             t.size() <= max_ranks && c.mem && std::strcmp(c.mem->name, "host") == 0;
     }
   }
 
