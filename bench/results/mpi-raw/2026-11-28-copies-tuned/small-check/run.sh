@@ -13,3 +13,6 @@ done; done
 for r in 1 2 3; do for v in 0 64M; do
   mpirun -n 4 "${m[@]}" -x DDL_TUNE_COPIES=$v "$new" --collective all_gather "${a[@]}" --explain > t$v-$r.txt 2>&1
 done; done
+# Then (x-*): the untuned path back to the call's own tag (no plan stamp), DDL_TUNE_COPIES=0, new and
+# old in turns, 3 rounds:
+#   mpirun -n 4 ... -x DDL_TUNE_COPIES=0 BIN --collective all_gather (as above) > x-{new,old}-R.txt
