@@ -1010,7 +1010,8 @@ TEST_CASE("all-gather tuning: a rank that runs another plan (here: tuning off on
       std::vector<float> own(8192, 1.0f), out(8192 * static_cast<std::size_t>(n));
       std::string& e = errors[static_cast<std::size_t>(tr.rank())];
       e = "no error";
-      // The first trial runs the model's plan, as rank 0 does; a later one differs.
+      // Rank 0 runs the model's plan on the call's own tag, the others each
+      // trial (the first too) under its plan's stamp: a mismatch from the first call.
       for (int k = 0; k < ddl::detail::plan_tuner::most_calls && e == "no error"; ++k) {
         try {
           comm.all_gather(ddl::host_view(std::as_const(own)), ddl::host_view(out));
