@@ -6,7 +6,7 @@
 /// constructor, else `DDL_TOPOLOGY`, else one level with the transport's
 /// default link costs. With `options::tune_bytes` (`DDL_TUNE`, off by
 /// default), all-reduces up to that size settle among the model's close
-/// candidates by measuring them, and all-gathers so up to
+/// candidates by measuring them, and all-gathers so from 64 KiB up to
 /// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`, 64 MiB by default)
 /// (`strategy/tuning.hpp`).
 #include <array>
@@ -184,8 +184,8 @@ class auto_strategy {
     detail::run_plan_reduce_scatter(t, topology_, p, ring_for(p, t.size(), count, c), direct_, in, work, out, count,
                                     c);
   }
-  /// All-gathers up to `options::tune_copies_bytes` are measured among the
-  /// model's close candidates (`strategy/tuning.hpp`).
+  /// All-gathers from 64 KiB up to `options::tune_copies_bytes` are measured:
+  /// one plan of each form they take (`gather_candidates`, `strategy/tuning.hpp`).
   template <class Transport>
   void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,
                   const call_context& c) const {
