@@ -907,22 +907,25 @@ TEST_CASE("auto tunes on in-process ranks: exact before, during and after, and e
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
-TEST_CASE("auto tuning: a rank that runs another plan (here: tuning off on one rank) is a mismatch_error everywhere") {
+namespace {
+// Tuning off on rank 0 only (`off` clears the option on the ranks it is given
+// true), on the others: every rank ends its calls (`call(comm, n)`, at most
+// `plan_tuner::most_calls` of them) with a mismatch_error naming the plan.
+template <class Off, class Call>
+void check_tuning_on_one_side_is_a_mismatch(Off off, Call call) {
   for (int n : {2, 4}) {
     CAPTURE(n);
     std::vector<std::string> errors(static_cast<std::size_t>(n));
     ddl::local_fabric::run(n, [&](ddl::local_transport& tr) {
       ddl::options o;
       o.timeout = std::chrono::seconds(20);
-      o.tune_bytes = tr.rank() == 0 ? 0 : std::size_t{16} << 20;
+      off(o, tr.rank() == 0);
       ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, o);
-      std::vector<float> v(8192, 1.0f);
       std::string& e = errors[static_cast<std::size_t>(tr.rank())];
       e = "no error";
-      // The first trial runs the model's plan, as rank 0 does; the next ones differ.
       for (int k = 0; k < ddl::detail::plan_tuner::most_calls && e == "no error"; ++k) {
         try {
-          comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+          call(comm, n);
         } catch (const ddl::mismatch_error& x) {
           e = x.what();
         } catch (const std::exception& x) {
@@ -935,6 +938,16 @@ TEST_CASE("auto tuning: a rank that runs another plan (here: tuning off on one r
       CHECK(e.find("under auto, the plan") != std::string::npos);
     }
   }
+}
+}  // namespace
+
+TEST_CASE("auto tuning: a rank that runs another plan (here: tuning off on one rank) is a mismatch_error everywhere") {
+  // The first trial runs the model's plan, as rank 0 does; the next ones differ.
+  check_tuning_on_one_side_is_a_mismatch([](ddl::options& o, bool off) { o.tune_bytes = off ? 0 : std::size_t{16} << 20; },
+                                         [](auto& comm, int) {
+                                           std::vector<float> v(8192, 1.0f);
+                                           comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+                                         });
 }
 
 TEST_CASE("all-gathers are measured by default on in-process ranks: exact through the trials, one plan on every rank") {
@@ -999,34 +1012,14 @@ TEST_CASE("all-gathers are measured by default on in-process ranks: exact throug
 }
 
 TEST_CASE("all-gather tuning: a rank that runs another plan (here: tuning off on one rank) is a mismatch_error everywhere") {
-  for (int n : {2, 4}) {
-    CAPTURE(n);
-    std::vector<std::string> errors(static_cast<std::size_t>(n));
-    ddl::local_fabric::run(n, [&](ddl::local_transport& tr) {
-      ddl::options o;
-      o.timeout = std::chrono::seconds(20);
-      o.tune_copies_bytes = tr.rank() == 0 ? 0 : std::size_t{16} << 20;
-      ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, o);
-      std::vector<float> own(8192, 1.0f), out(8192 * static_cast<std::size_t>(n));
-      std::string& e = errors[static_cast<std::size_t>(tr.rank())];
-      e = "no error";
-      // Rank 0 runs the model's plan on the call's own tag, the others each
-      // trial (the first too) under its plan's stamp: a mismatch from the first call.
-      for (int k = 0; k < ddl::detail::plan_tuner::most_calls && e == "no error"; ++k) {
-        try {
-          comm.all_gather(ddl::host_view(std::as_const(own)), ddl::host_view(out));
-        } catch (const ddl::mismatch_error& x) {
-          e = x.what();
-        } catch (const std::exception& x) {
-          e = std::string("not a mismatch_error: ") + x.what();
-        }
-      }
-    });
-    for (const auto& e : errors) {
-      CAPTURE(e);
-      CHECK(e.find("under auto, the plan") != std::string::npos);
-    }
-  }
+  // Rank 0 runs the model's plan on the call's own tag, the others each
+  // trial (the first too) under its plan's stamp: a mismatch from the first call.
+  check_tuning_on_one_side_is_a_mismatch(
+      [](ddl::options& o, bool off) { o.tune_copies_bytes = off ? 0 : std::size_t{16} << 20; },
+      [](auto& comm, int n) {
+        std::vector<float> own(8192, 1.0f), out(8192 * static_cast<std::size_t>(n));
+        comm.all_gather(ddl::host_view(std::as_const(own)), ddl::host_view(out));
+      });
 }
 
 TEST_CASE("tuning: broadcast candidates are the model's choice, then the algorithms priced within 3x") {
