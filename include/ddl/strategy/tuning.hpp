@@ -224,10 +224,11 @@ class measured_choice {
 
   /// Copies (all-gathers, broadcasts) of fewer bytes follow the model: a
   /// few trials of calls of a few µs time the scheduler more than the plans
-  /// (4 MPI processes on 2 cores), and small all-gathers carrying their
-  /// plan in the call's stamp (as measured calls do) ran ~10 µs a call
-  /// slower there than on the call's own tag (not understood;
-  /// bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-28).
+  /// (4 MPI processes on 2 cores). (Small all-gathers carrying their plan
+  /// in the call's stamp once ran ~10 µs a call slower there than on the
+  /// call's own tag; `auto`'s all-reduces with and without the plan stamp,
+  /// in turns on 2, 4 and 8 processes, showed no such cost:
+  /// bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-28.)
   static constexpr std::size_t copies_from = std::size_t{64} << 10;
   /// Whether calls of `bytes` on `t`, in memory `c.mem`, are tuned: up to
   /// `options::tune_bytes` for reductions; for `copies` (all-gathers,
