@@ -275,7 +275,7 @@ class communicator {
   /// through them instead (`direct`), whichever the link costs price
   /// cheaper (`ddl::broadcast_choice`, on `link_topology()`;
   /// `options::broadcast` or `DDL_BROADCAST` forces one). Up to
-  /// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`, 64 MiB by default; 0:
+  /// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`, every size by default; 0:
   /// off) in host memory the first calls of each size class
   /// time the algorithms priced within 3x and every rank keeps the fastest,
   /// as `auto_strategy` does for all-reduces (`strategy/tuning.hpp`;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "ddl/core/error.hpp"
@@ -101,14 +102,17 @@ struct options {
   /// `auto_strategy` measures its candidates for all-gathers, and the
   /// communicator its broadcast algorithms, from 64 KiB up to this many bytes (the
   /// whole all-gathered vector, the broadcast message) before settling on
-  /// one per size class (`DDL_TUNE_COPIES`; `0` turns it off; all-reduces
-  /// follow `tune_bytes`). On by default: these calls copy and never
-  /// reduce, so whichever algorithm is chosen every rank ends with the same
-  /// bits, run after run, and what is left to choose is speed alone. (On 2
-  /// MPI ranks of one machine, the copies through the stages ran 1.3x ahead
-  /// of the ring's messages in one mode of this project's VM and 1.5-1.8x
-  /// behind in its other: bench/results/mpi-vs-openmpi-mpich-gloo.md.)
-  std::size_t tune_copies_bytes = std::size_t{64} << 20;
+  /// one per size class (`DDL_TUNE_COPIES`, e.g. `64M`; `0` turns it off;
+  /// all-reduces follow `tune_bytes`). On by default at every size from 64
+  /// KiB: these calls copy and never reduce, so whichever algorithm is
+  /// chosen every rank ends with the same bits, run after run, and what is
+  /// left to choose is speed alone. (On 2 MPI ranks of one machine, the
+  /// copies through the stages ran 1.3x ahead of the ring's messages in one
+  /// mode of this project's VM and 1.5-1.8x behind in its other; at 256
+  /// MiB in place, past the first default of 64 MiB, the model's pick ran
+  /// at 0.61-0.72x `MPI_Allgather` and the measured one at 0.83-0.93x:
+  /// bench/results/mpi-vs-openmpi-mpich-gloo.md.)
+  std::size_t tune_copies_bytes = std::numeric_limits<std::size_t>::max();
 
   /// Defaults overridden by the environment variables above when set.
   static options from_env() {

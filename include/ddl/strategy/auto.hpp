@@ -7,8 +7,8 @@
 /// default link costs. With `options::tune_bytes` (`DDL_TUNE`, off by
 /// default), all-reduces up to that size settle among the model's close
 /// candidates by measuring them, and all-gathers so from 64 KiB up to
-/// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`, 64 MiB by default)
-/// (`strategy/tuning.hpp`).
+/// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`; by default every size
+/// from 64 KiB) (`strategy/tuning.hpp`).
 #include <array>
 #include <cstddef>
 #include <string>

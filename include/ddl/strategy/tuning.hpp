@@ -66,7 +66,7 @@
 ///
 /// All-gathers (`auto_strategy`'s) and broadcasts (the communicator's,
 /// unless `DDL_BROADCAST` forces one) are measured the same way, up to
-/// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`, 64 MiB by default: they
+/// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`, no limit by default: they
 /// copy and never reduce, so the choice cannot change a result's bits), from
 /// 64 KiB (`measured_choice::copies_from`). An
 /// all-gather's candidates are one plan of each form it takes (see
