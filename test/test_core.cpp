@@ -295,3 +295,16 @@ TEST_CASE("host reduce: min and max take the first operand on ties and never tou
   ddl::host::reduce(e, a, b, 2, {ddl::dtype::float32, ddl::op::max});
   CHECK(std::memcmp(d, e, sizeof d) == 0);  // deterministic, NaN included
 }
+
+TEST_CASE("detail::overlaps: byte ranges that share a byte, empty ranges never") {
+  std::byte a[16] = {};
+  std::byte b[4] = {};
+  CHECK(ddl::detail::overlaps(a, 16, a + 15, 1));
+  CHECK(ddl::detail::overlaps(a + 4, 4, a, 5));
+  CHECK_FALSE(ddl::detail::overlaps(a + 4, 4, a, 4));   // [0, 4) ends where [4, 8) starts
+  CHECK_FALSE(ddl::detail::overlaps(a, 16, a + 16, 1));  // one past the end
+  CHECK_FALSE(ddl::detail::overlaps(a, 0, a, 16));
+  CHECK_FALSE(ddl::detail::overlaps(a, 16, a + 3, 0));
+  CHECK_FALSE(ddl::detail::overlaps(a, 16, b, 4));  // different arrays
+  CHECK(ddl::detail::overlaps(b, 4, b, 4));
+}

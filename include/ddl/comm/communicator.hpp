@@ -719,7 +719,7 @@ class communicator {
   static void check_disjoint_or_same(const char* what, const std::byte* a, std::size_t an, const std::byte* b,
                                      std::size_t bn) {
     if (a == b || an == 0 || bn == 0) return;
-    if (a < b + bn && b < a + an)
+    if (detail::overlaps(a, an, b, bn))
       throw invalid_argument(std::string(what) +
                              ": input and output overlap without being the same buffer (pass the same view "
                              "for in-place, or disjoint buffers)");

@@ -10,6 +10,7 @@
 /// A transport may provide `ddl::memory_ops memory(const ddl::location&)`;
 /// without it, host buffers get `host_memory_ops()` (`reduce/host.hpp`).
 #include <cstddef>
+#include <functional>
 
 #include "ddl/core/buffer.hpp"
 #include "ddl/core/op.hpp"
@@ -39,5 +40,14 @@ struct memory_ops {
   std::byte* (*allocate)(void* ctx, std::size_t bytes) = nullptr;
   void (*release)(void* ctx, std::byte* p, std::size_t bytes) = nullptr;
 };
+
+namespace detail {
+/// Whether `[a, a + an)` and `[b, b + bn)` share a byte. `std::less` orders
+/// pointers into different arrays too, where `<` leaves it unspecified.
+inline bool overlaps(const std::byte* a, std::size_t an, const std::byte* b, std::size_t bn) noexcept {
+  const std::less<const std::byte*> before;
+  return an > 0 && bn > 0 && before(a, b + bn) && before(b, a + an);
+}
+}  // namespace detail
 
 }  // namespace ddl

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <string>
 
+#include "ddl/core/memory.hpp"
 #include "ddl/strategy/planner.hpp"
 #include "ddl/strategy/tuning.hpp"
 
@@ -200,7 +201,7 @@ class auto_strategy {
     // part says nothing of its placement.
     if (!detail::plan_tuner::applies(t, c, bytes, true) || count < static_cast<std::size_t>(t.size()))
       return run(model, c);
-    const bool in_place = own >= out && own < out + bytes;
+    const bool in_place = detail::overlaps(own, 1, out, bytes);
     gathers_.run(t, bytes, in_place, model, c, [&] { return gather_candidates(bytes, t.size()); }, run);
   }
 
