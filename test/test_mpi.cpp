@@ -752,21 +752,12 @@ TEST_CASE("mpi: all-gathers are measured by default across processes: exact thro
   failure_log log;
   for (std::size_t per : {std::size_t{1}, std::size_t{1025}, std::size_t{70001}}) {
     const std::size_t count = per * static_cast<std::size_t>(n);
-    std::vector<std::int64_t> own(per), out(count);
-    for (bool ip : {false, true})
-      for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
-        auto value = [&](int rank, std::size_t i) { return std::int64_t{rank} * 1000003 + static_cast<std::int64_t>(i) * 3 + call; };
-        std::fill(out.begin(), out.end(), -1);
-        for (std::size_t i = 0; i < per; ++i) (ip ? out[r * per + i] : own[i]) = value(r, i);
-        if (ip) comm.all_gather(ddl::host_view(std::as_const(out).data() + r * per, per), ddl::host_view(out));
-        else comm.all_gather(ddl::host_view(std::as_const(own)), ddl::host_view(out));
-        for (std::size_t i = 0; i < count; ++i)
-          if (out[i] != value(static_cast<int>(i / per), i % per)) {
-            log.add("per " + std::to_string(per) + (ip ? " in place" : " out of place") + ", call " +
-                    std::to_string(call) + ": wrong at " + std::to_string(i));
-            break;
-          }
-      }
+    check_all_gathers<std::int64_t>(
+        comm, r, n, per, ddl::detail::plan_tuner::most_calls + 2,
+        [](int rank, std::size_t i, int call) {
+          return std::int64_t{rank} * 1000003 + static_cast<std::int64_t>(i) * 3 + call;
+        },
+        log, "per " + std::to_string(per));
     // Every rank settled on the same plan for each placement, and explain says it measured.
     const std::size_t bytes = count * sizeof(std::int64_t);
     for (bool in_place : {false, true}) {

@@ -963,23 +963,10 @@ TEST_CASE("all-gathers are measured by default on in-process ranks: exact throug
       ddl::local_fabric::run(n, [&](ddl::local_transport& tr) {
         const int r = tr.rank();
         ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(tr, ddl::auto_strategy{}, ddl::options{});
-        std::vector<std::int32_t> own(per), out(count);
-        for (bool ip : {false, true}) {
-          for (int k = 0; k < ddl::detail::plan_tuner::most_calls + 3; ++k) {
-            auto value = [&](int rank, std::size_t i) { return static_cast<std::int32_t>(rank * 100003 + 7 * i) + k; };
-            std::fill(out.begin(), out.end(), -1);
-            for (std::size_t i = 0; i < per; ++i) (ip ? out[r * per + i] : own[i]) = value(r, i);
-            if (ip) comm.all_gather(ddl::host_view(std::as_const(out).data() + r * per, per), ddl::host_view(out));
-            else comm.all_gather(ddl::host_view(std::as_const(own)), ddl::host_view(out));
-            for (std::size_t i = 0; i < count; ++i)
-              if (out[i] != value(static_cast<int>(i / per), i % per)) {
-                log.add("n=" + std::to_string(n) + " per " + std::to_string(per) + " rank " + std::to_string(r) +
-                        (ip ? " in place" : " out of place") + " call " + std::to_string(k) + ": element " +
-                        std::to_string(i) + " is " + std::to_string(out[i]));
-                break;
-              }
-          }
-        }
+        check_all_gathers<std::int32_t>(
+            comm, r, n, per, ddl::detail::plan_tuner::most_calls + 3,
+            [](int rank, std::size_t i, int k) { return static_cast<std::int32_t>(rank * 100003 + 7 * i) + k; }, log,
+            "n=" + std::to_string(n) + " per " + std::to_string(per));
         const auto& st = comm.strategy();
         chosen[static_cast<std::size_t>(r)] = ddl::describe(st.topo(), st.running_all_gather(bytes)) + " | " +
                                               ddl::describe(st.topo(), st.running_all_gather(bytes, true));
