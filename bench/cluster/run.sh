@@ -32,8 +32,8 @@ usage: $0 [--racks R] [--hosts-per-rack H] [--ranks-per-host K] [--intra RATE] [
 RATE is tc's syntax (1gbit, 200mbit). --topology auto probes the emulated network
 (DDL_TOPOLOGY=auto); detect uses ddl's defaults (nodes from shared memory only);
 anything else is passed as DDL_TOPOLOGY. Each run writes DIR/run-K.txt.
-DDL_PIPELINE_DEPTH (default here 16) and DDL_CHUNK_BYTES, when set, are passed
-to the ranks.
+DDL_PIPELINE_DEPTH and DDL_CHUNK_BYTES, when set, are passed to the ranks
+(unset: the library's defaults).
 EOF
   exit 2
 }
@@ -170,19 +170,18 @@ case $topology in
   detect) ;;
   *) env_topo=(-x "DDL_TOPOLOGY=$topology") ;;
 esac
-# ddl settings in this environment travel to the ranks. Over TCP a message's
-# rendezvous handshake queues behind the other direction's data, so steps
-# that exchange stall with few chunks in flight: 16 (not the library's 4)
-# measured 2.0-2.3x the flat ring here against 1.9-2.0x
-# (bench/results/cluster-emulation.md, third round).
-: "${DDL_PIPELINE_DEPTH:=16}"
+# ddl settings in this environment travel to the ranks. (Until 2026-11-28
+# this script set DDL_PIPELINE_DEPTH=16: 1 MiB chunks over TCP stalled on
+# their rendezvous with few in flight. Messages between machines now go in
+# pieces below TCP's eager limit, and the library's depth of 4 runs as fast:
+# bench/results/cluster-emulation.md, fifth round.)
 for v in DDL_PIPELINE_DEPTH DDL_CHUNK_BYTES; do [ -n "${!v:-}" ] && env_topo+=(-x "$v=${!v}"); done
 mkdir -p "$work/tmp/head"
 [ -n "$out" ] && mkdir -p "$out"
 for ((k = 1; k <= runs; k++)); do
   log="$work/run-$k.txt"
   echo "# run $k/$runs: $(date -u +%FT%TZ)"
-  settings="# run.sh: $racks x $hosts x $ppn, intra $intra, inter $inter; DDL_PIPELINE_DEPTH=$DDL_PIPELINE_DEPTH${DDL_CHUNK_BYTES:+ DDL_CHUNK_BYTES=$DDL_CHUNK_BYTES}"
+  settings="# run.sh: $racks x $hosts x $ppn, intra $intra, inter $inter; DDL_PIPELINE_DEPTH=${DDL_PIPELINE_DEPTH:-default}${DDL_CHUNK_BYTES:+ DDL_CHUNK_BYTES=$DDL_CHUNK_BYTES}"
   TMPDIR="$work/tmp/head" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     timeout --kill-after=10 "$limit" ip netns exec "$head" mpirun --allow-run-as-root \
     --hostfile "$work/hostfile" -np "$n" --map-by slot --oversubscribe \
