@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <initializer_list>
@@ -813,6 +814,17 @@ TEST_CASE("shared stages: two ranks share when each opened the other's; a group 
   CHECK_FALSE(s.shared_among(0, 2, 2));
   CHECK(s.shared_among(3, 1, 1));
   CHECK_FALSE(s.shared_among(3, 1, 2));  // past the last rank
+  // Memory read (`read`): rank 0 read its peer's probe word (here its own);
+  // rows of 1-3 say no reads, so no pair but none reads.
+  CHECK(mine[w / 2] == 0b0011u);
+  CHECK_FALSE(s.readable());
+  CHECK_FALSE(s.readable_among(0, 1, 2));
+  CHECK(s.readable_among(3, 1, 1));
+  std::uint64_t word = 0, value = 42;
+  CHECK(s.read(1, reinterpret_cast<const std::byte*>(&value), reinterpret_cast<std::byte*>(&word), 8) == 0);
+  CHECK(word == 42);
+  CHECK(s.read(2, reinterpret_cast<const std::byte*>(&value), reinterpret_cast<std::byte*>(&word), 8) == EPERM);
+  CHECK(s.read(1, reinterpret_cast<const std::byte*>(std::uintptr_t{8}), reinterpret_cast<std::byte*>(&word), 8) == EFAULT);
   CHECK(s.own(64, "test") != nullptr);   // rank 0 shares with rank 1: its stage stays
   CHECK(s.peer(1, 8, "test") != nullptr);
   CHECK_THROWS_AS(s.peer(2, 8, "test"), ddl::invalid_argument);  // never opened
@@ -833,6 +845,21 @@ TEST_CASE("shared stages: two ranks share when each opened the other's; a group 
   all.agree(full, 0, 2);
   CHECK(all.shared());
   CHECK(all.shared_among(0, 1, 2));
+  CHECK(all.readable());
+  CHECK(all.readable_among(0, 1, 2));
+  // Every pair shares, but one rank reads none (its second half bare).
+  ddl::detail::shared_stages some;
+  REQUIRE(some.create().fd >= 0);
+  std::vector<std::uint64_t> one_bare = full;
+  one_bare[1] = 0b01u;
+  some.agree(one_bare, 0, 2);
+  CHECK(some.shared());
+  CHECK_FALSE(some.readable());
+  // A peer opened without trying to read: not readable.
+  ddl::detail::shared_stages quiet;
+  const auto qf = quiet.create();
+  REQUIRE(quiet.open_peer(1, static_cast<std::int64_t>(::getpid()), qf, 2, false));
+  CHECK(quiet.row(0, 2)[1] == 0b01u);
 }
 #endif
 

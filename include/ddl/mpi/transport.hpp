@@ -489,6 +489,28 @@ class mpi_transport {
     if (const std::byte* s = stages_.peer_mapped(peer, bytes)) return s;
     return stages_.peer(peer, bytes, "mpi_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
   }
+  /// Whether every rank reads every other's memory at any address
+  /// (`read_peer`: Linux cross-memory attach, one copy by the kernel; tried
+  /// on every pair at construction, the ranks agree). The direct strategies
+  /// then read their peers' plain buffers where they lie instead of copies
+  /// in the stages. Needs `stages_shared()`; `DDL_MPI_CMA=0` on any rank
+  /// turns it off on every rank.
+  bool memory_readable() const noexcept { return stages_.readable(); }
+  /// Whether the ranks `base + i * stride` (i < `size`) all read each
+  /// other's memory (`memory_readable` for a group of them).
+  bool memory_readable_among(int base, int stride, int size) const noexcept {
+    return stages_.readable_among(base, stride, size);
+  }
+  /// Copies `bytes` at address `at` of rank `peer`'s process into `dst`
+  /// (see the Transport concept's `read_peer`).
+  void read_peer(int peer, const std::byte* at, std::byte* dst, std::size_t bytes) {
+    refuse_if_broken();
+    if (peer < 0 || peer >= size_)
+      throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
+    if (const int err = stages_.read(peer, at, dst, bytes))
+      throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " cannot read " + std::to_string(bytes) +
+                            " bytes of " + process_of(peer) + "'s memory: " + std::strerror(err));
+  }
   /// Region `r` of rank `peer`'s `ddl::shared_buffer`, mapped here for
   /// reading (see the Transport concept's `peer_buffer`): opened through
   /// the peer's process, mapped once, kept for later calls.
@@ -877,6 +899,8 @@ class mpi_transport {
   void find_stages() {
     const char* env = std::getenv("DDL_MPI_SHM");
     const bool wanted = !(env && std::strcmp(env, "0") == 0) && machine_ != 0;
+    const char* cma = std::getenv("DDL_MPI_CMA");
+    const bool reads = !(cma && std::strcmp(cma, "0") == 0);
     const char* per = std::getenv("DDL_MPI_SHM_RANKS");
     char* end = nullptr;
     const long block = per && *per ? std::strtol(per, &end, 10) : 0;
@@ -892,7 +916,7 @@ class mpi_transport {
       for (int p = 0; p < size_; ++p)
         if (p != rank_ && on_node_[static_cast<std::size_t>(p)] &&
             procs_[static_cast<std::size_t>(p)].machine == machine_ && (block < 1 || p / block == rank_ / block))
-          stages_.open_peer(p, procs_[static_cast<std::size_t>(p)].pid, all[static_cast<std::size_t>(p)], size_);
+          stages_.open_peer(p, procs_[static_cast<std::size_t>(p)].pid, all[static_cast<std::size_t>(p)], size_, reads);
     const std::vector<std::uint64_t> row = stages_.row(rank_, size_);
     const int words = static_cast<int>(row.size());
     std::vector<std::uint64_t> rows(row.size() * static_cast<std::size_t>(size_));

@@ -110,6 +110,16 @@
 ///     the direct strategies then read a buffer that lies in one where it
 ///     lies, as over `peer_memory`, instead of a copy in the rank's stage.
 ///     Between ranks that share stages only; `group_view` forwards it;
+///   - `bool memory_readable() const` and `void read_peer(int peer, const
+///     std::byte* at, std::byte* dst, std::size_t bytes)` (with stages) —
+///     whether every rank can copy from any address of every other's
+///     process (MPI ranks of one machine: Linux cross-memory attach; the
+///     same answer on every rank), and such a copy: `bytes` at `at`, an
+///     address in rank `peer`'s process as the peer sent it, into `dst`
+///     (one copy, by the kernel). The direct strategies then read their
+///     peers' plain buffers where they lie instead of copies in the stages.
+///     Optionally `bool memory_readable_among(int base, int stride, int
+///     size) const`, as `stages_shared_among`; `group_view` forwards them;
 ///   - `void wait_until(int peer, F ready, ddl::deadline, ddl::tag awaited)`
 ///     (with stages; `F` a callable returning bool) — polls `ready()`, a
 ///     look at `peer`'s stage, until it returns true, with everything `wait`
@@ -307,6 +317,20 @@ struct has_peer_buffer<T, std::enable_if_t<std::is_same_v<
                               decltype(std::declval<T&>().peer_buffer(0, std::declval<const detail::shared_region&>())),
                               const std::byte*>>> : std::true_type {};
 template <class T, class = void>
+struct has_read_peer : std::false_type {};
+template <class T>
+struct has_read_peer<
+    T, std::enable_if_t<std::is_same_v<decltype(std::declval<const T&>().memory_readable()), bool>,
+                        std::void_t<decltype(std::declval<T&>().read_peer(0, std::declval<const std::byte*>(),
+                                                                           std::declval<std::byte*>(), std::size_t{}))>>>
+    : std::true_type {};
+template <class T, class = void>
+struct has_memory_readable_among : std::false_type {};
+template <class T>
+struct has_memory_readable_among<
+    T, std::enable_if_t<std::is_same_v<decltype(std::declval<const T&>().memory_readable_among(0, 1, 1)), bool>>>
+    : std::true_type {};
+template <class T, class = void>
 struct has_wait_until : std::false_type {};
 template <class T>
 struct has_wait_until<T, std::void_t<decltype(std::declval<T&>().wait_until(0, std::declval<bool (*)()>(), deadline{},
@@ -403,6 +427,11 @@ inline constexpr bool has_host_bounce_v = detail::has_host_bounce<T>::value;
 /// True when `T` has stages and maps its peers' `shared_buffer`s (`peer_buffer`).
 template <class T>
 inline constexpr bool has_peer_buffer_v = has_peer_stage_v<T> && detail::has_peer_buffer<T>::value;
+
+/// True when `T` has stages and copies from its peers' memory at any
+/// address (`memory_readable`, `read_peer`).
+template <class T>
+inline constexpr bool has_read_peer_v = has_peer_stage_v<T> && detail::has_read_peer<T>::value;
 
 /// True when `T` has stages and can wait on a peer's (`wait_until`).
 template <class T>

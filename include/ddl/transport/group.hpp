@@ -96,6 +96,22 @@ class group_view : public detail::forwards_direct_read<Transport>, public detail
   bool peers_readable() const {
     return parent_->peers_readable();
   }
+  /// Whether the members read each other's memory (`read_peer`): the
+  /// parent's word on this group where it can say, else on all its ranks.
+  template <class T = Transport, std::enable_if_t<has_read_peer_v<T>, int> = 0>
+  bool memory_readable() const {
+    if constexpr (detail::has_memory_readable_among<T>::value)
+      return parent_->memory_readable_among(base_, stride_, size_);
+    else return parent_->memory_readable();
+  }
+  template <class T = Transport, std::enable_if_t<detail::has_memory_readable_among<T>::value, int> = 0>
+  bool memory_readable_among(int base, int stride, int size) const {
+    return parent_->memory_readable_among(parent_rank(base), stride * stride_, size);
+  }
+  template <class T = Transport, std::enable_if_t<has_read_peer_v<T>, int> = 0>
+  void read_peer(int peer, const std::byte* at, std::byte* dst, std::size_t bytes) {
+    parent_->read_peer(parent_rank(peer), at, dst, bytes);
+  }
   /// Whether the members map each other's stages: the parent's word on
   /// this group where it can say (`stages_shared_among`: the ranks of one
   /// machine do, though not every rank of the parent), else whether every

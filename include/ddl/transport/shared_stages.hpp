@@ -17,6 +17,14 @@
 /// in its own header that it sleeps on that peer, then sleeps on a futex
 /// word in the peer's header, which the peer bumps (and wakes) after it
 /// raises a counter, if it finds such a note.
+///
+/// Ranks that share stages may also read each other's memory at any address
+/// (`read`: Linux cross-memory attach, `process_vm_readv`, one copy by the
+/// kernel, what MPI libraries call single-copy): allowed where the kernel
+/// lets a process attach to its peer (the same user, ptrace not forbidden,
+/// e.g. Yama's `ptrace_scope` 0). Each pair tries it at `open_peer` on a
+/// word the owner publishes in its `file`; `readable` says whether every
+/// pair could.
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -36,6 +44,7 @@
 #include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #endif
 #include <thread>
@@ -52,7 +61,10 @@ class shared_stages {
   struct file {
     std::int32_t fd = -1;
     std::uint64_t dev = 0, ino = 0;  // checked after opening it through /proc: the same file
+    std::uint64_t probe_at = 0;      // the address of a word holding `probe_value(ino)` (`read` tried on it); 0: none
   };
+  /// What a stage's owner keeps at its `file::probe_at`.
+  static constexpr std::uint64_t probe_value(std::uint64_t ino) noexcept { return ino ^ 0x64646c2d72656164u; }
 
   shared_stages() = default;
   shared_stages(const shared_stages&) = delete;
@@ -64,12 +76,7 @@ class shared_stages {
   /// Whether the ranks `base + i * stride` (i < `size`) all map each
   /// other's stages (`agree`): the same answer on every rank.
   bool shared_among(int base, int stride, int size) const noexcept {
-    if (shared_) return true;
-    if (rows_.empty() || base < 0 || stride < 1 || size < 1 || base + (size - 1) * stride >= ranks_) return false;
-    for (int i = 0; i < size; ++i)
-      for (int j = i + 1; j < size; ++j)
-        if (!mutual(base + i * stride, base + j * stride)) return false;
-    return true;
+    return shared_ || pairs_among(base, stride, size, false);
   }
 
   /// Bytes every stage holds from its creation (zeroed): its first page.
@@ -92,14 +99,17 @@ class shared_stages {
       f.fd = fd_;
       f.dev = static_cast<std::uint64_t>(st.st_dev);
       f.ino = static_cast<std::uint64_t>(st.st_ino);
+      probe_ = probe_value(f.ino);
+      f.probe_at = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&probe_));
     }
 #endif
     return f;
   }
 
   /// Opens rank `p`'s stage, file `f` of process `pid` (`n` ranks in all);
-  /// false when it cannot be opened or is another file.
-  bool open_peer(int p, std::int64_t pid, const file& f, int n) {
+  /// false when it cannot be opened or is another file. With `try_read`,
+  /// also tries `read` on the peer's probe word (`readable`).
+  bool open_peer(int p, std::int64_t pid, const file& f, int n, bool try_read = true) {
     if (peers_.size() != static_cast<std::size_t>(n)) peers_.resize(static_cast<std::size_t>(n));
 #if defined(__linux__)
     if (f.fd < 0) return false;
@@ -113,26 +123,57 @@ class shared_stages {
       ::close(fd);
       return false;
     }
-    peers_[static_cast<std::size_t>(p)].fd = fd;
+    peer_file& peer = peers_[static_cast<std::size_t>(p)];
+    peer.fd = fd;
+    peer.pid = pid;
+    std::uint64_t word = 0;
+    peer.readable = try_read && f.probe_at != 0 &&
+                    read_from(pid, reinterpret_cast<const std::byte*>(static_cast<std::uintptr_t>(f.probe_at)),
+                              reinterpret_cast<std::byte*>(&word), sizeof word) == 0 &&
+                    word == probe_value(f.ino);
     return true;
 #else
     (void)p;
     (void)pid;
     (void)f;
+    (void)try_read;
     return false;
 #endif
   }
 
-  /// Words of a row of `n` ranks (`row`, `agree`).
-  static std::size_t row_words(int n) noexcept { return (static_cast<std::size_t>(n) + 63) / 64; }
-  /// Which stages this rank holds (a bit per rank, `row_words(n)` words):
-  /// its own (when created) and each peer's that `open_peer` opened.
+  /// Words of a row of `n` ranks (`row`, `agree`): a bit per rank for the
+  /// stages held, then a bit per rank for the memory read (`read`).
+  static std::size_t row_words(int n) noexcept { return 2 * bits_words(n); }
+  /// Which stages this rank holds (a bit per rank): its own (when created)
+  /// and each peer's that `open_peer` opened; then whose memory it could
+  /// read (its own when it has a stage, each peer's that `open_peer` read).
   std::vector<std::uint64_t> row(int me, int n) const {
+    const std::size_t half = bits_words(n);
     std::vector<std::uint64_t> r(row_words(n), 0);
-    for (int p = 0; p < n; ++p)
-      if (p == me ? fd_ >= 0 : static_cast<std::size_t>(p) < peers_.size() && peers_[static_cast<std::size_t>(p)].fd >= 0)
-        r[static_cast<std::size_t>(p) / 64] |= std::uint64_t{1} << (p % 64);
+    for (int p = 0; p < n; ++p) {
+      const bool open = p == me ? fd_ >= 0 : static_cast<std::size_t>(p) < peers_.size() && peers_[static_cast<std::size_t>(p)].fd >= 0;
+      const bool reads = open && (p == me || peers_[static_cast<std::size_t>(p)].readable);
+      const std::uint64_t bit = std::uint64_t{1} << (p % 64);
+      if (open) r[static_cast<std::size_t>(p) / 64] |= bit;
+      if (reads) r[half + static_cast<std::size_t>(p) / 64] |= bit;
+    }
     return r;
+  }
+  /// Whether every rank reads every other's memory (`read`; `agree`).
+  bool readable() const noexcept { return readable_; }
+  /// Whether the ranks `base + i * stride` (i < `size`) all read each
+  /// other's memory and share stages (`agree`): the same answer on every rank.
+  bool readable_among(int base, int stride, int size) const noexcept {
+    return readable_ || pairs_among(base, stride, size, true);
+  }
+
+  /// Copies `bytes` from address `at` of rank `p`'s process into `dst`:
+  /// one copy, by the kernel. 0, or the `errno` of the failure (a peer
+  /// whose memory this rank could not read at `agree` is `EPERM`).
+  int read(int p, const std::byte* at, std::byte* dst, std::size_t bytes) const noexcept {
+    if (!some_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size() || !peers_[static_cast<std::size_t>(p)].readable)
+      return EPERM;
+    return read_from(peers_[static_cast<std::size_t>(p)].pid, at, dst, bytes);
   }
   /// Every rank's `row`, rank q's at `rows[q * row_words(n)]`, the same on
   /// every rank: two ranks share when each holds the other's stage. Keeps
@@ -141,9 +182,12 @@ class shared_stages {
   void agree(std::vector<std::uint64_t> rows, int me, int n) {
     rows_ = std::move(rows);
     ranks_ = n;
-    bool all = true, any = false;
+    bool all = true, any = false, reads = true;
     for (int p = 0; p < n; ++p)
-      for (int q = p + 1; q < n; ++q) all = all && mutual(p, q);
+      for (int q = p + 1; q < n; ++q) {
+        all = all && mutual(p, q);
+        reads = reads && mutual(p, q, bits_words(n));
+      }
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       const bool keep = mutual(me, p);
@@ -158,6 +202,7 @@ class shared_stages {
       return;
     }
     shared_ = all;
+    readable_ = all && reads;
     some_ = true;
     // Every doorbell mapped now (`ring` looks at the peers' headers).
     own(0, "shared stages: rank " + std::to_string(me));
@@ -338,7 +383,7 @@ class shared_stages {
 
   /// Unmaps and closes everything; nothing is shared afterwards.
   void close() noexcept {
-    shared_ = some_ = false;
+    shared_ = some_ = readable_ = false;
     rows_.clear();
     for (peer_file& f : peers_) close_peer(f);
     unmap(own_);
@@ -359,15 +404,52 @@ class shared_stages {
   };
   struct peer_file {
     int fd = -1;
+    std::int64_t pid = 0;
+    bool readable = false;  // `read` worked on its probe word at `open_peer`
     mapping map;
     std::vector<buffer_map> buffers;  // its shared buffers mapped here, the most recently used first
   };
-  bool mutual(int p, int q) const noexcept {
+  static std::size_t bits_words(int n) noexcept { return (static_cast<std::size_t>(n) + 63) / 64; }
+  // Whether every pair of the ranks `base + i * stride` (i < `size`) shares
+  // stages (`mutual`) and, with `reads`, reads each other's memory.
+  bool pairs_among(int base, int stride, int size, bool reads) const noexcept {
+    if (rows_.empty() || base < 0 || stride < 1 || size < 1 || base + (size - 1) * stride >= ranks_) return false;
+    for (int i = 0; i < size; ++i)
+      for (int j = i + 1; j < size; ++j) {
+        const int p = base + i * stride, q = base + j * stride;
+        if (!mutual(p, q) || (reads && !mutual(p, q, bits_words(ranks_)))) return false;
+      }
+    return true;
+  }
+  // Whether p and q each set the other's bit in their rows, in the bits
+  // from word `at` on (0: stages held; `bits_words`: memory read).
+  bool mutual(int p, int q, std::size_t at = 0) const noexcept {
     const std::size_t w = row_words(ranks_);
     auto holds = [&](int a, int b) {
-      return (rows_[static_cast<std::size_t>(a) * w + static_cast<std::size_t>(b) / 64] >> (b % 64)) & 1u;
+      return (rows_[static_cast<std::size_t>(a) * w + at + static_cast<std::size_t>(b) / 64] >> (b % 64)) & 1u;
     };
     return p == q || (holds(p, q) && holds(q, p));
+  }
+  // `read` from process `pid`: 0 or the errno.
+  static int read_from(std::int64_t pid, const std::byte* at, std::byte* dst, std::size_t bytes) noexcept {
+#if defined(__linux__)
+    while (bytes > 0) {
+      struct iovec local {dst, bytes}, remote {const_cast<std::byte*>(at), bytes};
+      const ssize_t got = ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return got < 0 ? errno : EFAULT;
+      const auto done = static_cast<std::size_t>(got);
+      dst += done;
+      at += done;
+      bytes -= done;
+    }
+    return 0;
+#else
+    (void)pid;
+    (void)at;
+    (void)dst;
+    return bytes > 0 ? ENOSYS : 0;
+#endif
   }
   static void close_peer(peer_file& f) noexcept {
     unmap(f.map);
@@ -397,7 +479,9 @@ class shared_stages {
   std::vector<std::uint64_t> rows_;  // every rank's `row` (see `agree`); empty: nothing shared
   int ranks_ = 0;
   bool shared_ = false;  // every pair shares
+  bool readable_ = false;  // every pair shares and reads each other's memory
   bool some_ = false;    // this rank shares with at least one peer
+  std::uint64_t probe_ = 0;  // `probe_value` of its file (`file::probe_at`)
 };
 
 }  // namespace detail
