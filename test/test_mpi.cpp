@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -191,13 +192,13 @@ T segment_value(int p, std::size_t i) {
 }
 
 template <class T>
-void segments_check(ddl::mpi_transport& t, failure_log& log) {
+void segments_check(ddl::mpi_transport& t, failure_log& log, bool reading) {
   const int n = t.size(), me = t.rank();
   const std::size_t per = ddl::two_shot::stage_segment / sizeof(T);
   // Every block over one segment and ragged (blocks differ by one).
   const std::size_t count = static_cast<std::size_t>(n) * (per + per / 3) + static_cast<std::size_t>(n / 2) + 1;
   const T sum_ranks = static_cast<T>(n * (n + 1) / 2);
-  ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(t);
+  ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(t, ddl::two_shot{}.reading_peers(reading));
   auto note = [&](const char* what, std::size_t i, double got, double want) {
     log.add(std::string(what) + " " + ddl::name_of(ddl::dtype_of<T>::value) + " rank " + std::to_string(me) + " [" +
             std::to_string(i) + "] = " + std::to_string(got) + ", expected " + std::to_string(want));
@@ -239,19 +240,92 @@ void segments_check(ddl::mpi_transport& t, failure_log& log) {
 }
 
 TEST_CASE("mpi: two_shot and the direct all-gather take blocks longer than a stage segment in segments, every "
-          "buffer layout agreed") {
+          "buffer layout agreed; or whole, reading the peers' memory") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   if (!t.stages_shared()) {
     MESSAGE("shared memory between the ranks is not allowed here");
     return;
   }
-  failure_log log;
-  segments_check<float>(t, log);
-  segments_check<double>(t, log);
-  segments_check<std::int32_t>(t, log);
-  const int failures = all_sum(static_cast<int>(log.count()));
-  CHECK_MESSAGE(log.count() == 0, log.summary());
-  CHECK(failures == 0);
+  // Through the stages, then reading the peers' memory where the kernel
+  // lets them (else through the stages again).
+  for (bool reading : {false, true}) {
+    failure_log log;
+    segments_check<float>(t, log, reading);
+    segments_check<double>(t, log, reading);
+    segments_check<std::int32_t>(t, log, reading);
+    const int failures = all_sum(static_cast<int>(log.count()));
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+    CHECK(failures == 0);
+  }
+}
+
+TEST_CASE("mpi: ranks of one machine copy from each other's memory where the kernel lets them, all ranks agreed") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  int readable = t.memory_readable(), lo = readable;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  CHECK(lo == readable);
+  if (readable) CHECK(t.stages_shared());
+  if (!readable || t.size() < 2) {
+    MESSAGE("the ranks cannot read each other's memory here: only the agreement is checked");
+    return;
+  }
+  // Each rank's value at an address it names; every peer copies it.
+  const int n = t.size(), me = t.rank();
+  std::vector<std::uint64_t> mine(1001);
+  for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<std::uint64_t>(me) * 1000003u + i;
+  const auto at = reinterpret_cast<std::uintptr_t>(mine.data());
+  std::vector<std::uintptr_t> where(static_cast<std::size_t>(n));
+  MPI_Allgather(&at, sizeof at, MPI_BYTE, where.data(), sizeof at, MPI_BYTE, MPI_COMM_WORLD);
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    std::vector<std::uint64_t> got(mine.size() - 1, 0);
+    t.read_peer(p, reinterpret_cast<const std::byte*>(where[static_cast<std::size_t>(p)]) + sizeof(std::uint64_t),
+                reinterpret_cast<std::byte*>(got.data()), got.size() * sizeof(std::uint64_t));
+    CHECK(got.front() == static_cast<std::uint64_t>(p) * 1000003u + 1);
+    CHECK(got.back() == static_cast<std::uint64_t>(p) * 1000003u + 1000);
+  }
+  // An address the peer has not mapped: a transport_error naming the peer, no crash.
+  const int peer = (me + 1) % n;
+  std::uint64_t word = 0;
+  const std::string what = error_of<ddl::transport_error>(
+      [&] { t.read_peer(peer, reinterpret_cast<const std::byte*>(std::uintptr_t{8}), reinterpret_cast<std::byte*>(&word), 8); });
+  CHECK_MESSAGE(what.find("rank " + std::to_string(peer)) != std::string::npos, what);
+  CHECK_MESSAGE(what.find("cannot read 8 bytes") != std::string::npos, what);
+  CHECK_THROWS_AS(t.read_peer(n, reinterpret_cast<const std::byte*>(where[0]), reinterpret_cast<std::byte*>(&word), 8),
+                  ddl::invalid_argument);
+  MPI_Barrier(MPI_COMM_WORLD);  // `mine` outlives every peer's read
+  // two_shot and the direct reduce-scatter and all-gather read plain
+  // buffers that way when asked: every dtype and op, in place and out of
+  // place, bit-identical on every rank; auto weighs it (measured only).
+  mpi_matrix(t, ddl::two_shot{}.reading_peers(), 300007);
+  CHECK(ddl::two_shot{}.reading_peers().describe() == "two_shot (read_peer)");
+  // The same bits as through the stages (auto measures the two by default
+  // for that reason), on sums that round.
+  {
+    const std::size_t count = (std::size_t{5} << 18) + 7;  // blocks longer than a stage segment
+    std::vector<float> staged_sum(count), read_sum(count);
+    for (std::size_t i = 0; i < count; ++i)
+      staged_sum[i] = read_sum[i] = 1.0f / static_cast<float>(i % 1013 + 1) + static_cast<float>(me) * 0.3f;
+    ddl::communicator<ddl::two_shot, ddl::mpi_transport> through_stages(t), reading(t, ddl::two_shot{}.reading_peers());
+    through_stages.all_reduce(ddl::host_view(staged_sum), ddl::op::sum);
+    reading.all_reduce(ddl::host_view(read_sum), ddl::op::sum);
+    CHECK(std::memcmp(staged_sum.data(), read_sum.data(), count * sizeof(float)) == 0);
+  }
+  CHECK(ddl::plan_for::transport(t).reads_memory);
+  {
+    ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+    CHECK(comm.explain(64 << 20).find("two_shot (read_peer)") != std::string::npos);
+  }
+  // One rank says no (DDL_MPI_CMA=0): no rank reads, the same strategy runs
+  // through the stages, and auto does not weigh reading.
+  setenv("DDL_MPI_CMA", me == n - 1 ? "0" : "1", 1);
+  ddl::mpi_transport staged(MPI_COMM_WORLD);
+  unsetenv("DDL_MPI_CMA");
+  CHECK_FALSE(staged.memory_readable());
+  CHECK(staged.stages_shared());
+  CHECK_FALSE(ddl::plan_for::transport(staged).reads_memory);
+  if (n > 2) CHECK(staged.memory_readable_among(0, 1, n - 1));  // the others still read each other
+  mpi_matrix(staged, ddl::two_shot{}.reading_peers(), 65539);
 }
 
 TEST_CASE("mpi: buffers in a ddl::shared_buffer are read by their peers where they lie, not through stages") {

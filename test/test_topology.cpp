@@ -350,6 +350,47 @@ TEST_CASE("planner: the direct strategies, priced by memory traffic, only where 
   CHECK(e.find("one_shot") != std::string::npos);
 }
 
+TEST_CASE("planner: two_shot reading the peers' memory is a candidate only where the ranks can, priced above the "
+          "stages (the model never picks it, a measurement may), and stamped apart") {
+  const auto t4 = ddl::topology::uniform(4, 4e9, 8e-6);
+  ddl::plan_for q{ddl::candidates::all, true};
+  for (double bytes : {1e5, 64e6}) {
+    CAPTURE(bytes);
+    auto count_reads = [&](const ddl::plan_for& with) {
+      int reads = 0;
+      double staged = -1, read = -1;
+      for (const auto& p : ddl::all_plans(t4, bytes, with)) {
+        if (p.reads) {
+          ++reads;
+          CHECK(p.algo == ddl::algorithm::two_shot);
+          read = p.seconds;
+        } else if (p.algo == ddl::algorithm::two_shot) {
+          staged = p.seconds;
+        }
+      }
+      if (reads) CHECK(read == doctest::Approx(staged * ddl::reads_premium));
+      return reads;
+    };
+    CHECK(count_reads(q) == 0);
+    ddl::plan_for r = q;
+    r.reads_memory = true;
+    CHECK(count_reads(r) == 1);
+    CHECK_FALSE(ddl::best_plan(t4, bytes, r).reads);
+    CHECK(r != q);  // a different question: the auto strategy's plan cache keeps them apart
+  }
+  ddl::plan_for r{ddl::candidates::all, true};
+  r.reads_memory = true;
+  ddl::plan two{}, read{};
+  for (const auto& p : ddl::all_plans(t4, 64e6, r)) {
+    if (p.algo != ddl::algorithm::two_shot) continue;
+    (p.reads ? read : two) = p;
+  }
+  CHECK(ddl::describe(t4, read) == "two_shot (read_peer)");
+  CHECK(ddl::describe(t4, two) == "two_shot");
+  CHECK(ddl::detail::plan_hash(read) != ddl::detail::plan_hash(two));
+  CHECK(ddl::explain(t4, 64e6, r).find("two_shot (read_peer)") != std::string::npos);
+}
+
 TEST_CASE("planner: a transport's direct_read_factor prices the direct strategies (MPI's shared stages: 8x its links)") {
   // 4 ranks on a crowded node's default costs (2.5 GB/s, 20 us a step).
   const auto t = ddl::topology::uniform(4, 2.5e9, 20e-6);

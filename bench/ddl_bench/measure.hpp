@@ -110,14 +110,16 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
       };
     }
     if (s.coll == collective::all_reduce) {
-      if (o.tune_bytes > 0) m.extra_warmup = ddl::detail::plan_tuner::most_calls;
+      // The trials: under DDL_TUNE, and under DDL_TUNE_COPIES for two_shot
+      // through the stages or reading the peers (`plan::reads`).
+      if (o.tune_bytes > 0 || o.tune_copies_bytes > 0) m.extra_warmup = ddl::detail::plan_tuner::most_calls;
       // The plans the timed calls ran (measured, else the model's) and the
       // model's prediction for its own choice.
       m.note = [comm](std::size_t bytes) {
         const auto& strat = comm->strategy();
         const ddl::plan model = strat.choose(bytes), model_ip = strat.choose(bytes, ddl::candidates::all, true);
         const ddl::plan p = strat.running(bytes), ip = strat.running(bytes, true);
-        auto same = [](const ddl::plan& a, const ddl::plan& b) { return a.algo == b.algo && a.dims == b.dims; };
+        auto same = [](const ddl::plan& a, const ddl::plan& b) { return a.algo == b.algo && a.dims == b.dims && a.reads == b.reads; };
         char pred[48];
         std::snprintf(pred, sizeof pred, " [model %.1f us]", model.seconds * 1e6);
         std::string note = ddl::describe(strat.topo(), p);

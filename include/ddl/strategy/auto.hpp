@@ -46,7 +46,7 @@ void run_plan_all_reduce(Transport& t, const topology& topo, const plan& p, dire
     case algorithm::two_shot:
       if constexpr (reaches_peers_v<Transport>) {
         if (p.algo == algorithm::one_shot) direct.one.all_reduce(t, in, out, count, c);
-        else direct.two.all_reduce(t, in, out, count, c);
+        else direct.two.reading_peers(p.reads).all_reduce(t, in, out, count, c);
         return;
       } else {
         no_peer_memory(p);
@@ -75,7 +75,7 @@ void run_plan_reduce_scatter(Transport& t, const topology& topo, const plan& p, 
                              direct_pair& direct, const std::byte* in, std::byte* work, std::byte* out,
                              std::size_t count, const call_context& c) {
   if constexpr (reaches_peers_v<Transport>) {
-    if (is_direct(p)) return direct.two.reduce_scatter(t, in, work, out, count, c);
+    if (is_direct(p)) return direct.two.reading_peers(p.reads).reduce_scatter(t, in, work, out, count, c);
   }
   if (logarithmic(topo, p, t.size())) return halving_reduce_scatter(t, in, work, out, count, c);
   multi_ring_reduce_scatter(t, box, in, work, out, count, c);
@@ -86,7 +86,7 @@ template <class Transport>
 void run_plan_all_gather(Transport& t, const topology& topo, const plan& p, const ring_box& box, direct_pair& direct,
                          const std::byte* own, std::byte* out, std::size_t count, const call_context& c) {
   if constexpr (reaches_peers_v<Transport>) {
-    if (is_direct(p)) return direct.two.all_gather(t, own, out, count, c);
+    if (is_direct(p)) return direct.two.reading_peers(p.reads).all_gather(t, own, out, count, c);
   }
   if (logarithmic(topo, p, t.size())) return doubling_all_gather(t, own, out, count, c);
   multi_ring_all_gather(t, box, own, out, count, c);
@@ -125,6 +125,7 @@ class auto_strategy {
     plans_ = {};
     tuner_.clear();
     gathers_.clear();
+    reads_.clear();
   }
   const ddl::topology& topo() const noexcept { return topology_; }
   std::string describe() const { return name; }
@@ -140,14 +141,14 @@ class auto_strategy {
   /// The plan all-reduces of `bytes` run: the measured choice once their
   /// size class is tuned (`strategy/tuning.hpp`), else the model's (`choose`).
   plan running(std::size_t bytes, bool in_place = false) const {
-    return tuner_.running(bytes, in_place, choose(bytes, candidates::all, in_place));
+    return tuner_.running(bytes, in_place, reads_.running(bytes, in_place, choose(bytes, candidates::all, in_place)));
   }
   /// Every candidate for `bytes`, best first, with predicted times per
   /// phase; then what was measured so far.
   std::string explain(std::size_t bytes) const {
     auto describe = [&](const plan& p) { return ddl::describe(topology_, p); };
     return ddl::explain(topology_, static_cast<double>(bytes), allows_) + tuner_.report("", describe) +
-           gathers_.report("all-gather ", describe);
+           reads_.report("", describe) + gathers_.report("all-gather ", describe);
   }
   /// The plan all-gathers of `bytes` (the whole vector) run: the measured
   /// choice once their size class is tuned, else the model's.
@@ -166,7 +167,19 @@ class auto_strategy {
     auto run = [&](const plan& p, const call_context& cp) {
       detail::run_plan_all_reduce(t, topology_, p, direct_, in, out, count, cp);
     };
-    if (!detail::plan_tuner::applies(t, c, bytes)) return run(model, detail::with_plan_stamp(c, model));
+    if (!detail::plan_tuner::applies(t, c, bytes)) {
+      // two_shot reading the peers' memory reaches the same bits as through
+      // the stages (each block reduced once, in rank order, by its owner),
+      // so the two are measured as copies are: by default, the result the
+      // same whichever runs.
+      if (model.algo == algorithm::two_shot && allows_.reads_memory && detail::plan_tuner::applies(t, c, bytes, true)) {
+        plan reading = model;
+        reading.reads = true;
+        reads_.run(t, bytes, in == out, model, c, [&] { return std::vector<plan>{model, reading}; }, run);
+        return;
+      }
+      return run(model, detail::with_plan_stamp(c, model));
+    }
     plan_for q = allows_;
     q.in_place = in == out;
     tuner_.run(t, bytes, in == out, model, c, [&] {
@@ -218,7 +231,8 @@ class auto_strategy {
   }
   // An all-gather's measured candidates: the model's plan, then the model's
   // best of each other form an all-gather takes on `n` ranks (the direct
-  // form through the stages, the doubling form, the multi-ring), each form
+  // form through the stages, the direct form reading the peers' memory where
+  // the ranks can, the doubling form, the multi-ring), each form
   // once whatever it is priced at: one_shot and two_shot gather alike, as
   // recursive doubling and halving-doubling do, and the all-reduce prices
   // that rank them count the reduction too (on 2 MPI ranks of this
@@ -226,10 +240,10 @@ class auto_strategy {
   // gathered 1.5-1.8x faster in one of its modes).
   std::vector<plan> gather_candidates(std::size_t bytes, int n) const {
     auto form = [&](const plan& p) {
-      return detail::is_direct(p) ? 0 : detail::logarithmic(topology_, p, n) ? 1 : 2;
+      return detail::is_direct(p) ? (p.reads ? 3 : 0) : detail::logarithmic(topology_, p, n) ? 1 : 2;
     };
     std::vector<plan> v{choose_parts(bytes)};
-    bool seen[3] = {false, false, false};
+    bool seen[4] = {false, false, false, false};
     seen[form(v.front())] = true;
     for (const plan& p : all_plans(topology_, static_cast<double>(bytes), parts_question()))
       if (!seen[form(p)]) {
@@ -263,6 +277,7 @@ class auto_strategy {
   mutable detail::direct_pair direct_;
   mutable detail::plan_tuner tuner_;
   mutable detail::plan_tuner gathers_;  // all-gathers' measured choices
+  mutable detail::plan_tuner reads_;    // all-reduces untuned otherwise: two_shot through the stages or reading
   struct cached_plan {
     std::size_t bytes = ~std::size_t{0};  // none
     plan_for asked{};

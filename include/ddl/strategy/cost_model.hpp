@@ -109,6 +109,9 @@ struct plan {
   /// multi_ring: the first dimension in order runs through shared memory
   /// (`multi_ring::direct_first`), priced as two_shot on its levels.
   bool direct_first = false;
+  /// two_shot: copies the peers' plain buffers where they lie (`read_peer`)
+  /// instead of through the stages (`direct_base::reading_peers`).
+  bool reads = false;
   /// Predicted seconds in all.
   double seconds = 0;
   /// Predicted seconds per phase: per dimension in reduction order

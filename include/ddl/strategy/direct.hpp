@@ -61,6 +61,21 @@
 /// too; one_shot in place still stages (its result would overwrite what
 /// its peers read).
 ///
+/// `two_shot::reading_peers()`, over stages whose ranks also copy from any
+/// address of each other's process (`memory_readable`, `read_peer`: MPI
+/// ranks of one machine where the kernel allows cross-memory attach): above
+/// `flagged_limit` nothing goes through the stages; two_shot, the direct
+/// reduce-scatter and the direct all-gather copy their peers' plain buffers
+/// where they lie, whole, no segments: a reduction reads its peers' parts
+/// `read_piece` bytes at a time into a buffer that stays in cache and
+/// reduces from there, a gather copies each peer's part straight into its
+/// place. Three synchronisations per call where the segments take three per
+/// segment, but each read is a system call that pins the peer's pages. On
+/// this project's 2-core VM, 2 Open MPI ranks in place, it ran 1.1x and
+/// 1.3x faster than the stages at 2 and 16 MiB, and slower at 4 and 8 ranks
+/// and at 128 MiB (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-28
+/// (night)): `auto` measures both (`plan::reads`).
+///
 /// Synchronisation is by messages over the transport, so group views and
 /// the transport's deadlines, aborts and error messages all apply: ranks
 /// trade buffer addresses (one small message to every peer), and zero-byte
@@ -125,6 +140,20 @@ class direct_base {
   /// 1.6-1.7x at 2 ranks, level at 4 and 8 (segments of 256 KiB-8 MiB
   /// tried; bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-26).
   static constexpr std::size_t stage_segment = std::size_t{1} << 20;
+  /// Over `read_peer`: bytes of each peer's part read at a time for a
+  /// reduction (into `pieces_`, a buffer that stays in cache; 64 KiB and
+  /// 1 MiB ran 5-15% slower than 256 KiB at 2 ranks).
+  static constexpr std::size_t read_piece = std::size_t{256} << 10;
+  /// Whether this call copies the peers' plain buffers where they lie
+  /// (`read_peer`) instead of through the stages: asked for
+  /// (`reading_peers`) and possible (`memory_readable`, the same answer on
+  /// every rank).
+  template <class Transport>
+  bool reads_memory(const Transport& t) const {
+    if constexpr (has_read_peer_v<Transport>) return reads_ && t.memory_readable();
+    (void)t;
+    return false;
+  }
   template <class Transport>
   static constexpr bool stages_in_segments_v =
       !has_peer_memory_v<Transport> && !direct_reads_over_links_v<Transport>;
@@ -202,11 +231,11 @@ class direct_base {
     shared_region in_at;
     if constexpr (!has_peer_memory_v<Transport>) {  // peers read `in` where it lies (a shared buffer) or staged
       in_at = region_of<Transport>(in, count * size_of(c.red.type));
-      if (in_at) skip_stage(count * size_of(c.red.type), c);
+      if (in_at || reads_memory(t)) skip_stage(count * size_of(c.red.type), c);
       else stage_input(t, in, count, mine, c);
     }
     share_addresses(t, in, own, "direct reduce-scatter", c, in_at);
-    reduce_block(mine, own, c);
+    reduce_block(t, mine, own, c);
     end_of_phase(t, c, tag_offset::call_done, "direct reduce-scatter: peers reading");
   }
 
@@ -233,7 +262,7 @@ class direct_base {
     }
     if constexpr (stages_in_segments_v<Transport>) {
       const std::size_t per = segment_elements(es);
-      if (block_of(count, n, 0).size > per &&  // block 0 is the largest
+      if (block_of(count, n, 0).size > per && !reads_memory(t) &&  // block 0 is the largest
           !every_rank_shared(t, own, block_of(count, n, r).size * es, c, "direct all-gather: shared buffers")) {
         all_gather_segments(t, own, out, count, per, c);
         return;
@@ -281,7 +310,7 @@ class direct_base {
     if constexpr (!has_peer_memory_v<Transport>) {  // peers read this rank's part where it lies: a shared buffer, or its stage
       const block mine = part(r);
       own_at = region_of<Transport>(own, mine.size * es);
-      if (own_at) {
+      if (own_at || reads_memory(t)) {
         skip_stage(count * es, c);
       } else {
         open_stage(t, count * es, c);
@@ -293,8 +322,8 @@ class direct_base {
       const int p = (r + k) % n;
       const block b = part(p);
       const std::byte* from = peers_[static_cast<std::size_t>(p)].in;  // its part where it lies, or its stage
-      if (k > 0 && !reads_in_place<Transport>(p)) from += b.offset * es;
-      local_copy(c, out + b.offset * es, from, b.size * es);
+      if (k > 0 && !reads_in_place<Transport>(p) && !remote_[static_cast<std::size_t>(p)]) from += b.offset * es;
+      copy_from(t, p, out + b.offset * es, from, b.size * es, c);
     }
     end_of_phase(t, c, tag_offset::call_done, "direct all-gather: peers reading");
   }
@@ -385,6 +414,8 @@ class direct_base {
     if (peers_.size() != n) {
       peers_.assign(n, addresses{nullptr, nullptr, nullptr, 0, nullptr, 0, 0, {}, {}, nullptr});
       sources_.assign(n, nullptr);
+      remote_.assign(n, 0);
+      remote_out_.assign(n, 0);
     }
     peers_[static_cast<std::size_t>(t.rank())] =
         addresses{in, out, staged, generation, done, stage_bytes_, staged_ ? 1u : 0u, in_at, out_at, read};
@@ -400,8 +431,12 @@ class direct_base {
         addresses& a = peers_[p];
         const std::byte* at =
             a.stage_read ? t.peer_stage(static_cast<int>(p), stage_prefix + stage_bytes_) + stage_prefix : nullptr;
-        a.in = a.in_at ? peer_buffer_of(t, static_cast<int>(p), a.in_at) : at;
-        a.out = a.out_at ? peer_buffer_of(t, static_cast<int>(p), a.out_at) : at;
+        // Neither mapped nor staged: the peer's own addresses, for `read_peer`.
+        const bool remote = has_read_peer_v<Transport> && !a.stage_read;
+        remote_[p] = remote && !a.in_at;
+        remote_out_[p] = remote && !a.out_at;
+        a.in = a.in_at ? peer_buffer_of(t, static_cast<int>(p), a.in_at) : remote_[p] ? a.in : at;
+        a.out = a.out_at ? peer_buffer_of(t, static_cast<int>(p), a.out_at) : remote_out_[p] ? a.out : at;
       }
     }
   }
@@ -566,6 +601,52 @@ class direct_base {
       sources_[p] = (staged ? peers_[p].staged : peers_[p].in) + b.offset * es;
     c.mem->reduce_many(c.mem->ctx, dst, sources_.data(), static_cast<int>(sources_.size()), b.size, c.red);
   }
+  /// `reduce_block` of the peers' `in` (after `share_addresses`), reading
+  /// the peers whose `in` lies in their own process (`remote_`) with
+  /// `read_peer`, `read_piece` bytes of each at a time.
+  template <class Transport>
+  void reduce_block(Transport& t, const block& b, std::byte* dst, const call_context& c) {
+    if constexpr (has_read_peer_v<Transport>) {
+      if (std::any_of(remote_.begin(), remote_.end(), [](char r) { return r != 0; })) {
+        const std::size_t es = size_of(c.red.type), n = peers_.size();
+        const std::size_t per = std::max<std::size_t>(read_piece / es, 1);
+        if (pieces_.size() < n * per * es) pieces_.resize(n * per * es);  // once: fresh pages are slow to write
+        for (std::size_t off = 0; off < b.size; off += per) {
+          const std::size_t len = std::min(per, b.size - off);
+          for (std::size_t p = 0; p < n; ++p) {
+            const std::byte* at = peers_[p].in + (b.offset + off) * es;
+            if (!remote_[p]) {
+              sources_[p] = at;
+              continue;
+            }
+            std::byte* piece = pieces_.data() + p * per * es;
+            t.read_peer(static_cast<int>(p), at, piece, len * es);
+            sources_[p] = piece;
+          }
+          c.mem->reduce_many(c.mem->ctx, dst + off * es, sources_.data(), static_cast<int>(n), len, c.red);
+        }
+        return;
+      }
+    }
+    (void)t;
+    reduce_block(b, dst, c);
+  }
+  /// `bytes` of rank `p` at `from` (as `share_addresses` left it) into
+  /// `dst`: with `read_peer` where `from` lies in the peer's process.
+  template <class Transport>
+  void copy_from(Transport& t, int p, std::byte* dst, const std::byte* from, std::size_t bytes, const call_context& c,
+                 bool out = false) {
+    if constexpr (has_read_peer_v<Transport>) {
+      if ((out ? remote_out_ : remote_)[static_cast<std::size_t>(p)]) {
+        t.read_peer(p, from, dst, bytes);
+        return;
+      }
+    }
+    (void)t;
+    (void)p;
+    (void)out;
+    local_copy(c, dst, from, bytes);
+  }
 
   /// Returns once every rank has reached this point.
   template <class Transport>
@@ -573,8 +654,13 @@ class direct_base {
     exchange_with_all(t, nullptr, 0, c, c.base_tag + offset, what);
   }
 
+  bool reads_ = false;  // see `reads_memory`
   std::vector<addresses> peers_;
   std::vector<const std::byte*> sources_;
+  // Over `read_peer`, per rank: whether its `in` / `out` in `peers_` are
+  // addresses in its own process (neither mapped here nor staged).
+  std::vector<char> remote_, remote_out_;
+  std::vector<std::byte> pieces_;  // over `read_peer`: `read_piece` bytes per rank (`reduce_block`)
   std::byte* shared_stage_ = nullptr;  // over `peer_stage`: this call's stage (the transport's memory)
   std::size_t stage_bytes_ = 0;        // over `peer_stage`: the call's bytes; 0 otherwise
   bool staged_ = false;                // over `peer_stage`: whether this call's peers read this rank's stage
@@ -910,7 +996,18 @@ struct one_shot : detail::direct_base {
 /// workspace.
 struct two_shot : detail::direct_base {
   static constexpr const char* name = "two_shot";
-  std::string describe() const { return name; }
+  std::string describe() const { return reads_ ? "two_shot (read_peer)" : name; }
+  /// Over stages whose ranks copy from each other's memory (`read_peer`,
+  /// `memory_readable`: MPI ranks of one machine that the kernel lets
+  /// attach to each other), read the peers' plain buffers where they lie,
+  /// whole, instead of through the stages in segments; elsewhere nothing
+  /// changes. Off by default: on this project's 2-core VM it won at 2 ranks
+  /// and 2-16 MiB and lost at 4 and 8 ranks and at 128 MiB; `auto` measures
+  /// both (`plan::reads`). Covers the direct reduce-scatter and all-gather too.
+  two_shot& reading_peers(bool on = true) noexcept {
+    reads_ = on;
+    return *this;
+  }
   static std::size_t all_reduce_workspace(std::size_t, dtype, int) { return 0; }
 
   template <class Transport>
@@ -925,7 +1022,8 @@ struct two_shot : detail::direct_base {
     }
     if constexpr (stages_in_segments_v<Transport>) {
       const std::size_t per = segment_elements(es);
-      if (t.size() > 1 && count > per && !every_rank_shared(t, in, count * es, c, "two-shot: shared buffers")) {
+      if (t.size() > 1 && count > per && !reads_memory(t) &&
+          !every_rank_shared(t, in, count * es, c, "two-shot: shared buffers")) {
         for (std::size_t off = 0; off < count; off += per)
           all_reduce_whole(t, in + off * es, out + off * es, std::min(per, count - off), c);
         return;
@@ -950,22 +1048,24 @@ struct two_shot : detail::direct_base {
     if constexpr (!has_peer_memory_v<Transport>) {
       in_at = region_of<Transport>(in, count * es);
       out_at = region_of<Transport>(out, count * es);
-      if (!in_at) stage_input(t, in, count, mine, c);
+      if (reads_memory(t)) skip_stage(count * es, c);  // peers read `in` and `out` where they lie
+      else if (!in_at) stage_input(t, in, count, mine, c);
       else if (!out_at) open_stage(t, count * es, c);
       else skip_stage(count * es, c);
     }
     share_addresses(t, in, out, "two-shot: addresses", c, in_at, out_at);
     // Only rank r reads block r of any buffer until the phase ends, so the
     // result may overwrite block r of an in-place buffer.
-    reduce_block(mine, out + mine.offset * es, c);
+    reduce_block(t, mine, out + mine.offset * es, c);
     local_finalize(c, out + mine.offset * es, mine.size, n);
-    if (!has_peer_memory_v<Transport> && !out_at)  // where the peers gather it from
+    if (!has_peer_memory_v<Transport> && !out_at && staged_)  // where the peers gather it from
       local_copy(c, shared_stage_ + mine.offset * es, out + mine.offset * es, mine.size * es);
     end_of_phase(t, c, tag_offset::reduced, "two-shot: reduce phase");
     for (int k = 1; k < n; ++k) {
       const int p = (r + k) % n;
       const block b = block_of(count, n, p);
-      local_copy(c, out + b.offset * es, peers_[static_cast<std::size_t>(p)].out + b.offset * es, b.size * es);
+      copy_from(t, p, out + b.offset * es, peers_[static_cast<std::size_t>(p)].out + b.offset * es, b.size * es, c,
+                true);
     }
     end_of_phase(t, c, tag_offset::call_done, "two-shot: peers reading");
   }

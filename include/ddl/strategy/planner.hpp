@@ -73,6 +73,12 @@ struct plan_for {
   /// dimension lies within them is a candidate with that dimension run
   /// through shared memory too (`plan::direct_first`).
   int shared_levels = 0;
+  /// The ranks copy from each other's memory at any address (`read_peer`,
+  /// `memory_readable`): two_shot reading the peers' plain buffers where
+  /// they lie is a candidate too (`plan::reads`), priced a hair above
+  /// two_shot through the stages, so the model keeps the stages and only a
+  /// measurement (`strategy/tuning.hpp`) picks it.
+  bool reads_memory = false;
   constexpr plan_for(candidates w = candidates::all, bool peer = false, bool inplace = false,
                      bool pipelined = false) noexcept
       : which(w), peer_memory(peer), in_place(inplace), pipeline(pipelined) {}
@@ -102,6 +108,7 @@ struct plan_for {
       if (q.peer_memory) q.one_round_bytes = one_shot::flagged_limit;
     if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = t.flagged_ready() ? T::flagged_bytes : 0;
     if constexpr (has_flagged_two_shot_v<T>) q.two_shot_one_round = t.flagged_ready();
+    if constexpr (has_read_peer_v<T>) q.reads_memory = q.peer_memory && t.memory_readable();
     return q;
   }
   /// How steps and the direct strategies are priced under these assumptions
@@ -121,7 +128,7 @@ struct plan_for {
            copy_step == o.copy_step && direct_read == o.direct_read && one_round_bytes == o.one_round_bytes &&
            two_shot_one_round == o.two_shot_one_round && flagged_latency == o.flagged_latency &&
            shared_levels == o.shared_levels && direct_round_one_step == o.direct_round_one_step &&
-           direct_over_links == o.direct_over_links;
+           direct_over_links == o.direct_over_links && reads_memory == o.reads_memory;
   }
   constexpr bool operator!=(const plan_for& o) const noexcept { return !(*this == o); }
 };
@@ -175,6 +182,14 @@ constexpr bool next_permutation(std::array<int, max_dims>& a, std::size_t n) {
   return true;
 }
 }  // namespace detail
+
+/// two_shot reading its peers' memory (`plan::reads`) is priced at this
+/// multiple of two_shot through the stages: the model has no figure for
+/// the kernel's copies between processes (on this project's VM 1.1-1.4x
+/// faster than the stages at 2 ranks and 2-16 MiB, 0.7-1.0x at 4 and 8
+/// ranks on 2 cores and at 128 MiB: bench/results/mpi-vs-openmpi-mpich-gloo.md,
+/// 2026-11-28 (night)), so only a measurement picks it.
+inline constexpr double reads_premium = 1.001;
 
 /// Calls `f(plan)` for every candidate, priced for `bytes` per rank.
 /// Enumeration order is fixed (multi-rings by composition then order, then
@@ -238,6 +253,12 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
       cost::price(lv, k, p, bytes, q.costs(one_round));
       if (q.in_place && !one_round) p.seconds += cost::in_place_extra(lv, k, p, bytes);
       f(p);
+      if (a == algorithm::two_shot && q.reads_memory) {  // the same, reading the peers' memory (measured, not modelled)
+        plan c = p;
+        c.reads = true;
+        c.seconds *= reads_premium;
+        f(c);
+      }
     }
   }
 }
@@ -275,6 +296,7 @@ inline detail::ring_box box_of(const topology& t, const plan& p) {
 
 /// One line naming a plan, e.g. `multi_ring 4x16x4` or `multi_ring 64x4 order 1,0`.
 inline std::string describe(const topology& t, const plan& p) {
+  if (p.reads) return std::string(name_of(p.algo)) + " (read_peer)";
   if (p.algo != algorithm::multi_ring) return name_of(p.algo);
   if (p.dims == 1) return "ring (flat, " + std::to_string(t.size()) + ")";
   std::string s = std::string("multi_ring ") + box_of(t, p).str();

@@ -78,6 +78,13 @@
 /// 3x of its choice (on 2 ranks only the tree). On 4 processes sharing 2
 /// cores the model put scatter + all-gather first at 256 KiB where the tree
 /// ran 1.7x faster (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+///
+/// An all-reduce that is not tuned (`tune_bytes`) and whose model plan is
+/// two_shot, over ranks that read each other's memory (`plan::reads`), is
+/// measured the way copies are, within the same limits, between two_shot
+/// through the stages and two_shot reading the peers: both reduce each
+/// block once, on its owner, in rank order, so the bits are the same
+/// whichever wins.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -148,6 +155,7 @@ inline std::uint64_t plan_hash(const plan& p) {
     h = fnv1a_u64(static_cast<std::uint64_t>(p.order[d]), h);
   }
   if (p.direct_first) h = fnv1a_u64(0xd1u, h);
+  if (p.reads) h = fnv1a_u64(0x7eadu, h);
   return fnv1a_u64(static_cast<std::uint64_t>(p.segments), h);
 }
 inline std::uint64_t plan_hash(const broadcast_plan& p) {
