@@ -491,10 +491,10 @@ class mpi_transport {
   }
   /// Whether every rank reads every other's memory at any address
   /// (`read_peer`: Linux cross-memory attach, one copy by the kernel; tried
-  /// on every pair at construction, the ranks agree). The direct strategies
-  /// then read their peers' plain buffers where they lie instead of copies
-  /// in the stages. Needs `stages_shared()`; `DDL_MPI_CMA=0` on any rank
-  /// turns it off on every rank.
+  /// on every pair at construction, the ranks agree). two_shot may then
+  /// read its peers' plain buffers where they lie instead of copies in the
+  /// stages (`two_shot::reading_peers`; `auto` measures both). Needs
+  /// `stages_shared()`; `DDL_MPI_CMA=0` on any rank turns it off on every rank.
   bool memory_readable() const noexcept { return stages_.readable(); }
   /// Whether the ranks `base + i * stride` (i < `size`) all read each
   /// other's memory (`memory_readable` for a group of them).

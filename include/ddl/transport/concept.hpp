@@ -116,8 +116,9 @@
 ///     process (MPI ranks of one machine: Linux cross-memory attach; the
 ///     same answer on every rank), and such a copy: `bytes` at `at`, an
 ///     address in rank `peer`'s process as the peer sent it, into `dst`
-///     (one copy, by the kernel). The direct strategies then read their
-///     peers' plain buffers where they lie instead of copies in the stages.
+///     (one copy, by the kernel). `two_shot::reading_peers` then reads the
+///     peers' plain buffers where they lie instead of copies in the stages
+///     (`auto` measures it against them, `plan::reads`).
 ///     Optionally `bool memory_readable_among(int base, int stride, int
 ///     size) const`, as `stages_shared_among`; `group_view` forwards them;
 ///   - `void wait_until(int peer, F ready, ddl::deadline, ddl::tag awaited)`
