@@ -168,7 +168,17 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
     if (name == "ring") impls.push_back(make_impl("ddl:ring", t, ddl::ring{}, opts, s));
     else if (name == "recursive_doubling") impls.push_back(make_impl("ddl:rec_doubling", t, ddl::recursive_doubling{}, opts, s));
     else if (name == "halving_doubling") impls.push_back(make_impl("ddl:halv_doubling", t, ddl::halving_doubling{}, opts, s));
-    else if (name == "one_shot" || name == "two_shot") {
+    else if (name == "two_shot_read") {  // two_shot reading the peers' plain buffers (mpi, where the kernel lets it)
+      if constexpr (ddl::has_read_peer_v<Transport>) {
+        if (t.memory_readable())
+          impls.push_back(make_impl("ddl:two_shot_read", t, ddl::two_shot{}.reading_peers(), opts, s));
+        else if (!s.all_strategies)
+          usage("two_shot_read copies from the peers' memory: over MPI every rank on one machine, the kernel "
+                "letting them attach to each other (not DDL_MPI_CMA=0)");
+      } else if (!s.all_strategies) {
+        usage("two_shot_read copies from the peers' memory: it runs on --transport mpi only");
+      }
+    } else if (name == "one_shot" || name == "two_shot") {
       if constexpr (ddl::reaches_peers_v<Transport>) {
         if (ddl::peers_reachable(t)) {
           if (name == "one_shot") impls.push_back(make_impl("ddl:one_shot", t, ddl::one_shot{}, opts, s));

@@ -19,7 +19,7 @@ const char* const collective_names[] = {"all_reduce", "reduce_scatter", "all_gat
 enum class collective { all_reduce, reduce_scatter, all_gather, broadcast };
 
 const char* const strategy_names[] = {"ring",     "multi_ring", "pipelined", "direct_first", "recursive_doubling",
-                                      "halving_doubling", "one_shot", "two_shot", "auto"};
+                                      "halving_doubling", "one_shot", "two_shot", "two_shot_read", "auto"};
 
 struct settings : sweep_flags {  // -b -e -f -n
   int warmup = 5;
@@ -57,7 +57,7 @@ inline double bus_factor(collective c, int n) {
                "ddl-bench: %s\n"
                "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo]\n"
                "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast]\n"
-               "                 [--strategy ring|multi_ring|pipelined|direct_first|recursive_doubling|halving_doubling|one_shot|two_shot|auto|all[,...]]\n"
+               "                 [--strategy ring|multi_ring|pipelined|direct_first|recursive_doubling|halving_doubling|one_shot|two_shot|two_shot_read|auto|all[,...]]\n"
                "                 [--dims AxBx...] [--segments K] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--batch K] [-c 0|1]\n"
                "                 [-d int32|int64|float|double|half|bfloat16] [-o sum|prod|min|max|avg]\n"
@@ -149,8 +149,11 @@ inline settings parse(int argc, char** argv) {
   s.all_strategies = s.strategies.size() == 1 && s.strategies[0] == "all";
   if (s.all_strategies) s.strategies.assign(std::begin(strategy_names), std::end(strategy_names));
   for (const auto& name : s.strategies)
-    if (std::find(std::begin(strategy_names), std::end(strategy_names), name) == std::end(strategy_names))
-      usage("unknown strategy '" + name + "' (available: ring, multi_ring, pipelined, direct_first, recursive_doubling, halving_doubling, one_shot, two_shot, auto, all)");
+    if (std::find(std::begin(strategy_names), std::end(strategy_names), name) == std::end(strategy_names)) {
+      std::string known;
+      for (const char* k : strategy_names) known += std::string(k) + ", ";
+      usage("unknown strategy '" + name + "' (available: " + known + "all)");
+    }
   if (s.ranks < 1) usage("--ranks must be at least 1");
   if (const std::string p = s.problem(1); !p.empty()) usage(p);
   if (s.warmup < 0) usage("-w must be >= 0");
