@@ -144,6 +144,9 @@ class direct_base {
   /// reduction (into `pieces_`, a buffer that stays in cache; 64 KiB and
   /// 1 MiB ran 5-15% slower than 256 KiB at 2 ranks).
   static constexpr std::size_t read_piece = std::size_t{256} << 10;
+  /// What a plan's or strategy's name gains when it reads its peers
+  /// (`describe`: `two_shot (read_peer)`).
+  static constexpr const char* reading_suffix = " (read_peer)";
   /// Whether this call copies the peers' plain buffers where they lie
   /// (`read_peer`) instead of through the stages: asked for
   /// (`reading_peers`) and possible (`memory_readable`, the same answer on
@@ -235,7 +238,7 @@ class direct_base {
       else stage_input(t, in, count, mine, c);
     }
     share_addresses(t, in, own, "direct reduce-scatter", c, in_at);
-    reduce_block(t, mine, own, c);
+    reduce_block_reading(t, mine, own, c);
     end_of_phase(t, c, tag_offset::call_done, "direct reduce-scatter: peers reading");
   }
 
@@ -322,7 +325,7 @@ class direct_base {
       const int p = (r + k) % n;
       const block b = part(p);
       const std::byte* from = peers_[static_cast<std::size_t>(p)].in;  // its part where it lies, or its stage
-      if (k > 0 && !reads_in_place<Transport>(p) && !remote_[static_cast<std::size_t>(p)]) from += b.offset * es;
+      if (k > 0 && !reads_in_place<Transport>(p) && !remote(t, static_cast<std::size_t>(p))) from += b.offset * es;
       copy_from(t, p, out + b.offset * es, from, b.size * es, c);
     }
     end_of_phase(t, c, tag_offset::call_done, "direct all-gather: peers reading");
@@ -414,8 +417,6 @@ class direct_base {
     if (peers_.size() != n) {
       peers_.assign(n, addresses{nullptr, nullptr, nullptr, 0, nullptr, 0, 0, {}, {}, nullptr});
       sources_.assign(n, nullptr);
-      remote_.assign(n, 0);
-      remote_out_.assign(n, 0);
     }
     peers_[static_cast<std::size_t>(t.rank())] =
         addresses{in, out, staged, generation, done, stage_bytes_, staged_ ? 1u : 0u, in_at, out_at, read};
@@ -431,12 +432,9 @@ class direct_base {
         addresses& a = peers_[p];
         const std::byte* at =
             a.stage_read ? t.peer_stage(static_cast<int>(p), stage_prefix + stage_bytes_) + stage_prefix : nullptr;
-        // Neither mapped nor staged: the peer's own addresses, for `read_peer`.
-        const bool remote = has_read_peer_v<Transport> && !a.stage_read;
-        remote_[p] = remote && !a.in_at;
-        remote_out_[p] = remote && !a.out_at;
-        a.in = a.in_at ? peer_buffer_of(t, static_cast<int>(p), a.in_at) : remote_[p] ? a.in : at;
-        a.out = a.out_at ? peer_buffer_of(t, static_cast<int>(p), a.out_at) : remote_out_[p] ? a.out : at;
+        // Neither mapped nor staged (`remote`): the peer's own addresses, for `read_peer`.
+        a.in = a.in_at ? peer_buffer_of(t, static_cast<int>(p), a.in_at) : remote(t, p) ? a.in : at;
+        a.out = a.out_at ? peer_buffer_of(t, static_cast<int>(p), a.out_at) : remote(t, p, true) ? a.out : at;
       }
     }
   }
@@ -601,35 +599,53 @@ class direct_base {
       sources_[p] = (staged ? peers_[p].staged : peers_[p].in) + b.offset * es;
     c.mem->reduce_many(c.mem->ctx, dst, sources_.data(), static_cast<int>(sources_.size()), b.size, c.red);
   }
-  /// `reduce_block` of the peers' `in` (after `share_addresses`), reading
-  /// the peers whose `in` lies in their own process (`remote_`) with
-  /// `read_peer`, `read_piece` bytes of each at a time.
+  /// Over `read_peer` (after `share_addresses`): whether rank `p`'s `in`
+  /// (its `out` with `out`) in `peers_` is an address in its own process,
+  /// neither mapped here (a shared buffer) nor staged, so read with
+  /// `read_peer`. Never this rank's own.
   template <class Transport>
-  void reduce_block(Transport& t, const block& b, std::byte* dst, const call_context& c) {
-    if constexpr (has_read_peer_v<Transport>) {
-      if (std::any_of(remote_.begin(), remote_.end(), [](char r) { return r != 0; })) {
-        const std::size_t es = size_of(c.red.type), n = peers_.size();
-        const std::size_t per = std::max<std::size_t>(read_piece / es, 1);
-        if (pieces_.size() < n * per * es) pieces_.resize(n * per * es);  // once: fresh pages are slow to write
-        for (std::size_t off = 0; off < b.size; off += per) {
-          const std::size_t len = std::min(per, b.size - off);
-          for (std::size_t p = 0; p < n; ++p) {
-            const std::byte* at = peers_[p].in + (b.offset + off) * es;
-            if (!remote_[p]) {
-              sources_[p] = at;
-              continue;
-            }
-            std::byte* piece = pieces_.data() + p * per * es;
-            t.read_peer(static_cast<int>(p), at, piece, len * es);
-            sources_[p] = piece;
-          }
-          c.mem->reduce_many(c.mem->ctx, dst + off * es, sources_.data(), static_cast<int>(n), len, c.red);
-        }
-        return;
-      }
+  bool remote(const Transport& t, std::size_t p, bool out = false) const {
+    if constexpr (has_read_peer_v<Transport> && !has_peer_memory_v<Transport>) {
+      const addresses& a = peers_[p];
+      return p != static_cast<std::size_t>(t.rank()) && !a.stage_read && !(out ? a.out_at : a.in_at);
     }
     (void)t;
-    reduce_block(b, dst, c);
+    (void)p;
+    (void)out;
+    return false;
+  }
+  /// `reduce_block` of the peers' `in` (after `share_addresses`), reading
+  /// the peers whose `in` lies in their own process (`remote`) with
+  /// `read_peer`, `read_piece` bytes of each at a time.
+  template <class Transport>
+  void reduce_block_reading(Transport& t, const block& b, std::byte* dst, const call_context& c) {
+    const std::size_t n = peers_.size();
+    std::size_t reads = 0;
+    for (std::size_t p = 0; p < n; ++p) reads += remote(t, p) ? 1 : 0;
+    if (reads == 0) {
+      reduce_block(b, dst, c);
+      return;
+    }
+    if constexpr (has_read_peer_v<Transport>) {
+      const std::size_t es = size_of(c.red.type);
+      const std::size_t per = std::max<std::size_t>(read_piece / es, 1);
+      if (pieces_.size() < reads * per * es) pieces_.resize(reads * per * es);  // once: fresh pages are slow to write
+      for (std::size_t off = 0; off < b.size; off += per) {
+        const std::size_t len = std::min(per, b.size - off);
+        std::byte* piece = pieces_.data();
+        for (std::size_t p = 0; p < n; ++p) {
+          const std::byte* at = peers_[p].in + (b.offset + off) * es;
+          if (!remote(t, p)) {
+            sources_[p] = at;
+            continue;
+          }
+          t.read_peer(static_cast<int>(p), at, piece, len * es);
+          sources_[p] = piece;
+          piece += per * es;
+        }
+        c.mem->reduce_many(c.mem->ctx, dst + off * es, sources_.data(), static_cast<int>(n), len, c.red);
+      }
+    }
   }
   /// `bytes` of rank `p` at `from` (as `share_addresses` left it) into
   /// `dst`: with `read_peer` where `from` lies in the peer's process.
@@ -637,7 +653,7 @@ class direct_base {
   void copy_from(Transport& t, int p, std::byte* dst, const std::byte* from, std::size_t bytes, const call_context& c,
                  bool out = false) {
     if constexpr (has_read_peer_v<Transport>) {
-      if ((out ? remote_out_ : remote_)[static_cast<std::size_t>(p)]) {
+      if (remote(t, static_cast<std::size_t>(p), out)) {
         t.read_peer(p, from, dst, bytes);
         return;
       }
@@ -657,10 +673,7 @@ class direct_base {
   bool reads_ = false;  // see `reads_memory`
   std::vector<addresses> peers_;
   std::vector<const std::byte*> sources_;
-  // Over `read_peer`, per rank: whether its `in` / `out` in `peers_` are
-  // addresses in its own process (neither mapped here nor staged).
-  std::vector<char> remote_, remote_out_;
-  std::vector<std::byte> pieces_;  // over `read_peer`: `read_piece` bytes per rank (`reduce_block`)
+  std::vector<std::byte> pieces_;  // over `read_peer`: `read_piece` bytes per peer read (`reduce_block_reading`)
   std::byte* shared_stage_ = nullptr;  // over `peer_stage`: this call's stage (the transport's memory)
   std::size_t stage_bytes_ = 0;        // over `peer_stage`: the call's bytes; 0 otherwise
   bool staged_ = false;                // over `peer_stage`: whether this call's peers read this rank's stage
@@ -996,7 +1009,7 @@ struct one_shot : detail::direct_base {
 /// workspace.
 struct two_shot : detail::direct_base {
   static constexpr const char* name = "two_shot";
-  std::string describe() const { return reads_ ? "two_shot (read_peer)" : name; }
+  std::string describe() const { return reads_ ? std::string(name) + reading_suffix : name; }
   /// Over stages whose ranks copy from each other's memory (`read_peer`,
   /// `memory_readable`: MPI ranks of one machine that the kernel lets
   /// attach to each other), read the peers' plain buffers where they lie,
@@ -1056,7 +1069,7 @@ struct two_shot : detail::direct_base {
     share_addresses(t, in, out, "two-shot: addresses", c, in_at, out_at);
     // Only rank r reads block r of any buffer until the phase ends, so the
     // result may overwrite block r of an in-place buffer.
-    reduce_block(t, mine, out + mine.offset * es, c);
+    reduce_block_reading(t, mine, out + mine.offset * es, c);
     local_finalize(c, out + mine.offset * es, mine.size, n);
     if (!has_peer_memory_v<Transport> && !out_at && staged_)  // where the peers gather it from
       local_copy(c, shared_stage_ + mine.offset * es, out + mine.offset * es, mine.size * es);

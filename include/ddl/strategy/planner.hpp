@@ -296,7 +296,7 @@ inline detail::ring_box box_of(const topology& t, const plan& p) {
 
 /// One line naming a plan, e.g. `multi_ring 4x16x4` or `multi_ring 64x4 order 1,0`.
 inline std::string describe(const topology& t, const plan& p) {
-  if (p.reads) return std::string(name_of(p.algo)) + " (read_peer)";
+  if (p.reads) return std::string(name_of(p.algo)) + detail::direct_base::reading_suffix;
   if (p.algo != algorithm::multi_ring) return name_of(p.algo);
   if (p.dims == 1) return "ring (flat, " + std::to_string(t.size()) + ")";
   std::string s = std::string("multi_ring ") + box_of(t, p).str();
