@@ -13,6 +13,7 @@
 
 #include <pybind11/chrono.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -74,6 +75,7 @@ class work : public c10d::Work {
         future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
   // Runs on the thread that ran the collective, before ddl's wait returns.
+  // `then_` goes with it: what it holds (a scratch buffer) is free again.
   void complete(std::exception_ptr e) {
     if (!e && then_) {
       try {
@@ -82,6 +84,7 @@ class work : public c10d::Work {
         e = std::current_exception();
       }
     }
+    then_ = nullptr;
     finish(e);
     if (e) future_->setError(e);
     else future_->markCompleted(c10::IValue(outputs_));
@@ -113,6 +116,40 @@ class work : public c10d::Work {
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// Flat buffers for the list forms of allgather and reduce_scatter, kept
+// from call to call: a fresh allocation of many MiB is fresh pages, whose
+// first writes cost more than the collective (bench/results/torch-backend.md,
+// 2026-11-29). A buffer is free again once no tensor views its storage (the
+// call's `then_` holds its view until the call completes), so calls in
+// flight at once get buffers of their own.
+class scratch_pool {
+ public:
+  at::Tensor get(int64_t numel, const at::TensorOptions& options) {
+    const at::ScalarType type = options.dtype().toScalarType();
+    const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(type));
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t pick = buffers_.size();
+    for (std::size_t i = 0; i < buffers_.size(); ++i)
+      if (unused(buffers_[i]) && buffers_[i].numel() >= bytes &&
+          (pick == buffers_.size() || buffers_[i].numel() < buffers_[pick].numel()))
+        pick = i;
+    if (pick == buffers_.size()) {
+      if (buffers_.size() >= keep)  // free ones were too small: the new one replaces them
+        buffers_.erase(std::remove_if(buffers_.begin(), buffers_.end(), [](const at::Tensor& b) { return unused(b); }),
+                       buffers_.end());
+      buffers_.push_back(at::empty({std::max<int64_t>(bytes, 1)}, at::TensorOptions().dtype(at::kByte)));
+      pick = buffers_.size() - 1;
+    }
+    return buffers_[pick].narrow(0, 0, bytes).view(type);
+  }
+
+ private:
+  static constexpr std::size_t keep = 4;
+  static bool unused(const at::Tensor& b) { return b.storage().use_count() == 1; }
+  std::mutex mutex_;
+  std::vector<at::Tensor> buffers_;
 };
 
 // MPI for the whole process: initialised (MPI_THREAD_SERIALIZED, so ddl's
@@ -165,7 +202,7 @@ class process_group : public c10d::ProcessGroup {
       TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
                   "ddl backend: allgather outputs must match the input's size and dtype");
     // Gather into one flat buffer (ddl's blocks), then copy out per rank.
-    at::Tensor flat = at::empty({getSize() * in.numel()}, in.options());
+    at::Tensor flat = scratch_.get(getSize() * in.numel(), in.options());
     auto iv = view_of(in, "allgather");
     auto fv = view_of(flat, "allgather");
     std::vector<at::Tensor> outs = outputs[0];
@@ -195,7 +232,9 @@ class process_group : public c10d::ProcessGroup {
     for (const auto& i : inputs[0])
       TORCH_CHECK(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
                   "ddl backend: reduce_scatter inputs must match the output's size and dtype");
-    at::Tensor flat = at::cat(inputs[0]).contiguous().view({-1});
+    at::Tensor flat = scratch_.get(getSize() * out.numel(), out.options());
+    for (std::size_t i = 0; i < inputs[0].size(); ++i)
+      flat.narrow(0, static_cast<int64_t>(i) * out.numel(), out.numel()).view_as(inputs[0][i]).copy_(inputs[0][i]);
     auto fv = view_of(flat, "reduce_scatter");
     auto ov = view_of(out, "reduce_scatter");
     const ddl::op o = op_of(opts.reduceOp, "reduce_scatter");
@@ -236,6 +275,7 @@ class process_group : public c10d::ProcessGroup {
 
   std::unique_ptr<ddl::mpi_transport> transport_;
   std::unique_ptr<comm_t> comm_;
+  scratch_pool scratch_;
 };
 
 c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>&, int rank, int size,

@@ -100,6 +100,30 @@ for r in refs:
 check("async all_reduce", all(torch.equal(x, r) for x, r in zip(xs, refs)))
 check("futures completed", all(f.done() for f in futs) and torch.equal(futs[0].value()[0], refs[0]))
 check("is_completed", all(w.is_completed() for w in works))
+
+# The list forms of all_gather and reduce_scatter go through flat scratch
+# buffers kept between calls: several in flight at once (each needs its own),
+# sizes and dtypes changing from call to call, waited out of order.
+shapes = [(torch.float32, 70001), (torch.float64, 3), (torch.float32, 70001), (torch.int64, 1000), (torch.float32, 0)]
+gathers, scatters = [], []
+for i, (dtype, n) in enumerate(shapes):
+    x = inputs(dtype, n, salt=20 + i)
+    outs = [torch.zeros(n, dtype=dtype) for _ in range(size)]
+    gathers.append((x, outs, dist.all_gather(outs, x, group=ddl, async_op=True)))
+    parts = [inputs(dtype, n, salt=40 + 10 * i + j) for j in range(size)]
+    out = torch.zeros(n, dtype=dtype)
+    scatters.append((parts, out, dist.reduce_scatter(out, parts, group=ddl, async_op=True)))
+for _, _, w in reversed(gathers + scatters):
+    w.wait()
+for i, ((x, outs, _), (parts, out, _)) in enumerate(zip(gathers, scatters)):
+    n = x.numel()
+    ref = [torch.zeros_like(x) for _ in range(size)]
+    if n:
+        dist.all_gather(ref, x, group=gloo_group)
+    check(f"async all_gather {i} ({x.dtype}, n={n})", all(torch.equal(a, b) for a, b in zip(outs, ref)))
+    full = torch.cat(parts)
+    gloo(dist.all_reduce, full, group=gloo_group)
+    check(f"async reduce_scatter {i} ({x.dtype}, n={n})", torch.equal(out, full[rank * n:(rank + 1) * n]))
 dist.barrier(group=ddl)
 
 
