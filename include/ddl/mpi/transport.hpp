@@ -221,6 +221,12 @@ class mpi_session {
   explicit mpi_session(on_failure policy = detail::on_failure_from_env()) : policy_(policy) {
     init(nullptr, nullptr, MPI_THREAD_SERIALIZED);
   }
+  /// Without the program's arguments, asking for thread level `required`
+  /// (`MPI_THREAD_MULTIPLE` where several transports, each with its own
+  /// communicators' progress threads, may call MPI at once).
+  explicit mpi_session(int required, on_failure policy = detail::on_failure_from_env()) : policy_(policy) {
+    init(nullptr, nullptr, required);
+  }
   ~mpi_session() { end(); }
   /// Ends MPI now, as the destructor would: after a ddl failure with the
   /// `abort` policy, `MPI_Abort` naming the failure (whether or not this

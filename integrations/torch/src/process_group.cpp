@@ -14,6 +14,7 @@
 #include <pybind11/chrono.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -152,11 +153,20 @@ class scratch_pool {
   std::vector<at::Tensor> buffers_;
 };
 
-// MPI for the whole process: initialised (MPI_THREAD_SERIALIZED, so ddl's
-// progress thread can drive it) by the first group, finalised at exit.
+// MPI for the whole process: initialised by the first group, finalised at
+// exit. Each group has its own transport, whose communicator's progress
+// thread calls MPI while Python goes on, and programs make several groups
+// (`new_group(backend="ddl")` beside `init_process_group("ddl")`): so
+// MPI_THREAD_MULTIPLE, which lets those threads call MPI at once.
 ddl::mpi_session& mpi() {
-  static ddl::mpi_session session;
+  static ddl::mpi_session session(MPI_THREAD_MULTIPLE);
   return session;
+}
+
+// How many ddl groups are alive in this process.
+std::atomic<int>& groups_alive() {
+  static std::atomic<int> n{0};
+  return n;
 }
 
 class process_group : public c10d::ProcessGroup {
@@ -170,10 +180,21 @@ class process_group : public c10d::ProcessGroup {
                 "torch says rank ", rank, " of ", size, ", MPI says rank ", mpi_rank, " of ", mpi_size,
                 ". Launch with `mpiexec -n ", size, " python ...` and take rank and world size from MPI "
                 "(OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/SIZE)");
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    TORCH_CHECK(groups_alive() == 0 || level >= MPI_THREAD_MULTIPLE,
+                "ddl backend: a second ddl group in this process needs MPI initialised with MPI_THREAD_MULTIPLE ",
+                "(each group's progress thread calls MPI), and MPI was initialised with level ", level,
+                " before the first ddl group (by another library?). Initialise it with MPI_THREAD_MULTIPLE, or use "
+                "one ddl group");
     transport_ = std::make_unique<ddl::mpi_transport>(MPI_COMM_WORLD);
     comm_ = std::make_unique<comm_t>(*transport_);
+    ++groups_alive();
   }
-  ~process_group() override { comm_->wait_all(); }
+  ~process_group() override {
+    comm_->wait_all();
+    --groups_alive();
+  }
 
   const std::string getBackendName() const override { return "ddl"; }
 

@@ -126,6 +126,21 @@ for i, ((x, outs, _), (parts, out, _)) in enumerate(zip(gathers, scatters)):
     check(f"async reduce_scatter {i} ({x.dtype}, n={n})", torch.equal(out, full[rank * n:(rank + 1) * n]))
 dist.barrier(group=ddl)
 
+# A second ddl group (its own transport and progress thread): both groups'
+# asynchronous all_reduces in flight at once, many times over, sizes changing.
+ddl2 = dist.new_group(backend="ddl")
+wrong = 0
+for it in range(60):
+    xs = [inputs(torch.float32, 1 << (6 + it % 12), salt=100 + it + i) for i in range(4)]
+    refs = [x.clone() for x in xs]
+    works = [dist.all_reduce(x, group=ddl if i % 2 == 0 else ddl2, async_op=True) for i, x in enumerate(xs)]
+    for w in reversed(works):
+        w.wait()
+    for r in refs:
+        dist.all_reduce(r, group=gloo_group)
+    wrong += sum(not torch.equal(x, r) for x, r in zip(xs, refs))
+check(f"two ddl groups at once ({wrong} of 240 all_reduces wrong)", wrong == 0)
+
 
 def raises(name, fn, words):
     try:
