@@ -5,9 +5,11 @@
     model = torch.nn.parallel.DistributedDataParallel(model)
 
 ddl runs its collectives over MPI: launch with `mpiexec -n N python train.py`
-and take the rank and world size from MPI (OMPI_COMM_WORLD_RANK/SIZE under
-Open MPI, PMI_RANK/SIZE under MPICH; `ddl_torch.mpi_rank_and_size()` reads
-them). Supported: all_reduce (SUM, AVG, PRODUCT, MIN, MAX), broadcast,
+(`ddl_torch.mpi_rank_and_size()` reads the rank and size MPI's launcher gives:
+OMPI_COMM_WORLD_RANK/SIZE under Open MPI, PMI_RANK/SIZE under MPICH). Torch's
+ranks need not be MPI's, and `new_group(ranks=[...], backend="ddl")` works
+over any subset: a group finds its members' MPI ranks through its store.
+Supported: all_reduce (SUM, AVG, PRODUCT, MIN, MAX), broadcast,
 all_gather and _allgather_base, reduce_scatter and _reduce_scatter_base,
 barrier, on contiguous CPU tensors of float32, float64, float16, bfloat16,
 int32 and int64; asynchronous work objects with futures (what DDP uses).

@@ -3,8 +3,9 @@
 // Python package (`import ddl_torch`), so `init_process_group("ddl")` or
 // `new_group(backend="ddl")` give a group DistributedDataParallel can use.
 //
-// Ranks and the group size come from MPI: launch with mpiexec, and they must
-// agree with torch's. One dense, contiguous CPU tensor per call; dtypes
+// Launch with mpiexec: a group's ranks are MPI processes, found through the
+// group's store (any torch rank order, any subset of the MPI job's ranks).
+// One dense, contiguous CPU tensor per call; dtypes
 // float32, float64, float16, bfloat16, int32, int64; ops SUM, AVG, PRODUCT,
 // MIN, MAX. Anything else raises RuntimeError naming what is not supported.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -169,17 +170,61 @@ std::atomic<int>& groups_alive() {
   return n;
 }
 
+// The MPI ranks (of MPI_COMM_WORLD) of a torch group's members, in the
+// order of their group ranks: each member writes its own under its group
+// rank in the group's store (a PrefixStore of the group's name) and reads
+// the others'. Only members create a group, so the group's communicator is
+// made with MPI_Comm_create_group, collective over the members alone.
+std::vector<int> members_of(c10d::Store& store, int rank, int size, int world_rank, int world_size) {
+  TORCH_CHECK(size <= world_size, "ddl backend: a group of ", size, " ranks in an MPI job of ", world_size,
+              ": ddl runs over MPI, so launch with `mpiexec -n ", size,
+              " python ...` (at least as many MPI ranks as the group has)");
+  const auto key = [](int r) { return "ddl/mpi_rank/" + std::to_string(r); };
+  const std::string mine = std::to_string(world_rank);
+  store.set(key(rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+  std::vector<int> members(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    const std::vector<uint8_t> v = store.get(key(r));
+    members[static_cast<std::size_t>(r)] = std::stoi(std::string(v.begin(), v.end()));
+  }
+  std::vector<int> sorted = members;
+  std::sort(sorted.begin(), sorted.end());
+  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  TORCH_CHECK(twice == sorted.end(), "ddl backend: two ranks of the group are MPI rank ",
+              twice == sorted.end() ? -1 : *twice, ": were they started by separate mpiexec runs (or without ",
+              "mpiexec)? Launch every rank with one `mpiexec -n ", size, " python ...`");
+  return members;
+}
+
+// A communicator over `members` (MPI ranks, in group order): MPI_COMM_WORLD
+// itself where the group is the world in MPI's order, else a new one
+// (the caller frees it).
+MPI_Comm communicator_of(const std::vector<int>& members, int world_size) {
+  bool world = static_cast<int>(members.size()) == world_size;
+  for (std::size_t r = 0; world && r < members.size(); ++r) world = members[r] == static_cast<int>(r);
+  if (world) return MPI_COMM_WORLD;
+  MPI_Group all = MPI_GROUP_NULL, some = MPI_GROUP_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rc = MPI_Comm_group(MPI_COMM_WORLD, &all);
+  if (rc == MPI_SUCCESS) rc = MPI_Group_incl(all, static_cast<int>(members.size()), members.data(), &some);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(MPI_COMM_WORLD, some, /*tag=*/0x64646c, &comm);
+  if (some != MPI_GROUP_NULL) MPI_Group_free(&some);
+  if (all != MPI_GROUP_NULL) MPI_Group_free(&all);
+  TORCH_CHECK(rc == MPI_SUCCESS && comm != MPI_COMM_NULL, "ddl backend: MPI could not make the group's communicator (",
+              "MPI_Comm_create_group over ", members.size(), " ranks, error ", rc, ")");
+  return comm;
+}
+
 class process_group : public c10d::ProcessGroup {
  public:
-  process_group(int rank, int size) : c10d::ProcessGroup(rank, size) {
+  // Torch's ranks need not be MPI's: the members' MPI ranks come through
+  // the group's store, so `init_process_group("ddl")` with any rank order
+  // and `new_group(ranks=[...], backend="ddl")` over any subset both work.
+  process_group(c10d::Store& store, int rank, int size) : c10d::ProcessGroup(rank, size) {
     mpi();
-    int mpi_rank = 0, mpi_size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
-    TORCH_CHECK(mpi_size == size && mpi_rank == rank, "ddl backend: runs over MPI and needs torch's ranks to be MPI's: ",
-                "torch says rank ", rank, " of ", size, ", MPI says rank ", mpi_rank, " of ", mpi_size,
-                ". Launch with `mpiexec -n ", size, " python ...` and take rank and world size from MPI "
-                "(OMPI_COMM_WORLD_RANK/SIZE or PMI_RANK/SIZE)");
+    int world_rank = 0, world_size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
     TORCH_CHECK(groups_alive() == 0 || level >= MPI_THREAD_MULTIPLE,
@@ -187,7 +232,17 @@ class process_group : public c10d::ProcessGroup {
                 "(each group's progress thread calls MPI), and MPI was initialised with level ", level,
                 " before the first ddl group (by another library?). Initialise it with MPI_THREAD_MULTIPLE, or use "
                 "one ddl group");
-    transport_ = std::make_unique<ddl::mpi_transport>(MPI_COMM_WORLD);
+    MPI_Comm comm = communicator_of(members_of(store, rank, size, world_rank, world_size), world_size);
+    try {
+      transport_ = std::make_unique<ddl::mpi_transport>(comm);  // its own duplicates of `comm`
+    } catch (...) {
+      if (comm != MPI_COMM_WORLD) MPI_Comm_free(&comm);
+      throw;
+    }
+    if (comm != MPI_COMM_WORLD) MPI_Comm_free(&comm);
+    TORCH_CHECK(transport_->rank() == rank && transport_->size() == size,
+                "ddl backend: the group's communicator has rank ", transport_->rank(), " of ", transport_->size(),
+                " where torch says ", rank, " of ", size);
     comm_ = std::make_unique<comm_t>(*transport_);
     ++groups_alive();
   }
@@ -299,9 +354,10 @@ class process_group : public c10d::ProcessGroup {
   scratch_pool scratch_;
 };
 
-c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>&, int rank, int size,
+c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                               const std::chrono::duration<float>&) {
-  return c10::make_intrusive<process_group>(rank, size);
+  TORCH_CHECK(store, "ddl backend: no store given (torch.distributed passes the group's store)");
+  return c10::make_intrusive<process_group>(*store, rank, size);
 }
 
 }  // namespace ddl_torch
@@ -309,8 +365,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Sto
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ddl's collectives as a torch.distributed backend";
   py::object pg = py::module::import("torch.distributed").attr("ProcessGroup");
-  py::class_<ddl_torch::process_group, c10::intrusive_ptr<ddl_torch::process_group>>(m, "ProcessGroupDDL", pg)
-      .def(py::init<int, int>(), py::arg("rank"), py::arg("size"));
+  py::class_<ddl_torch::process_group, c10::intrusive_ptr<ddl_torch::process_group>>(m, "ProcessGroupDDL", pg);
   m.def("create_process_group", &ddl_torch::create, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
 }

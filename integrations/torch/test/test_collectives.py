@@ -141,6 +141,52 @@ for it in range(60):
     wrong += sum(not torch.equal(x, r) for x, r in zip(xs, refs))
 check(f"two ddl groups at once ({wrong} of 240 all_reduces wrong)", wrong == 0)
 
+# Subgroups: every rank in one of two ddl groups of a subset of the ranks
+# (at 4 ranks [0, 2, 3] and [1]; at 2 ranks [0] and [1]), both working at
+# once on their own ranks, against gloo groups of the same ranks. A group's
+# broadcast root is a global rank; the reduce_scatter blocks go by group rank.
+spans = [[r for r in range(size) if r != 1], [1]]
+mine = None
+for members in spans:  # every rank makes every group, in the same order
+    pair = (members, dist.new_group(ranks=members, backend="ddl"), dist.new_group(ranks=members, backend="gloo"))
+    if rank in members:
+        mine = pair
+members, sub, gsub = mine
+m, me = len(members), members.index(rank)
+check(f"subgroup {members}: size and rank", dist.get_world_size(sub) == m and dist.get_rank(sub) == me)
+for dtype in (torch.float32, torch.int64):
+    for n in (0, 1, 1000, 65537):
+        x = inputs(dtype, n, salt=200 + n)
+        a, b = x.clone(), x.clone()
+        dist.all_reduce(a, group=sub)
+        gloo(dist.all_reduce, b, group=gsub)
+        check(f"subgroup {members} all_reduce {dtype} n={n}", torch.equal(a, b))
+        for root in members:
+            a = inputs(dtype, n, salt=300 + root) if rank == root else torch.zeros(n, dtype=dtype)
+            b = a.clone()
+            dist.broadcast(a, src=root, group=sub)
+            gloo(dist.broadcast, b, src=root, group=gsub)
+            check(f"subgroup {members} broadcast root {root} {dtype} n={n}", torch.equal(a, b))
+        outs_a = [torch.zeros(n, dtype=dtype) for _ in range(m)]
+        outs_b = [torch.zeros(n, dtype=dtype) for _ in range(m)]
+        dist.all_gather(outs_a, x, group=sub)
+        if n:
+            dist.all_gather(outs_b, x, group=gsub)
+        check(f"subgroup {members} all_gather {dtype} n={n}", all(torch.equal(p, q) for p, q in zip(outs_a, outs_b)))
+        parts = [inputs(dtype, n, salt=400 + i) for i in range(m)]
+        full = torch.cat(parts)
+        gloo(dist.all_reduce, full, group=gsub)
+        out = torch.zeros(n, dtype=dtype)
+        dist.reduce_scatter_tensor(out, torch.cat(parts), group=sub)
+        check(f"subgroup {members} reduce_scatter {dtype} n={n}", torch.equal(out, full[me * n:(me + 1) * n]))
+dist.barrier(group=sub)
+# ...and the whole-job ddl group still works beside them.
+x = inputs(torch.float32, 4097, salt=500)
+a, b = x.clone(), x.clone()
+dist.all_reduce(a, group=ddl)
+dist.all_reduce(b, group=gloo_group)
+check("whole-job group after the subgroups", torch.equal(a, b))
+
 
 def raises(name, fn, words):
     try:
