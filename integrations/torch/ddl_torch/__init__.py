@@ -11,7 +11,8 @@ ranks need not be MPI's, and `new_group(ranks=[...], backend="ddl")` works
 over any subset: a group finds its members' MPI ranks through its store.
 Supported: all_reduce (SUM, AVG, PRODUCT, MIN, MAX), broadcast,
 all_gather and _allgather_base, reduce_scatter and _reduce_scatter_base,
-barrier, on contiguous CPU tensors of float32, float64, float16, bfloat16,
+barrier, and reduce, gather and scatter (through an all_reduce, an all_gather
+and a broadcast), on contiguous CPU tensors of float32, float64, float16, bfloat16,
 int32 and int64; asynchronous work objects with futures (what DDP uses).
 Anything else raises RuntimeError naming the call.
 """

@@ -5,9 +5,12 @@
 //
 // Launch with mpiexec: a group's ranks are MPI processes, found through the
 // group's store (any torch rank order, any subset of the MPI job's ranks).
-// One dense, contiguous CPU tensor per call; dtypes
-// float32, float64, float16, bfloat16, int32, int64; ops SUM, AVG, PRODUCT,
-// MIN, MAX. Anything else raises RuntimeError naming what is not supported.
+// all_reduce, broadcast, all_gather, reduce_scatter (list and flat forms),
+// barrier, and reduce, gather and scatter through ddl's all_reduce,
+// all_gather and broadcast (ddl has no rooted collectives of its own). One
+// dense, contiguous CPU tensor per call; dtypes float32, float64, float16,
+// bfloat16, int32, int64; ops SUM, AVG, PRODUCT, MIN, MAX. Anything else
+// raises RuntimeError naming what is not supported.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/python.h>
@@ -269,24 +272,51 @@ class process_group : public c10d::ProcessGroup {
     return start(c10d::OpType::BROADCAST, {t}, [&](auto done) { return comm_->broadcast_async(v, root, done); });
   }
 
+  // Torch's `reduce`: an all_reduce (on a ring the same time: the root
+  // receives as much in a reduce as every rank does in the all-reduce's
+  // all-gather half). The other ranks' tensors keep their values: they
+  // reduce a copy in a scratch buffer (every rank reduces in place, so all
+  // run the same plan).
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
+    const at::Tensor& t = single(tensors, "reduce");
+    const int root = root_of(opts.rootRank, "reduce");
+    const ddl::op o = op_of(opts.reduceOp, "reduce");
+    if (getRank() == root) {
+      auto v = view_of(t, "reduce");
+      return start(c10d::OpType::REDUCE, {t}, [&](auto done) { return comm_->all_reduce_async(v, o, done); });
+    }
+    view_of(t, "reduce");  // the same checks as the root's
+    at::Tensor copy = scratch_.get(t.numel(), t.options());
+    copy.copy_(t.reshape({-1}));
+    auto v = view_of(copy, "reduce");
+    auto w = make(c10d::OpType::REDUCE, {t});
+    w->then_ = [copy] {};  // keeps the scratch buffer taken until the collective has finished
+    return launch(w, [&](auto done) { return comm_->all_reduce_async(v, o, done); });
+  }
+
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) override {
     const at::Tensor& in = single(inputs, "allgather");
-    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
-                "ddl backend: allgather needs one list of ", getSize(), " output tensors");
-    for (const auto& o : outputs[0])
-      TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
-                  "ddl backend: allgather outputs must match the input's size and dtype");
-    // Gather into one flat buffer (ddl's blocks), then copy out per rank.
-    at::Tensor flat = scratch_.get(getSize() * in.numel(), in.options());
-    auto iv = view_of(in, "allgather");
-    auto fv = view_of(flat, "allgather");
-    std::vector<at::Tensor> outs = outputs[0];
-    auto w = make(c10d::OpType::ALLGATHER, outs);
-    w->then_ = [flat, outs] {
-      for (std::size_t i = 0; i < outs.size(); ++i) outs[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * outs[i].numel(), outs[i].numel()).view_as(outs[i]));
-    };
-    return launch(w, [&](auto done) { return comm_->all_gather_async(iv, fv, done); });
+    TORCH_CHECK(outputs.size() == 1, "ddl backend: allgather needs one list of ", getSize(), " output tensors");
+    return gather_list(c10d::OpType::ALLGATHER, in, outputs[0], "allgather");
+  }
+
+  // Torch's `gather`: an all_gather into a scratch buffer, copied out on the
+  // root only (every rank receives every part: n times a gather's traffic in
+  // all, the same time on a ring, where the root's link bounds both).
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override {
+    const at::Tensor& in = single(inputs, "gather");
+    const int root = root_of(opts.rootRank, "gather");
+    if (getRank() != root) {
+      TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                  "ddl backend: gather takes output tensors on the root (rank ", root, ") only");
+      std::vector<at::Tensor> none;
+      return gather_list(c10d::OpType::GATHER, in, none, "gather");
+    }
+    TORCH_CHECK(outputs.size() == 1, "ddl backend: gather needs one list of ", getSize(),
+                " output tensors on the root");
+    return gather_list(c10d::OpType::GATHER, in, outputs[0], "gather");
   }
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
@@ -303,20 +333,39 @@ class process_group : public c10d::ProcessGroup {
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ReduceScatterOptions& opts) override {
     const at::Tensor& out = single(outputs, "reduce_scatter");
-    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
-                "ddl backend: reduce_scatter needs one list of ", getSize(), " input tensors");
-    for (const auto& i : inputs[0])
-      TORCH_CHECK(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
-                  "ddl backend: reduce_scatter inputs must match the output's size and dtype");
-    at::Tensor flat = scratch_.get(getSize() * out.numel(), out.options());
-    for (std::size_t i = 0; i < inputs[0].size(); ++i)
-      flat.narrow(0, static_cast<int64_t>(i) * out.numel(), out.numel()).view_as(inputs[0][i]).copy_(inputs[0][i]);
+    TORCH_CHECK(inputs.size() == 1, "ddl backend: reduce_scatter needs one list of ", getSize(), " input tensors");
+    at::Tensor flat = pack(out, inputs[0], "reduce_scatter");
     auto fv = view_of(flat, "reduce_scatter");
     auto ov = view_of(out, "reduce_scatter");
     const ddl::op o = op_of(opts.reduceOp, "reduce_scatter");
     auto w = make(c10d::OpType::REDUCE_SCATTER, {out});
     w->then_ = [flat] {};  // keeps the packed input alive until the collective has finished
     return launch(w, [&](auto done) { return comm_->reduce_scatter_async(fv, ov, o, done); });
+  }
+
+  // Torch's `scatter`: the root's parts, packed into a scratch buffer, go to
+  // every rank by a broadcast (the root sends n parts where a scatter sends
+  // n - 1; a pipelined broadcast's time), and each rank copies out its own.
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override {
+    const at::Tensor& out = single(outputs, "scatter");
+    const int root = root_of(opts.rootRank, "scatter");
+    view_of(out, "scatter");
+    at::Tensor flat;
+    if (getRank() == root) {
+      TORCH_CHECK(inputs.size() == 1, "ddl backend: scatter needs one list of ", getSize(),
+                  " input tensors on the root");
+      flat = pack(out, inputs[0], "scatter");
+    } else {
+      TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                  "ddl backend: scatter takes input tensors on the root (rank ", root, ") only");
+      flat = scratch_.get(getSize() * out.numel(), out.options());
+    }
+    auto fv = view_of(flat, "scatter");
+    auto w = make(c10d::OpType::SCATTER, {out});
+    const int64_t at = static_cast<int64_t>(getRank()) * out.numel();
+    w->then_ = [flat, out, at]() mutable { out.copy_(flat.narrow(0, at, out.numel()).view_as(out)); };
+    return launch(w, [&](auto done) { return comm_->broadcast_async(fv, root, done); });
   }
 
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -335,6 +384,44 @@ class process_group : public c10d::ProcessGroup {
   }
 
  private:
+  int root_of(int64_t root, const char* call) const {
+    TORCH_CHECK(root >= 0 && root < getSize(), "ddl backend: ", call, " to root ", root, " in a group of ", getSize(),
+                " ranks");
+    return static_cast<int>(root);
+  }
+  // The list forms' parts, one per rank, each the size and dtype of `like`
+  // (the call's `what`: its input or output tensor).
+  void check_parts(const at::Tensor& like, const std::vector<at::Tensor>& parts, const char* call,
+                   const char* what) const {
+    TORCH_CHECK(static_cast<int>(parts.size()) == getSize(), "ddl backend: ", call, " needs a list of ", getSize(),
+                " tensors, got ", parts.size());
+    for (const auto& p : parts)
+      TORCH_CHECK(p.numel() == like.numel() && p.scalar_type() == like.scalar_type(), "ddl backend: ", call,
+                  ": every tensor of the list must have the ", what, "'s size and dtype");
+  }
+  // All parts gathered into a scratch buffer (ddl's blocks), then copied out
+  // to `outs` (empty: nowhere, as on a gather's other ranks).
+  c10::intrusive_ptr<c10d::Work> gather_list(c10d::OpType type, const at::Tensor& in,
+                                             const std::vector<at::Tensor>& outs, const char* call) {
+    if (!outs.empty()) check_parts(in, outs, call, "input");
+    at::Tensor flat = scratch_.get(getSize() * in.numel(), in.options());
+    auto iv = view_of(in, call);
+    auto fv = view_of(flat, call);
+    auto w = make(type, outs);
+    w->then_ = [flat, outs] {
+      for (std::size_t i = 0; i < outs.size(); ++i)
+        outs[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * outs[i].numel(), outs[i].numel()).view_as(outs[i]));
+    };
+    return launch(w, [&](auto done) { return comm_->all_gather_async(iv, fv, done); });
+  }
+  // `parts` (one per rank, each like `like`) packed into a scratch buffer.
+  at::Tensor pack(const at::Tensor& like, const std::vector<at::Tensor>& parts, const char* call) {
+    check_parts(like, parts, call, "output");
+    at::Tensor flat = scratch_.get(getSize() * like.numel(), like.options());
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      flat.narrow(0, static_cast<int64_t>(i) * like.numel(), like.numel()).view_as(parts[i]).copy_(parts[i]);
+    return flat;
+  }
   c10::intrusive_ptr<work> make(c10d::OpType type, std::vector<at::Tensor> outputs) {
     return c10::make_intrusive<work>(getRank(), type, std::move(outputs));
   }

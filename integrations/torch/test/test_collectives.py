@@ -73,6 +73,12 @@ for dtype in dtypes:
             dist.all_gather(outs_b, x.to(torch.float64), group=gloo_group)
         outs_b = [o.to(dtype) for o in outs_b]
         check(f"all_gather {dtype} n={n}", all(torch.equal(p, q) for p, q in zip(outs_a, outs_b)))
+        # gather: every part on the root, in rank order; nothing elsewhere
+        for root in range(size):
+            outs = [torch.full((n,), 5, dtype=dtype) for _ in range(size)] if rank == root else None
+            dist.gather(x, outs, dst=root, group=ddl)
+            if rank == root:
+                check(f"gather root {root} {dtype} n={n}", all(torch.equal(p, q) for p, q in zip(outs, outs_b)))
         flat = torch.zeros(size * n, dtype=dtype)
         dist.all_gather_into_tensor(flat, x, group=ddl)
         check(f"all_gather_into_tensor {dtype} n={n}", torch.equal(flat, torch.cat(outs_b)))
@@ -87,6 +93,20 @@ for dtype in dtypes:
         out2 = torch.zeros(n, dtype=dtype)
         dist.reduce_scatter_tensor(out2, torch.cat(parts), group=ddl)
         check(f"reduce_scatter_tensor {dtype} n={n}", torch.equal(out2, out))
+        # reduce: the all-reduced sum on the root; the other ranks' tensors unchanged
+        for root in range(size):
+            a = parts[root].clone()
+            dist.reduce(a, dst=root, group=ddl)
+            want = full[root * n:(root + 1) * n] if rank == root else parts[root]  # all_reduce of parts[root]
+            check(f"reduce root {root} {dtype} n={n}", torch.equal(a, want))
+        # scatter: the root's i-th tensor on rank i
+        for root in range(size):
+            # the root's list, which every rank can make (seeded by root and part, not by rank)
+            ins = [torch.randint(-8, 9, (n,), generator=torch.Generator().manual_seed(7000 + 100 * root + i)).to(dtype)
+                   for i in range(size)]
+            out3 = torch.full((n,), 5, dtype=dtype)
+            dist.scatter(out3, ins if rank == root else None, src=root, group=ddl)
+            check(f"scatter root {root} {dtype} n={n}", torch.equal(out3, ins[rank]))
 
 # Asynchronous: several in flight, waited out of order, futures completed.
 xs = [inputs(torch.float32, 10000 + i, salt=i) for i in range(5)]
@@ -179,6 +199,21 @@ for dtype in (torch.float32, torch.int64):
         out = torch.zeros(n, dtype=dtype)
         dist.reduce_scatter_tensor(out, torch.cat(parts), group=sub)
         check(f"subgroup {members} reduce_scatter {dtype} n={n}", torch.equal(out, full[me * n:(me + 1) * n]))
+        for root in members:  # global ranks, as torch takes them
+            i = members.index(root)
+            a = parts[i].clone()
+            dist.reduce(a, dst=root, group=sub)
+            check(f"subgroup {members} reduce root {root} {dtype} n={n}",
+                  torch.equal(a, full[i * n:(i + 1) * n] if rank == root else parts[i]))
+            outs = [torch.zeros(n, dtype=dtype) for _ in range(m)] if rank == root else None
+            dist.gather(x, outs, dst=root, group=sub)
+            check(f"subgroup {members} gather root {root} {dtype} n={n}",
+                  rank != root or all(torch.equal(p, q) for p, q in zip(outs, outs_b)))
+            out = torch.zeros(n, dtype=dtype)
+            dist.scatter(out, parts if rank == root else None, src=root, group=sub)
+            b = parts[me].clone() if rank == root else torch.zeros(n, dtype=dtype)
+            gloo(dist.scatter, b, parts if rank == root else None, src=root, group=gsub)
+            check(f"subgroup {members} scatter root {root} {dtype} n={n}", torch.equal(out, b))
 dist.barrier(group=sub)
 # ...and the whole-job ddl group still works beside them.
 x = inputs(torch.float32, 4097, salt=500)
@@ -197,8 +232,8 @@ def raises(name, fn, words):
         failures.append(name + " did not raise")
 
 
-raises("gather", lambda: dist.gather(torch.zeros(3), [torch.zeros(3) for _ in range(size)] if rank == 0 else None,
-                                     dst=0, group=ddl), ["ddl", "gather"])
+raises("all_to_all", lambda: dist.all_to_all_single(torch.zeros(size), torch.zeros(size), group=ddl),
+       ["ddl", "alltoall"])
 raises("uint8", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.uint8), group=ddl), ["dtype", "Byte"])
 raises("BAND", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int32), op=dist.ReduceOp.BAND, group=ddl),
        ["reduce op"])
