@@ -984,6 +984,43 @@ TEST_CASE("mpi: asynchronous collectives on the progress thread equal the blocki
   }
 }
 
+TEST_CASE("mpi: two transports under MPI_THREAD_SERIALIZED progress on the callers' threads") {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  const int n = t.size(), r = t.rank();
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+  CHECK(comm.progress_mode() == (level >= MPI_THREAD_SERIALIZED ? ddl::progress::thread : ddl::progress::deferred));
+  failure_log log;
+  auto round = [&](auto& c1, auto& c2, const char* what) {  // both communicators' calls in flight at once
+    std::vector<std::vector<std::int32_t>> xs;
+    for (int k = 0; k < 6; ++k) xs.emplace_back(static_cast<std::size_t>(1 + 977 * k), r + k);
+    std::vector<ddl::collective_request> reqs;
+    for (int k = 0; k < 6; ++k) reqs.push_back((k % 2 ? c2 : c1).all_reduce_async(ddl::host_view(xs[k]), ddl::op::sum));
+    ddl::wait_all(reqs.rbegin(), reqs.rend());
+    for (int k = 0; k < 6; ++k)
+      if (!std::all_of(xs[k].begin(), xs[k].end(), [&](std::int32_t v) { return v == n * (n - 1) / 2 + n * k; }))
+        log.add(std::string(what) + ": all_reduce " + std::to_string(k) + " wrong");
+  };
+  round(comm, comm, "one transport");  // its engine made for the background, where allowed
+  {
+    ddl::mpi_transport other(MPI_COMM_WORLD);
+    ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm2(other);
+    // Two transports' progress threads would call MPI at once: allowed only at MULTIPLE.
+    const bool both = level >= MPI_THREAD_MULTIPLE;
+    CHECK(t.allows_progress_thread() == both);
+    CHECK(other.allows_progress_thread() == both);
+    CHECK(comm.progress_mode() == (both ? ddl::progress::thread : ddl::progress::deferred));
+    CHECK(comm2.progress_mode() == comm.progress_mode());
+    round(comm, comm2, "two transports");
+  }
+  // The other transport gone: this one's calls go back to the background.
+  CHECK(comm.progress_mode() == (level >= MPI_THREAD_SERIALIZED ? ddl::progress::thread : ddl::progress::deferred));
+  round(comm, comm, "one transport again");
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
+}
+
 TEST_CASE("mpi: broadcast from every root, blocking and asynchronous, every algorithm") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   const int n = t.size(), r = t.rank();

@@ -674,7 +674,11 @@ class communicator {
       (void)why;
     }
   }
+  // The engine, made anew while idle when where calls may progress changed
+  // (an `mpi_transport` allows a progress thread only while it is the
+  // process's only one under `MPI_THREAD_SERIALIZED`).
   detail::progress_engine& engine() {
+    if (engine_ && engine_->idle() && engine_->mode() != progress_mode()) engine_.reset();
     if (!engine_) engine_ = std::make_shared<detail::progress_engine>(progress_mode(), cooperative_of(*transport_));
     return *engine_;
   }

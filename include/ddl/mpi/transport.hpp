@@ -26,6 +26,7 @@
 #include <utility>
 #include <cstdint>
 #include <cstring>
+#include <atomic>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -168,6 +169,12 @@ inline std::string first_mpi_failure() {
   auto& r = mpi_failures();
   std::lock_guard<std::mutex> lock(r.m);
   return r.first;
+}
+
+/// How many `mpi_transport`s this process holds now (`allows_progress_thread`).
+inline std::atomic<int>& mpi_transports_alive() {
+  static std::atomic<int> n{0};
+  return n;
 }
 
 /// How many cores the ranks of `comm` may run on: the CPUs of the union of
@@ -353,8 +360,10 @@ class mpi_transport {
     find_stages();
     cores_ = detail::usable_cores(comm_);
     post_notice_receive();
+    ++detail::mpi_transports_alive();
   }
   ~mpi_transport() {
+    --detail::mpi_transports_alive();
     int fin = 0;
     MPI_Finalized(&fin);
     if (fin) return;
@@ -425,14 +434,21 @@ class mpi_transport {
   int cores() const noexcept { return cores_; }
 
   /// A communicator's progress thread may drive this transport when MPI was
-  /// initialised with `MPI_THREAD_SERIALIZED` or better (`ddl::mpi_session`
-  /// asks for it). Under `SERIALIZED` the program must not call MPI itself
-  /// while a ddl asynchronous collective is pending; below it, asynchronous
-  /// collectives run inside their requests' `wait` (no overlap).
+  /// initialised with `MPI_THREAD_MULTIPLE`, or with `MPI_THREAD_SERIALIZED`
+  /// (what `ddl::mpi_session` asks for) while this is the process's only
+  /// `mpi_transport`: two transports' progress threads would call MPI at
+  /// once, which `SERIALIZED` does not allow. Where it is not allowed,
+  /// asynchronous collectives run inside their requests' `wait` and `test`
+  /// on the caller's thread (no overlap, still correct); a communicator
+  /// looks again each time it has nothing pending, so its calls go back to
+  /// the background once the other transports are gone. Under `SERIALIZED`
+  /// the program must not call MPI itself, nor construct another transport,
+  /// while a ddl asynchronous collective is pending.
   bool allows_progress_thread() const noexcept {
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
-    return level >= MPI_THREAD_SERIALIZED;
+    return level >= MPI_THREAD_MULTIPLE ||
+           (level == MPI_THREAD_SERIALIZED && detail::mpi_transports_alive().load(std::memory_order_relaxed) <= 1);
   }
 
   /// The largest payload a message to or from `peer` carries without a
