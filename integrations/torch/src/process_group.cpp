@@ -230,6 +230,12 @@ class process_group : public c10d::ProcessGroup {
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
+    // Work completes on the group's progress thread (torch's futures are
+    // waited without our `wait`), which needs MPI_THREAD_SERIALIZED for one
+    // group (one mpi_transport) and MULTIPLE for more.
+    TORCH_CHECK(level >= MPI_THREAD_SERIALIZED, "ddl backend: needs MPI initialised with MPI_THREAD_MULTIPLE (or ",
+                "SERIALIZED for one ddl group): its work completes on a progress thread that calls MPI, and MPI was ",
+                "initialised with level ", level, " before the first ddl group (by another library?)");
     TORCH_CHECK(groups_alive() == 0 || level >= MPI_THREAD_MULTIPLE,
                 "ddl backend: a second ddl group in this process needs MPI initialised with MPI_THREAD_MULTIPLE ",
                 "(each group's progress thread calls MPI), and MPI was initialised with level ", level,
