@@ -350,8 +350,9 @@ class process_group : public c10d::ProcessGroup {
   }
 
   // Torch's `scatter`: the root's parts, packed into a scratch buffer, go to
-  // every rank by a broadcast (the root sends n parts where a scatter sends
-  // n - 1; a pipelined broadcast's time), and each rank copies out its own.
+  // every rank by a broadcast, and each rank copies out its own. Every rank
+  // gets all n parts where it needs one: about a broadcast of n parts' time,
+  // behind gloo's scatter from 256 KiB (bench/results/torch-backend.md).
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override {
     const at::Tensor& out = single(outputs, "scatter");
