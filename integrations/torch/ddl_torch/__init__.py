@@ -13,7 +13,9 @@ Supported: all_reduce (SUM, AVG, PRODUCT, MIN, MAX), broadcast,
 all_gather and _allgather_base, reduce_scatter and _reduce_scatter_base,
 barrier, and reduce, gather and scatter (through an all_reduce, an all_gather
 and a broadcast), on contiguous CPU tensors of float32, float64, float16, bfloat16,
-int32 and int64; asynchronous work objects with futures (what DDP uses).
+int32 and int64, and of any dtype for the calls that only move data (broadcast,
+the gathers, scatter; so all_gather_object, broadcast_object_list, gather_object
+and scatter_object_list work); asynchronous work objects with futures (what DDP uses).
 Anything else raises RuntimeError naming the call.
 """
 import os

@@ -41,7 +41,8 @@ ddl::dtype dtype_of(const at::Tensor& t, const char* call) {
     case at::kLong: return ddl::dtype::int64;
     default:
       TORCH_CHECK(false, "ddl backend: ", call, " on a tensor of dtype ", t.scalar_type(),
-                  " is not supported (float32, float64, float16, bfloat16, int32, int64)");
+                  " is not supported (reductions take float32, float64, float16, bfloat16, int32, int64; "
+                  "broadcast, the gathers and scatter take any dtype)");
   }
 }
 
@@ -58,11 +59,37 @@ ddl::op op_of(const c10d::ReduceOp& o, const char* call) {
   }
 }
 
-ddl::buffer_view view_of(const at::Tensor& t, const char* call) {
+void check_dense(const at::Tensor& t, const char* call) {
   TORCH_CHECK(t.device().is_cpu(), "ddl backend: ", call, " needs CPU tensors, got one on ", t.device());
   TORCH_CHECK(t.layout() == at::kStrided, "ddl backend: ", call, " needs dense tensors");
   TORCH_CHECK(t.is_contiguous(), "ddl backend: ", call, " needs contiguous tensors");
+}
+
+ddl::buffer_view view_of(const at::Tensor& t, const char* call) {
+  check_dense(t, call);
   return ddl::buffer_view{t.data_ptr(), static_cast<std::size_t>(t.numel()), dtype_of(t, call), ddl::location{}};
+}
+
+// Calls that only move data (broadcast, the gathers, scatter) take tensors
+// of any dtype: one ddl does not reduce (uint8, int8, bool, int16, complex:
+// what all_gather_object and broadcast_object_list send) moves as its bytes,
+// in int32 words through scratch buffers, each part padded to whole words.
+bool native(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kInt:
+    case at::kLong: return true;
+    default: return false;
+  }
+}
+at::Tensor bytes_of(const at::Tensor& t) { return t.reshape({-1}).view(at::kByte); }
+// Bytes [0, bytes) of part `i` of `parts` equal parts laid out in `words`.
+at::Tensor part_bytes(const at::Tensor& words, int64_t parts, int64_t i, int64_t bytes) {
+  const at::Tensor b = words.view(at::kByte);
+  return b.narrow(0, i * (b.numel() / parts), bytes);
 }
 
 const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* call) {
@@ -273,8 +300,20 @@ class process_group : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
     const at::Tensor& t = single(tensors, "broadcast");
+    const int root = root_of(opts.rootRank, "broadcast");
+    if (!native(t)) {
+      check_dense(t, "broadcast");
+      const int64_t bytes = t.numel() * static_cast<int64_t>(t.element_size());
+      at::Tensor words = words_for(1, bytes);
+      if (getRank() == root) part_bytes(words, 1, 0, bytes).copy_(bytes_of(t));
+      auto v = view_of(words, "broadcast");
+      auto w = make(c10d::OpType::BROADCAST, {t});
+      w->then_ = [words, t, bytes, mine = getRank() == root] {
+        if (!mine) bytes_of(t).copy_(part_bytes(words, 1, 0, bytes));
+      };
+      return launch(w, [&](auto done) { return comm_->broadcast_async(v, root, done); });
+    }
     auto v = view_of(t, "broadcast");
-    const int root = static_cast<int>(opts.rootRank);
     return start(c10d::OpType::BROADCAST, {t}, [&](auto done) { return comm_->broadcast_async(v, root, done); });
   }
 
@@ -329,6 +368,15 @@ class process_group : public c10d::ProcessGroup {
                                                  const c10d::AllgatherOptions&) override {
     TORCH_CHECK(output.numel() == getSize() * input.numel(), "ddl backend: _allgather_base output must hold ",
                 getSize(), " x the input's ", input.numel(), " elements");
+    if (!native(input)) {
+      TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ddl backend: _allgather_base output must have the ",
+                  "input's dtype");
+      check_dense(output, "_allgather_base");
+      std::vector<at::Tensor> outs;
+      for (int64_t i = 0; i < getSize(); ++i)
+        outs.push_back(output.reshape({-1}).narrow(0, i * input.numel(), input.numel()));
+      return gather_bytes(c10d::OpType::_ALLGATHER_BASE, input, outs, {output}, "_allgather_base");
+    }
     auto iv = view_of(input, "_allgather_base");
     auto ov = view_of(output, "_allgather_base");
     return start(c10d::OpType::_ALLGATHER_BASE, {output},
@@ -357,7 +405,7 @@ class process_group : public c10d::ProcessGroup {
                                          const c10d::ScatterOptions& opts) override {
     const at::Tensor& out = single(outputs, "scatter");
     const int root = root_of(opts.rootRank, "scatter");
-    view_of(out, "scatter");
+    check_dense(out, "scatter");
     at::Tensor flat;
     if (getRank() == root) {
       TORCH_CHECK(inputs.size() == 1, "ddl backend: scatter needs one list of ", getSize(),
@@ -366,12 +414,16 @@ class process_group : public c10d::ProcessGroup {
     } else {
       TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                   "ddl backend: scatter takes input tensors on the root (rank ", root, ") only");
-      flat = scratch_.get(getSize() * out.numel(), out.options());
+      flat = native(out) ? scratch_.get(getSize() * out.numel(), out.options())
+                         : words_for(getSize(), out.numel() * static_cast<int64_t>(out.element_size()));
     }
     auto fv = view_of(flat, "scatter");
     auto w = make(c10d::OpType::SCATTER, {out});
-    const int64_t at = static_cast<int64_t>(getRank()) * out.numel();
-    w->then_ = [flat, out, at]() mutable { out.copy_(flat.narrow(0, at, out.numel()).view_as(out)); };
+    const int64_t n = getSize(), me = getRank(), bytes = out.numel() * static_cast<int64_t>(out.element_size());
+    if (native(out))
+      w->then_ = [flat, out, me] { out.copy_(flat.narrow(0, me * out.numel(), out.numel()).view_as(out)); };
+    else
+      w->then_ = [flat, out, n, me, bytes] { bytes_of(out).copy_(part_bytes(flat, n, me, bytes)); };
     return launch(w, [&](auto done) { return comm_->broadcast_async(fv, root, done); });
   }
 
@@ -411,6 +463,7 @@ class process_group : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> gather_list(c10d::OpType type, const at::Tensor& in,
                                              const std::vector<at::Tensor>& outs, const char* call) {
     if (!outs.empty()) check_parts(in, outs, call, "input");
+    if (!native(in)) return gather_bytes(type, in, outs, outs, call);
     at::Tensor flat = scratch_.get(getSize() * in.numel(), in.options());
     auto iv = view_of(in, call);
     auto fv = view_of(flat, call);
@@ -421,13 +474,47 @@ class process_group : public c10d::ProcessGroup {
     };
     return launch(w, [&](auto done) { return comm_->all_gather_async(iv, fv, done); });
   }
-  // `parts` (one per rank, each like `like`) packed into a scratch buffer.
+  // The gather of a dtype ddl does not reduce, as bytes (see `native`): the
+  // input into a scratch buffer of words, every part gathered into another,
+  // each copied out to `outs` (empty: nowhere).
+  c10::intrusive_ptr<c10d::Work> gather_bytes(c10d::OpType type, const at::Tensor& in,
+                                              const std::vector<at::Tensor>& outs, std::vector<at::Tensor> results,
+                                              const char* call) {
+    check_dense(in, call);
+    for (const auto& o : outs) check_dense(o, call);
+    const int64_t n = getSize(), bytes = in.numel() * static_cast<int64_t>(in.element_size());
+    at::Tensor mine = words_for(1, bytes), all = words_for(n, bytes);
+    part_bytes(mine, 1, 0, bytes).copy_(bytes_of(in));
+    auto iv = view_of(mine, call);
+    auto av = view_of(all, call);
+    auto w = make(type, std::move(results));
+    w->then_ = [mine, all, outs, n, bytes] {
+      for (std::size_t i = 0; i < outs.size(); ++i)
+        bytes_of(outs[i]).copy_(part_bytes(all, n, static_cast<int64_t>(i), bytes));
+    };
+    return launch(w, [&](auto done) { return comm_->all_gather_async(iv, av, done); });
+  }
+  // `parts` (one per rank, each like `like`) packed into a scratch buffer
+  // (as bytes in words where ddl does not reduce the dtype).
   at::Tensor pack(const at::Tensor& like, const std::vector<at::Tensor>& parts, const char* call) {
     check_parts(like, parts, call, "output");
-    at::Tensor flat = scratch_.get(getSize() * like.numel(), like.options());
+    const int64_t n = getSize(), bytes = like.numel() * static_cast<int64_t>(like.element_size());
+    if (!native(like)) {
+      at::Tensor words = words_for(n, bytes);
+      for (int64_t i = 0; i < n; ++i) {
+        check_dense(parts[static_cast<std::size_t>(i)], call);
+        part_bytes(words, n, i, bytes).copy_(bytes_of(parts[static_cast<std::size_t>(i)]));
+      }
+      return words;
+    }
+    at::Tensor flat = scratch_.get(n * like.numel(), like.options());
     for (std::size_t i = 0; i < parts.size(); ++i)
       flat.narrow(0, static_cast<int64_t>(i) * like.numel(), like.numel()).view_as(parts[i]).copy_(parts[i]);
     return flat;
+  }
+  // A scratch buffer of int32 words for `parts` parts of `bytes` bytes each.
+  at::Tensor words_for(int64_t parts, int64_t bytes) {
+    return scratch_.get(parts * ((bytes + 3) / 4), at::TensorOptions().dtype(at::kInt));
   }
   c10::intrusive_ptr<work> make(c10d::OpType type, std::vector<at::Tensor> outputs) {
     return c10::make_intrusive<work>(getRank(), type, std::move(outputs));

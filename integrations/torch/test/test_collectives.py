@@ -222,6 +222,54 @@ dist.all_reduce(a, group=ddl)
 dist.all_reduce(b, group=gloo_group)
 check("whole-job group after the subgroups", torch.equal(a, b))
 
+# Calls that only move data take any dtype (ddl moves the bytes of those it
+# does not reduce): odd byte counts, every root, against what each rank can
+# compute of every rank's input. Then the object collectives built on them.
+def anyt(dtype, n, r, salt):
+    g = torch.Generator().manual_seed(5000 + 1000 * r + salt)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (n,), generator=g).bool()
+    if dtype == torch.complex64:
+        return torch.randn(n, dtype=dtype, generator=g)
+    return torch.randint(0, 120, (n,), generator=g).to(dtype)
+
+
+for dtype in (torch.uint8, torch.int8, torch.bool, torch.int16, torch.complex64):
+    for n in (0, 1, 7, 1001):
+        x = anyt(dtype, n, rank, n)
+        every = [anyt(dtype, n, q, n) for q in range(size)]
+        for root in range(size):
+            a = x.clone() if rank == root else torch.zeros(n, dtype=dtype)
+            dist.broadcast(a, src=root, group=ddl)
+            check(f"broadcast root {root} {dtype} n={n}", torch.equal(a, every[root]))
+            outs = [torch.zeros(n, dtype=dtype) for _ in range(size)] if rank == root else None
+            dist.gather(x, outs, dst=root, group=ddl)
+            check(f"gather root {root} {dtype} n={n}", rank != root or all(map(torch.equal, outs, every)))
+            ins = [anyt(dtype, n, 100 + root, i) for i in range(size)]  # the root's list, which every rank can make
+            out = torch.zeros(n, dtype=dtype)
+            dist.scatter(out, ins if rank == root else None, src=root, group=ddl)
+            check(f"scatter root {root} {dtype} n={n}", torch.equal(out, ins[rank]))
+        outs = [torch.zeros(n, dtype=dtype) for _ in range(size)]
+        dist.all_gather(outs, x, group=ddl)
+        check(f"all_gather {dtype} n={n}", all(map(torch.equal, outs, every)))
+        flat = torch.zeros(size * n, dtype=dtype)
+        dist.all_gather_into_tensor(flat, x, group=ddl)
+        check(f"all_gather_into_tensor {dtype} n={n}", torch.equal(flat, torch.cat(every)))
+objs = [{"rank": q, "name": "r" * (q + 1), "data": list(range(q * 3))} for q in range(size)]
+got = [None] * size
+dist.all_gather_object(got, objs[rank], group=ddl)
+check("all_gather_object", got == objs)
+for root in range(size):
+    lst = [objs[root], ("tuple", root)] if rank == root else [None, None]
+    dist.broadcast_object_list(lst, src=root, group=ddl)
+    check(f"broadcast_object_list root {root}", lst == [objs[root], ("tuple", root)])
+    got = [None] * size if rank == root else None
+    dist.gather_object(objs[rank], got, dst=root, group=ddl)
+    check(f"gather_object root {root}", rank != root or got == objs)
+    out = [None]
+    dist.scatter_object_list(out, [o for o in objs] if rank == root else None, src=root, group=ddl)
+    check(f"scatter_object_list root {root}", out[0] == objs[rank])
+
 
 def raises(name, fn, words):
     try:
