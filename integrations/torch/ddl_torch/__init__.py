@@ -9,7 +9,7 @@ ddl runs its collectives over MPI: launch with `mpiexec -n N python train.py`
 OMPI_COMM_WORLD_RANK/SIZE under Open MPI, PMI_RANK/SIZE under MPICH). Torch's
 ranks need not be MPI's, and `new_group(ranks=[...], backend="ddl")` works
 over any subset: a group finds its members' MPI ranks through its store.
-Supported: all_reduce (SUM, AVG, PRODUCT, MIN, MAX), broadcast,
+Supported: all_reduce (SUM, AVG, PRODUCT, MIN, MAX) and all_reduce_coalesced, broadcast,
 all_gather and _allgather_base, reduce_scatter and _reduce_scatter_base,
 barrier, and reduce, gather and scatter (through an all_reduce, an all_gather
 and a broadcast), on contiguous CPU tensors of float32, float64, float16, bfloat16,

@@ -5,8 +5,8 @@
 //
 // Launch with mpiexec: a group's ranks are MPI processes, found through the
 // group's store (any torch rank order, any subset of the MPI job's ranks).
-// all_reduce, broadcast, all_gather, reduce_scatter (list and flat forms),
-// barrier, and reduce, gather and scatter through ddl's all_reduce,
+// all_reduce (and allreduce_coalesced), broadcast, all_gather, reduce_scatter
+// (list and flat forms), barrier, and reduce, gather and scatter through ddl's all_reduce,
 // all_gather and broadcast (ddl has no rooted collectives of its own). One
 // dense, contiguous CPU tensor per call; dtypes float32, float64, float16,
 // bfloat16, int32, int64; ops SUM, AVG, PRODUCT, MIN, MAX. Anything else
@@ -295,6 +295,37 @@ class process_group : public c10d::ProcessGroup {
     auto v = view_of(t, "allreduce");
     const ddl::op o = op_of(opts.reduceOp, "allreduce");
     return start(c10d::OpType::ALLREDUCE, {t}, [&](auto done) { return comm_->all_reduce_async(v, o, done); });
+  }
+
+  // Several tensors of one dtype reduced in one call: packed into a scratch
+  // buffer, all-reduced in place, copied back.
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override {
+    TORCH_CHECK(!tensors.empty(), "ddl backend: allreduce_coalesced needs at least one tensor");
+    const ddl::op o = op_of(opts.reduceOp, "allreduce_coalesced");
+    int64_t total = 0;
+    for (const auto& t : tensors) {
+      view_of(t, "allreduce_coalesced");
+      TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "ddl backend: allreduce_coalesced needs tensors of ",
+                  "one dtype, got ", tensors[0].scalar_type(), " and ", t.scalar_type());
+      total += t.numel();
+    }
+    at::Tensor flat = scratch_.get(total, tensors[0].options());
+    int64_t at = 0;
+    for (const auto& t : tensors) {
+      flat.narrow(0, at, t.numel()).copy_(t.reshape({-1}));
+      at += t.numel();
+    }
+    auto v = view_of(flat, "allreduce_coalesced");
+    auto w = make(c10d::OpType::ALLREDUCE_COALESCED, tensors);
+    w->then_ = [flat, tensors] {
+      int64_t from = 0;
+      for (const auto& t : tensors) {
+        t.copy_(flat.narrow(0, from, t.numel()).view_as(t));
+        from += t.numel();
+      }
+    };
+    return launch(w, [&](auto done) { return comm_->all_reduce_async(v, o, done); });
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,

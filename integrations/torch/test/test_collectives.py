@@ -108,6 +108,15 @@ for dtype in dtypes:
             dist.scatter(out3, ins if rank == root else None, src=root, group=ddl)
             check(f"scatter root {root} {dtype} n={n}", torch.equal(out3, ins[rank]))
 
+# all_reduce_coalesced: tensors of several shapes (one empty) in one call.
+for dtype in (torch.float32, torch.int64):
+    xs = [inputs(dtype, n, salt=70 + n).reshape(shape) for n, shape in ((6, (2, 3)), (0, (0,)), (1001, (1001,)))]
+    refs = [x.clone() for x in xs]
+    dist.all_reduce_coalesced(xs, group=ddl)
+    for r in refs:
+        gloo(dist.all_reduce, r, group=gloo_group)
+    check(f"all_reduce_coalesced {dtype}", all(torch.equal(x, r) for x, r in zip(xs, refs)))
+
 # Asynchronous: several in flight, waited out of order, futures completed.
 xs = [inputs(torch.float32, 10000 + i, salt=i) for i in range(5)]
 refs = [x.clone() for x in xs]
