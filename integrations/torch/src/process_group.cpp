@@ -18,7 +18,6 @@
 #include <pybind11/chrono.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -194,12 +193,6 @@ ddl::mpi_session& mpi() {
   return session;
 }
 
-// How many ddl groups are alive in this process.
-std::atomic<int>& groups_alive() {
-  static std::atomic<int> n{0};
-  return n;
-}
-
 // The MPI ranks (of MPI_COMM_WORLD) of a torch group's members, in the
 // order of their group ranks: each member writes its own under its group
 // rank in the group's store (a PrefixStore of the group's name) and reads
@@ -255,19 +248,6 @@ class process_group : public c10d::ProcessGroup {
     int world_rank = 0, world_size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-    int level = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&level);
-    // Work completes on the group's progress thread (torch's futures are
-    // waited without our `wait`), which needs MPI_THREAD_SERIALIZED for one
-    // group (one mpi_transport) and MULTIPLE for more.
-    TORCH_CHECK(level >= MPI_THREAD_SERIALIZED, "ddl backend: needs MPI initialised with MPI_THREAD_MULTIPLE (or ",
-                "SERIALIZED for one ddl group): its work completes on a progress thread that calls MPI, and MPI was ",
-                "initialised with level ", level, " before the first ddl group (by another library?)");
-    TORCH_CHECK(groups_alive() == 0 || level >= MPI_THREAD_MULTIPLE,
-                "ddl backend: a second ddl group in this process needs MPI initialised with MPI_THREAD_MULTIPLE ",
-                "(each group's progress thread calls MPI), and MPI was initialised with level ", level,
-                " before the first ddl group (by another library?). Initialise it with MPI_THREAD_MULTIPLE, or use "
-                "one ddl group");
     MPI_Comm comm = communicator_of(members_of(store, rank, size, world_rank, world_size), world_size);
     try {
       transport_ = std::make_unique<ddl::mpi_transport>(comm);  // its own duplicates of `comm`
@@ -279,13 +259,20 @@ class process_group : public c10d::ProcessGroup {
     TORCH_CHECK(transport_->rank() == rank && transport_->size() == size,
                 "ddl backend: the group's communicator has rank ", transport_->rank(), " of ", transport_->size(),
                 " where torch says ", rank, " of ", size);
+    // Work completes on the group's progress thread (torch waits on futures
+    // without our `wait`), which the transport allows at MPI_THREAD_MULTIPLE,
+    // or at SERIALIZED while it is the process's only mpi_transport.
+    if (!transport_->allows_progress_thread()) {
+      int level = MPI_THREAD_SINGLE;
+      MPI_Query_thread(&level);
+      TORCH_CHECK(false, "ddl backend: this group's work could not complete in the background: MPI was initialised ",
+                  "with thread level ", level, " before the first ddl group (by another library?), and ddl needs ",
+                  "MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, "), or SERIALIZED (", MPI_THREAD_SERIALIZED,
+                  ") with one ddl group and no other ddl transport in the process");
+    }
     comm_ = std::make_unique<comm_t>(*transport_);
-    ++groups_alive();
   }
-  ~process_group() override {
-    comm_->wait_all();
-    --groups_alive();
-  }
+  ~process_group() override { comm_->wait_all(); }
 
   const std::string getBackendName() const override { return "ddl"; }
 
