@@ -3,9 +3,12 @@
 // references of <ddl/testing.hpp> (host and device code: the CUDA tests fill
 // and check device buffers with them through Thrust), ddl::thread_barrier,
 // a failure log that worker threads fill and the test thread asserts on, and
-// one rank's part of an all-gather check (threads and MPI processes alike).
+// one rank's part of an all-gather and an all-to-all check (threads and MPI
+// processes alike).
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -61,6 +64,66 @@ void check_all_gathers(Comm& comm, int r, int n, std::size_t per, int calls, Val
                   std::to_string(call) + ": element " + std::to_string(i) + " is " + std::to_string(out[i]));
           break;
         }
+    }
+}
+
+// All-to-all input: element i of what rank `from` sends rank `to`; exact in
+// every dtype, different for every pair.
+template <class T>
+T all_to_all_value(int from, int to, std::size_t i) {
+  return to_element<T>(static_cast<std::int64_t>((i * 5 + static_cast<std::size_t>(from) * 11 +
+                                                  static_cast<std::size_t>(to) * 3) % 97) - 48);
+}
+
+// What an all-to-all check varies: the form with counts (else the even one),
+// in place, asynchronous.
+struct all_to_all_case {
+  bool counts = false, in_place = false, async = false;
+  std::string str() const {
+    return std::string(counts ? "with counts" : "even") + (in_place ? ", in place" : ", out of place") +
+           (async ? ", asynchronous" : ", blocking");
+  }
+};
+
+// One rank's part of an all-to-all check: rank a sends rank b `parts[a][b]`
+// elements (`all_to_all_value`); the output compared bit for bit with what
+// every rank sent this one, the first wrong element logged under `where`.
+// The buffers are host memory said to lie `at` (a fake device's).
+template <class T, class Comm>
+void check_all_to_all(Comm& comm, int r, const std::vector<std::vector<std::size_t>>& parts, all_to_all_case k,
+                      failure_log& log, const std::string& where, ddl::location space = {}) {
+  const auto n = parts.size(), me = static_cast<std::size_t>(r);
+  std::vector<std::size_t> sends = parts[me], recvs(n);
+  for (std::size_t j = 0; j < n; ++j) recvs[j] = parts[j][me];
+  std::size_t in_count = 0, out_count = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    in_count += sends[j];
+    out_count += recvs[j];
+  }
+  // In place: one buffer, as long as the longer of the two.
+  std::vector<T> in(k.in_place ? std::max(in_count, out_count) : in_count), out(k.in_place ? 0 : out_count);
+  for (std::size_t j = 0, at = 0; j < n; at += sends[j], ++j)
+    for (std::size_t i = 0; i < sends[j]; ++i) in[at + i] = all_to_all_value<T>(r, static_cast<int>(j), i);
+  if (!out.empty()) std::memset(static_cast<void*>(out.data()), 0x5a, out.size() * sizeof(T));
+  const T* result = k.in_place ? in.data() : out.data();
+  ddl::const_buffer_view src = ddl::host_view(std::as_const(in).data(), in_count);
+  ddl::buffer_view dst = ddl::host_view(k.in_place ? in.data() : out.data(), out_count);
+  src.where = dst.where = space;
+  if (k.counts) {
+    if (k.async) comm.all_to_all_async(src, sends, dst, recvs).wait();
+    else comm.all_to_all(src, sends, dst, recvs);
+  } else {
+    if (k.async) comm.all_to_all_async(src, dst).wait();
+    else comm.all_to_all(src, dst);
+  }
+  for (std::size_t j = 0, at = 0; j < n; at += recvs[j], ++j)
+    for (std::size_t i = 0; i < recvs[j]; ++i) {
+      const T want = all_to_all_value<T>(static_cast<int>(j), r, i);
+      if (std::memcmp(&result[at + i], &want, sizeof(T)) != 0) {
+        log.add(where + " rank " + std::to_string(r) + " " + k.str() + ": element " + std::to_string(i) +
+                " from rank " + std::to_string(j) + " is wrong");
+        return;
+      }
     }
 }
 

@@ -718,3 +718,149 @@ TEST_CASE("broadcast: priced on the strategy's topology (its slowest level), els
     CHECK(std::count(v.begin(), v.end(), 5.0f) == static_cast<std::ptrdiff_t>(v.size()));
   });
 }
+
+namespace {
+// Rank a sends rank b `per` elements, or (`varied`) a count that differs
+// between pairs, zero for some, `per` at most.
+std::vector<std::vector<std::size_t>> all_to_all_parts(int n, std::size_t per, bool varied) {
+  std::vector<std::vector<std::size_t>> parts(static_cast<std::size_t>(n), std::vector<std::size_t>(static_cast<std::size_t>(n), per));
+  if (varied)
+    for (std::size_t a = 0; a < parts.size(); ++a)
+      for (std::size_t b = 0; b < parts.size(); ++b) parts[a][b] = per * ((a * 3 + b * 5 + 1) % 4) / 3;
+  return parts;
+}
+}  // namespace
+
+TEST_CASE("all_to_all: every dtype, even parts and counts, in place and not, blocking and asynchronous, odd and prime "
+          "rank counts") {
+  for (ddl::progress mode : modes)
+    for (int n : {1, 2, 3, 4, 5, 7, 8, 13}) {
+      CAPTURE(mode_name(mode));
+      CAPTURE(n);
+      failure_log log;
+      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+        ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t, ddl::auto_strategy(), with_progress(mode));
+        for (ddl::dtype type : ddl::all_dtypes)
+          ddl::visit_dtype(type, [&](auto tag) {
+            using T = decltype(tag);
+            for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1001)})
+              for (bool counts : {false, true})
+                for (bool in_place : {false, true}) {
+                  const all_to_all_case k{counts, in_place, (per + (in_place ? 1 : 0)) % 2 == 1};
+                  check_all_to_all<T>(comm, t.rank(), all_to_all_parts(n, per, counts), k, log,
+                                      std::string(ddl::name_of(type)) + " per " + std::to_string(per));
+                }
+          });
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+}
+
+TEST_CASE("all_to_all: large parts, several in flight with all-reduces between them") {
+  const int n = 4;
+  failure_log log;
+  ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t, ddl::auto_strategy(),
+                                                                      with_progress(ddl::progress::thread));
+    const std::size_t per = 100003;
+    std::vector<std::vector<float>> in(3), out(3);
+    std::vector<ddl::collective_request> reqs;
+    auto sums = inputs<float>(ddl::op::sum, t.rank(), 5000);
+    for (std::size_t c = 0; c < in.size(); ++c) {
+      in[c].resize(per * n);
+      out[c].assign(per * n, -1.0f);
+      for (int to = 0; to < n; ++to)
+        for (std::size_t i = 0; i < per; ++i) in[c][to * per + i] = all_to_all_value<float>(t.rank(), to, i + c);
+      reqs.push_back(comm.all_to_all_async(ddl::host_view(std::as_const(in[c])), ddl::host_view(out[c])));
+      if (c == 1) reqs.push_back(comm.all_reduce_async(ddl::host_view(sums), ddl::op::sum));
+    }
+    for (auto& q : reqs) q.wait();
+    for (std::size_t c = 0; c < in.size(); ++c)
+      for (int from = 0; from < n; ++from)
+        for (std::size_t i = 0; i < per; ++i)
+          if (out[c][from * per + i] != all_to_all_value<float>(from, t.rank(), i + c)) {
+            log.add("call " + std::to_string(c) + " from rank " + std::to_string(from) + " wrong at " + std::to_string(i));
+            from = n;
+            break;
+          }
+    if (auto w = count_wrong(sums, ddl::op::sum, n)) log.add("all-reduce between them wrong: " + std::to_string(w));
+  });
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("all_to_all: bad arguments are refused by name; counts two ranks disagree on fail every rank under DDL_CHECK") {
+  failure_log log;
+  ddl::local_fabric::run(3, [&](ddl::local_transport& t) {
+    // DDL_CHECK: a call every rank rejects leaves the communicator usable.
+    ddl::options o = with_progress(ddl::progress::thread, 20);
+    o.check_calls = true;
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, o);
+    std::vector<float> in(9), out(9), eight(8);
+    std::vector<double> other(9);
+    using sizes = std::vector<std::size_t>;
+    const auto s = ddl::host_view(std::as_const(in));
+    CHECK_THROWS_WITH_AS(comm.all_to_all(ddl::host_view(std::as_const(eight)), ddl::host_view(eight)),
+                         doctest::Contains("multiple of the group's 3 ranks"), ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(comm.all_to_all(s, ddl::host_view(other)),
+                         doctest::Contains("input is float, output is double"), ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(comm.all_to_all(s, sizes{3, 3}, ddl::host_view(out), sizes{3, 3, 3}),
+                         doctest::Contains("2 send counts for a group of 3"), ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(comm.all_to_all(s, sizes{3, 3, 3}, ddl::host_view(out), sizes{3, 3, 2}),
+                         doctest::Contains("receive counts add up to 8 elements, the output has 9"),
+                         ddl::invalid_argument);
+    const std::size_t r = static_cast<std::size_t>(t.rank());
+    sizes self(3, 3);
+    self[r] = 4;
+    self[(r + 1) % 3] = 2;
+    CHECK_THROWS_WITH_AS(comm.all_to_all(s, self, ddl::host_view(out), sizes(3, 3)),
+                         doctest::Contains("sends itself 4 elements and expects 3"), ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(comm.all_to_all(ddl::host_view(in.data(), 6), ddl::host_view(in.data() + 3, 6)),
+                         doctest::Contains("overlap"), ddl::invalid_argument);
+    // Rank 0 sends rank 1 four elements where rank 1 expects three, and rank
+    // 2 two, as rank 2 expects: ranks 0 and 1 find the pair, rank 2 hears it.
+    sizes sends(3, 3), recvs(3, 3);
+    std::size_t out_count = 9;
+    if (r == 0) sends = {3, 4, 2};
+    if (r == 2) {
+      recvs = {2, 3, 3};
+      out_count = 8;
+    }
+    std::string what;
+    try {
+      comm.all_to_all(s, sends, ddl::host_view(out.data(), out_count), recvs);
+    } catch (const ddl::invalid_argument& e) {
+      what = e.what();
+    }
+    const std::string pair = "rank 0 sends rank 1 4 elements, rank 1 expects 3";
+    if (what.find(r < 2 ? pair : "rank 0 rejected its arguments: " + pair) == std::string::npos)
+      log.add("rank " + std::to_string(r) + ": " + (what.empty() ? "no error" : what));
+    // Nothing was sent: the communicator goes on.
+    check_all_to_all<float>(comm, t.rank(), std::vector<std::vector<std::size_t>>(3, sizes{2, 5, 0}),
+                            {true, false, false}, log, "after the check");
+  });
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("all_to_all: without DDL_CHECK, counts two ranks disagree on end in an error, not a hang") {
+  failure_log log;
+  ddl::local_fabric::run(2, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::deferred, 20));
+    std::vector<float> in(5), out(4);
+    using sizes = std::vector<std::size_t>;
+    // Rank 1 sends rank 0 three elements where rank 0 expects two.
+    const sizes sends = t.rank() == 0 ? sizes{2, 2} : sizes{3, 2};
+    const sizes recvs = sizes{2, 2};
+    const auto start = clock_type::now();
+    try {
+      comm.all_to_all(ddl::host_view(std::as_const(in).data(), t.rank() == 0 ? 4 : 5), sends, ddl::host_view(out),
+                      recvs);
+      // Rank 1 may finish first: what it sent and received was whole.
+      if (t.rank() == 0) log.add("rank 0: no error");
+    } catch (const ddl::error& e) {
+      if (t.rank() == 0 && std::string(e.what()).find("size") == std::string::npos)
+        log.add(std::string("rank 0: ") + e.what());
+    }
+    if (clock_type::now() - start > std::chrono::seconds(10)) log.add("the error took the deadline");
+  });
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}

@@ -1049,6 +1049,48 @@ TEST_CASE("mpi: broadcast from every root, blocking and asynchronous, every algo
   CHECK(all_sum(static_cast<int>(log.count())) == 0);
 }
 
+TEST_CASE("mpi: all_to_all, even parts and counts, in place and not, blocking and asynchronous") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  const int n = t.size(), r = t.rank();
+  failure_log log;
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+  for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(1) << 18})
+    for (bool counts : {false, true}) {
+      // with counts: rank a sends rank b a count that differs between pairs, zero for some
+      std::vector<std::vector<std::size_t>> parts(static_cast<std::size_t>(n), std::vector<std::size_t>(static_cast<std::size_t>(n), per));
+      if (counts)
+        for (std::size_t a = 0; a < parts.size(); ++a)
+          for (std::size_t b = 0; b < parts.size(); ++b) parts[a][b] = per * ((a + 2 * b) % 3) / 2;
+      for (bool in_place : {false, true})
+        for (bool async : {false, true}) {
+          const std::string where = "per " + std::to_string(per);
+          check_all_to_all<double>(comm, r, parts, {counts, in_place, async}, log, where);
+          check_all_to_all<ddl::bfloat16>(comm, r, parts, {counts, in_place, async}, log, where);
+        }
+    }
+  // DDL_CHECK: rank 0 sends rank 1 one element more than rank 1 expects;
+  // every rank fails naming the pair, and the communicator goes on.
+  if (n > 1) {
+    ddl::options o = comm.opts();
+    o.check_calls = true;
+    comm.set_options(o);
+    std::vector<float> in(static_cast<std::size_t>(n) + (r == 0 ? 1 : 0)), out(static_cast<std::size_t>(n));
+    std::vector<std::size_t> sends(static_cast<std::size_t>(n), 1), recvs(static_cast<std::size_t>(n), 1);
+    if (r == 0) sends[1] = 2;
+    std::string what;
+    try {
+      comm.all_to_all(ddl::host_view(std::as_const(in)), sends, ddl::host_view(out), recvs);
+    } catch (const ddl::invalid_argument& e) {
+      what = e.what();
+    }
+    CHECK_MESSAGE(what.find("rank 0 sends rank 1 2 elements, rank 1 expects 1") != std::string::npos, what);
+    check_all_to_all<float>(comm, r, std::vector<std::vector<std::size_t>>(static_cast<std::size_t>(n), std::vector<std::size_t>(static_cast<std::size_t>(n), 3)),
+                            {true, false, true}, log, "after the check");
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
+}
+
 TEST_CASE("mpi: gradient buckets average a model's gradients across processes") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);

@@ -84,6 +84,33 @@ TEST_CASE("staged: calls up to bounce_bytes run whole on the host transport, lar
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
+TEST_CASE("staged: all_to_all of device buffers through the pipeline, whatever bounce_bytes says (ranks' sizes differ)") {
+  ddl_test::failure_log log;
+  for (std::size_t bounce : {std::size_t(0), std::size_t(1000)})
+    for (int n : {1, 2, 3, 5}) {
+      ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+        slow_device<false> dev;
+        ddl::staging_options so;
+        so.slot_bytes = 192;
+        so.slots = 3;
+        so.bounce_bytes = bounce;
+        ddl::staged_transport<ddl::local_transport, slow_device<false>> t(lt, dev, so);
+        ddl::communicator<ddl::auto_strategy, decltype(t)> comm(t);
+        for (std::size_t per : {std::size_t(1), std::size_t(301)}) {
+          // rank a sends rank b a count that differs between pairs: calls of 0 to 3 * per elements
+          std::vector<std::vector<std::size_t>> parts(static_cast<std::size_t>(n), std::vector<std::size_t>(static_cast<std::size_t>(n)));
+          for (std::size_t a = 0; a < parts.size(); ++a)
+            for (std::size_t b = 0; b < parts.size(); ++b) parts[a][b] = per * ((a * 2 + b) % 4);
+          for (bool in_place : {false, true})
+            ddl_test::check_all_to_all<float>(comm, lt.rank(), parts, {true, in_place, per == 1}, log,
+                                              "n " + std::to_string(n) + " bounce " + std::to_string(bounce),
+                                              on_device);
+        }
+      });
+    }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
 TEST_CASE("staged: a call that bounces copies its device buffer once each way, pinned once, and reuses it; host "
           "buffers take no copy") {
   std::vector<int> copies(3), pins(3), pinned(3);

@@ -290,6 +290,51 @@ TEST_CASE("cuda: every collective over cuda_peer_transport, 1-8 ranks on one GPU
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
+TEST_CASE("cuda: all_to_all of device buffers over cuda_peer_transport, even parts and counts, 1-8 ranks on one GPU") {
+  ddl_test::failure_log log;
+  for (int n = 1; n <= 8; ++n) {
+    ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
+    fab.run([&](ddl::cuda_peer_transport& t) {
+      cudaStream_t stream = nullptr;
+      DDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      ddl::communicator<ddl::auto_strategy, ddl::cuda_peer_transport> comm(t);
+      const int r = t.rank();
+      const auto me = static_cast<std::size_t>(r), ranks = static_cast<std::size_t>(n);
+      for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1009), (std::size_t{1} << 18) + 3})
+        for (bool counts : {false, true}) {
+          std::vector<std::size_t> sends(ranks), recvs(ranks);
+          auto part = [&](std::size_t a, std::size_t b) { return counts ? per * ((a * 3 + b * 5 + 1) % 4) / 3 : per; };
+          for (std::size_t k = 0; k < ranks; ++k) {
+            sends[k] = part(me, k);
+            recvs[k] = part(k, me);
+          }
+          std::vector<float> h_in, want;
+          for (std::size_t k = 0; k < ranks; ++k)
+            for (std::size_t i = 0; i < sends[k]; ++i) h_in.push_back(ddl_test::all_to_all_value<float>(r, static_cast<int>(k), i));
+          for (std::size_t k = 0; k < ranks; ++k)
+            for (std::size_t i = 0; i < recvs[k]; ++i) want.push_back(ddl_test::all_to_all_value<float>(static_cast<int>(k), r, i));
+          dvec<float> din(h_in.size()), dout(want.size());
+          upload(din, h_in);
+          const auto in = ddl::device_view(static_cast<const float*>(raw(din)), h_in.size(), 0, stream);
+          const auto out = ddl::device_view(raw(dout), want.size(), 0, stream);
+          if (counts) comm.all_to_all(in, sends, out, recvs);
+          else comm.all_to_all(in, out);
+          DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+          const std::string what = (counts ? "with counts" : "even") + std::string(" n=") + std::to_string(n) +
+                                   " rank=" + std::to_string(r) + " per=" + std::to_string(per);
+          if (!same(download(dout, want.size()), want)) log.add(what + ": out of place wrong");
+          if (!counts) {  // in place
+            comm.all_to_all(ddl::device_view(raw(din), h_in.size(), 0, stream), ddl::device_view(raw(din), h_in.size(), 0, stream));
+            DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+            if (!same(download(din, want.size()), want)) log.add(what + ": in place wrong");
+          }
+        }
+      DDL_CUDA_CHECK(cudaStreamDestroy(stream));
+    });
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
 // The all-reduce times (us, float sum in place, every rank on the GPU) of
 // H100 runs (bench/results/gpu-h100.md): ring, recursive doubling, halving
 // doubling, one_shot, two_shot at 1, 4, 16, 64, 256 MiB.

@@ -25,8 +25,9 @@
 #include "ddl/core/error.hpp"
 #include "ddl/core/memory.hpp"
 #include "ddl/comm/progress.hpp"
-#include "ddl/strategy/partition.hpp"
+#include "ddl/strategy/all_to_all.hpp"
 #include "ddl/strategy/broadcast.hpp"
+#include "ddl/strategy/partition.hpp"
 #include "ddl/strategy/concept.hpp"
 #include "ddl/strategy/direct.hpp"
 #include "ddl/strategy/step.hpp"
@@ -267,6 +268,45 @@ class communicator {
     return submit("all_gather", all_gather_job(in, out), std::move(done));
   }
 
+  // --- all-to-all ------------------------------------------------------------
+
+  /// Block k of this rank's `in` goes to rank k, where it lands as block
+  /// `rank()` of `out` (`MPI_Alltoall`): `in` and `out` in `size()` equal
+  /// blocks (`in.count == out.count`, a multiple of `size()`). In place when
+  /// `in` and `out` are the same buffer (the input is copied into the
+  /// workspace first). Any dtype: nothing is reduced.
+  void all_to_all(const_buffer_view in, buffer_view out) {
+    std::vector<std::size_t> parts;
+    checked(print("all_to_all", 0, 0, in.type, op::sum), [&] { parts = equal_parts(in, out); });
+    run_now(all_to_all_job(in, parts, out, parts));
+  }
+  collective_request all_to_all_async(const_buffer_view in, buffer_view out, completion done = {}) {
+    std::vector<std::size_t> parts;
+    checked(print("all_to_all", 0, 0, in.type, op::sum), [&] { parts = equal_parts(in, out); });
+    return submit("all_to_all", all_to_all_job(in, parts, out, parts), std::move(done));
+  }
+  /// Parts of any size (`MPI_Alltoallv`): the first `send_counts[0]`
+  /// elements of `in` go to rank 0, the next `send_counts[1]` to rank 1, and
+  /// so on; `out` receives `recv_counts[j]` elements from rank j, in rank
+  /// order. `recv_counts[j]` here must equal `send_counts[rank()]` on rank j:
+  /// with `DDL_CHECK=1` the ranks trade their counts first and every rank
+  /// fails with `invalid_argument` naming the pair that disagrees (the
+  /// communicator stays usable); without it the pair's transfer fails with a
+  /// size mismatch. In place when `in` and `out` start at the same address.
+  void all_to_all(const_buffer_view in, std::vector<std::size_t> send_counts, buffer_view out,
+                  std::vector<std::size_t> recv_counts) {
+    checked(print("all_to_all", 0, 0, in.type, op::sum),
+            [&] { check_all_to_all(in, send_counts, out, recv_counts); });
+    run_now(all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts)));
+  }
+  collective_request all_to_all_async(const_buffer_view in, std::vector<std::size_t> send_counts, buffer_view out,
+                                      std::vector<std::size_t> recv_counts, completion done = {}) {
+    checked(print("all_to_all", 0, 0, in.type, op::sum),
+            [&] { check_all_to_all(in, send_counts, out, recv_counts); });
+    return submit("all_to_all", all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts)),
+                  std::move(done));
+  }
+
   // --- broadcast and barrier -------------------------------------------------
 
   /// Every rank's `data` = `root`'s. Small messages take a binomial tree,
@@ -370,6 +410,39 @@ class communicator {
                              std::to_string(size()) + " ranks has " + std::to_string(mine.size));
     if (in.byte_data() != out.byte_data() + mine.offset * size_of(in.type))
       check_disjoint_or_same("all_gather", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
+  }
+  // The even form's parts (`size()` blocks of `in.count / size()`).
+  std::vector<std::size_t> equal_parts(const const_buffer_view& in, const const_buffer_view& out) const {
+    const auto n = static_cast<std::size_t>(size());
+    if (in.count % n != 0 || out.count != in.count)
+      throw invalid_argument("all_to_all: input has " + std::to_string(in.count) + " elements, output " +
+                             std::to_string(out.count) + "; both must be the same multiple of the group's " +
+                             std::to_string(n) + " ranks (parts of other sizes: the form with counts)");
+    std::vector<std::size_t> parts(n, in.count / n);
+    check_all_to_all(in, parts, out, parts);
+    return parts;
+  }
+  void check_all_to_all(const const_buffer_view& in, const std::vector<std::size_t>& sends,
+                        const const_buffer_view& out, const std::vector<std::size_t>& recvs) const {
+    check_pair("all_to_all", in, out);
+    const auto n = static_cast<std::size_t>(size()), r = static_cast<std::size_t>(rank());
+    auto total = [&](const char* which, const std::vector<std::size_t>& counts, std::size_t expected) {
+      if (counts.size() != n)
+        throw invalid_argument(std::string("all_to_all: ") + std::to_string(counts.size()) + " " + which +
+                               " counts for a group of " + std::to_string(n) + " ranks");
+      std::size_t sum = 0;
+      for (std::size_t c : counts) sum += c;
+      if (sum != expected)
+        throw invalid_argument(std::string("all_to_all: the ") + which + " counts add up to " + std::to_string(sum) +
+                               " elements, the " + (which[0] == 's' ? "input" : "output") + " has " +
+                               std::to_string(expected));
+    };
+    total("send", sends, in.count);
+    total("receive", recvs, out.count);
+    if (sends[r] != recvs[r])
+      throw invalid_argument("all_to_all: rank " + std::to_string(r) + " sends itself " + std::to_string(sends[r]) +
+                             " elements and expects " + std::to_string(recvs[r]));
+    check_disjoint_or_same("all_to_all", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
   }
   void check_broadcast(const const_buffer_view& data, int root) const {
     check_pair("broadcast", data, data);
@@ -508,6 +581,25 @@ class communicator {
                                        costs);
     }, run);
   }
+  // Never bounced (`staged_transport`): whether a call bounces follows its
+  // size, and an all-to-all's sizes differ between ranks.
+  auto all_to_all_job(const_buffer_view in, std::vector<std::size_t> sends, buffer_view out,
+                      std::vector<std::size_t> recvs) {
+    return [this, in, out, sends = std::move(sends), recvs = std::move(recvs)] {
+      if (opts_.check_calls) verify_parts(in.type, sends, recvs);
+      const bool in_place = in.byte_data() == out.byte_data() && in.count > 0;
+      if (in_place && size() == 1) return;
+      auto c = context("all_to_all", out.where, in.type, op::sum, in_place ? in.bytes() : 0,
+                       stamp(detail::call_kind::all_to_all, 0, 0, in.type, op::sum));
+      const std::byte* from = in.byte_data();
+      if (in_place) {
+        local_copy(c, c.work, from, in.bytes());
+        from = c.work;
+      }
+      detail::pairwise_all_to_all(*transport_, from, sends, out.byte_data(), recvs, size_of(in.type), c,
+                                  c.base_tag + tag_offset::all_to_all);
+    };
+  }
   auto barrier_job() {
     return [this] {
       if (size() == 1) return;
@@ -571,17 +663,61 @@ class communicator {
     }
   }
 
-  // Trades `mine` with every rank and throws the same error on every rank
-  // (none on a rank that rejected its own call: it rethrows its own error)
-  // when a rank rejected its arguments or two ranks disagree.
-  void verify(const fingerprint& mine) {
-    // The check owns a call number (and its tags) of its own, on every rank.
+  // The check owns a call number (and its tags) of its own, on every rank.
+  call_context check_context(const char* collective) {
     call_context c;
-    c.collective = mine.collective;
+    c.collective = collective;
     c.strategy = Strategy::name;
     c.opts = &opts_;
     c.mem = &work_.ops();
     c.base_tag = detail::call_tag(++sequence_, 0);  // a call of ddl's own: the same stamp everywhere
+    return c;
+  }
+
+  // An all-to-all's check: the call itself (`verify`), then every pair's
+  // counts (each rank tells each peer what it sends it and expects from it),
+  // then whether any rank found a pair that disagrees, so every rank fails
+  // alike and nothing is sent.
+  void verify_parts(dtype type, const std::vector<std::size_t>& sends, const std::vector<std::size_t>& recvs) {
+    fingerprint f = print("all_to_all", 0, 0, type, op::sum);
+    verify(f);
+    if (size() == 1) return;
+    const call_context c = check_context("all_to_all");
+    const auto n = static_cast<std::size_t>(size()), r = static_cast<std::size_t>(rank());
+    std::vector<std::uint64_t> mine(2 * n), theirs(2 * n);
+    for (std::size_t p = 0; p < n; ++p) {
+      mine[2 * p] = sends[p];
+      mine[2 * p + 1] = recvs[p];
+    }
+    const std::size_t pair = 2 * sizeof(std::uint64_t);
+    detail::exchange_parts(
+        *transport_,
+        [&](int p) { return const_bytes{reinterpret_cast<const std::byte*>(&mine[2 * static_cast<std::size_t>(p)]), pair}; },
+        [&](int p) { return mutable_bytes{reinterpret_cast<std::byte*>(&theirs[2 * static_cast<std::size_t>(p)]), pair}; },
+        c, c.base_tag + tag_offset::check, "call check");
+    std::string why;
+    for (std::size_t p = 0; p < n && why.empty(); ++p) {
+      if (p == r) continue;
+      if (theirs[2 * p] != recvs[p])
+        why = "rank " + std::to_string(p) + " sends rank " + std::to_string(r) + " " + std::to_string(theirs[2 * p]) +
+              " elements, rank " + std::to_string(r) + " expects " + std::to_string(recvs[p]);
+      else if (theirs[2 * p + 1] != sends[p])
+        why = "rank " + std::to_string(r) + " sends rank " + std::to_string(p) + " " + std::to_string(sends[p]) +
+              " elements, rank " + std::to_string(p) + " expects " + std::to_string(theirs[2 * p + 1]);
+    }
+    if (!why.empty()) {
+      f.rejected = 1;
+      std::snprintf(f.reason, sizeof f.reason, "%s", why.c_str());
+    }
+    verify(f);
+    if (!why.empty()) throw invalid_argument("all_to_all: " + why + " (DDL_CHECK)");
+  }
+
+  // Trades `mine` with every rank and throws the same error on every rank
+  // (none on a rank that rejected its own call: it rethrows its own error)
+  // when a rank rejected its arguments or two ranks disagree.
+  void verify(const fingerprint& mine) {
+    const call_context c = check_context(mine.collective);
     if (size() == 1) return;
     fingerprints_.resize(static_cast<std::size_t>(size()));
     fingerprints_[static_cast<std::size_t>(rank())] = mine;

@@ -55,8 +55,8 @@ struct tag_offset {
   static constexpr tag pipelined(int stage) { return tag(64) + tag(stage); }
   /// Doubling algorithms: folding extra ranks in and out, the exchanges.
   static constexpr tag fold = 1, exchange = 2, halving = 2, unfold = 3, doubling = 4;
-  /// Broadcast and barrier (calls of their own).
-  static constexpr tag broadcast = 1, barrier = 1;
+  /// Broadcast, barrier and all-to-all (calls of their own).
+  static constexpr tag broadcast = 1, barrier = 1, all_to_all = 1;
   /// Direct strategies (`one_shot`, `two_shot`): the address exchange, the
   /// end of the reduce phase, the end of the call.
   static constexpr tag addresses = 1, reduced = 2, call_done = 3;
@@ -341,31 +341,44 @@ void run_step(Transport& t, const step_desc& s, const call_context& c, tag tg, c
 }
 
 namespace detail {
-/// Every rank sends the `bytes` at `table + rank * bytes` to every other rank;
-/// peer p's arrive at `table + p * bytes` (`table` may be null when `bytes`
-/// is 0: a barrier). At most 16 peers per round (round k: send to r + d,
-/// receive from r - d for the round's distances d), so the transport never
-/// holds more than 16 receives of it at once.
-template <class Transport>
-void exchange_with_all(Transport& t, std::byte* table, std::size_t bytes, const call_context& c, tag tg,
-                       const char* what) {
+/// Every rank sends `send(p)` (a `const_bytes`) to every other rank p and
+/// receives `recv(p)` (a `mutable_bytes`, sized as p's part for this rank)
+/// from each. At most 16 peers per round (round k: send to r + d, receive
+/// from r - d for the round's distances d), so the transport never holds
+/// more than 16 receives of it at once. Parts may be empty.
+template <class Transport, class Send, class Recv>
+void exchange_parts(Transport& t, Send&& send, Recv&& recv, const call_context& c, tag tg, const char* what) {
   using request = typename Transport::request;
   constexpr int batch = 16;
   const int n = t.size(), r = t.rank();
   const int rounds = (n - 1 + batch - 1) / batch;
-  auto at = [&](int rank) { return table ? table + static_cast<std::size_t>(rank) * bytes : nullptr; };
   std::array<request, batch> sends, recvs;
   for (int d0 = 1, round = 0; d0 < n; d0 += batch, ++round) {
     const int d1 = d0 + batch < n ? d0 + batch : n;
     for (int d = d0; d < d1; ++d) {
       const int from = (r - d + n) % n;
-      recvs[d - d0] = t.irecv(from, mutable_bytes{at(from), bytes}, tg);
+      recvs[d - d0] = t.irecv(from, recv(from), tg);
     }
-    for (int d = d0; d < d1; ++d) sends[d - d0] = t.isend((r + d) % n, const_bytes{at(r), bytes}, tg);
+    for (int d = d0; d < d1; ++d) {
+      const int to = (r + d) % n;
+      sends[d - d0] = t.isend(to, send(to), tg);
+    }
     const phase_name ph{what, round, rounds};
     for (int d = d0; d < d1; ++d) wait_in_phase(t, recvs[d - d0], c, ph);
     for (int d = d0; d < d1; ++d) wait_in_phase(t, sends[d - d0], c, ph);
   }
+}
+
+/// Every rank sends the `bytes` at `table + rank * bytes` to every other rank;
+/// peer p's arrive at `table + p * bytes` (`table` may be null when `bytes`
+/// is 0: a barrier).
+template <class Transport>
+void exchange_with_all(Transport& t, std::byte* table, std::size_t bytes, const call_context& c, tag tg,
+                       const char* what) {
+  auto at = [&](int rank) { return table ? table + static_cast<std::size_t>(rank) * bytes : nullptr; };
+  exchange_parts(
+      t, [&](int) { return const_bytes{at(t.rank()), bytes}; }, [&](int p) { return mutable_bytes{at(p), bytes}; },
+      c, tg, what);
 }
 
 }  // namespace detail

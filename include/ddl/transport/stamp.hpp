@@ -40,7 +40,15 @@ namespace ddl::detail {
 
 /// What a stamp records of the collective (0: a call of ddl's own, e.g. the
 /// `DDL_CHECK` trade, which every rank makes alike).
-enum class call_kind : std::uint8_t { internal = 0, all_reduce, reduce_scatter, all_gather, broadcast, barrier };
+enum class call_kind : std::uint8_t {
+  internal = 0,
+  all_reduce,
+  reduce_scatter,
+  all_gather,
+  broadcast,
+  barrier,
+  all_to_all
+};
 
 inline const char* name_of(call_kind k) noexcept {
   switch (k) {
@@ -49,6 +57,7 @@ inline const char* name_of(call_kind k) noexcept {
     case call_kind::all_gather: return "all_gather";
     case call_kind::broadcast: return "broadcast";
     case call_kind::barrier: return "barrier";
+    case call_kind::all_to_all: return "all_to_all";
     default: return "internal call";
   }
 }

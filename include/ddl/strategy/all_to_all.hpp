@@ -1,0 +1,55 @@
+#pragma once
+/// \file
+/// All-to-all over any transport: rank r's part k goes to rank k, where it
+/// lands as part r of the output (MPI's `MPI_Alltoall` and, with parts of any
+/// size, `MPI_Alltoallv`; PyTorch's `all_to_all_single`: the exchange of
+/// expert parallelism). It reduces nothing, so every strategy shares it.
+///
+/// Pairwise exchange: a rank copies its own part locally and trades one
+/// message with every peer, in rounds of at most 16 peers (round k: send to
+/// r + d, receive from r - d; `detail::exchange_parts`). For S bytes per
+/// rank in equal parts over n ranks, per-step latency a and per-flow
+/// bandwidth B:
+///     t = ceil((n - 1) / 16) a + (n - 1) S / (n B)
+/// -- every byte that leaves a rank crosses one link once, the least any
+/// all-to-all moves, so nothing is gained by trees or rings (those trade
+/// latency for bytes and suit only tiny parts at many ranks).
+#include <cstddef>
+#include <numeric>
+#include <vector>
+
+#include "ddl/strategy/step.hpp"
+
+namespace ddl::detail {
+
+/// Where each part of a buffer cut into parts of `counts` elements starts
+/// (in elements): the running sum, `counts.size() + 1` entries.
+inline std::vector<std::size_t> part_offsets(const std::vector<std::size_t>& counts) {
+  std::vector<std::size_t> at(counts.size() + 1, 0);
+  std::partial_sum(counts.begin(), counts.end(), at.begin() + 1);
+  return at;
+}
+
+/// `in` in parts of `send_counts[k]` elements of `elem` bytes, part k for
+/// rank k; `out` receives `recv_counts[j]` elements from rank j, in rank
+/// order. `in` and `out` do not overlap.
+template <class Transport>
+void pairwise_all_to_all(Transport& t, const std::byte* in, const std::vector<std::size_t>& send_counts, std::byte* out,
+                         const std::vector<std::size_t>& recv_counts, std::size_t elem, const call_context& c, tag tg) {
+  const std::vector<std::size_t> from = part_offsets(send_counts), to = part_offsets(recv_counts);
+  const auto r = static_cast<std::size_t>(t.rank());
+  local_copy(c, out + to[r] * elem, in + from[r] * elem, send_counts[r] * elem);
+  exchange_parts(
+      t,
+      [&](int p) {
+        const auto k = static_cast<std::size_t>(p);
+        return const_bytes{in + from[k] * elem, send_counts[k] * elem};
+      },
+      [&](int p) {
+        const auto k = static_cast<std::size_t>(p);
+        return mutable_bytes{out + to[k] * elem, recv_counts[k] * elem};
+      },
+      c, tg, "pairwise all-to-all");
+}
+
+}  // namespace ddl::detail
