@@ -98,6 +98,15 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
       if (o.tune_copies_bytes > 0 && o.broadcast == ddl::broadcast_algorithm::automatic)
         m.extra_warmup = ddl::detail::plan_tuner::most_calls;
       break;
+    case collective::all_to_all:
+      m.oop = [comm, dt](const std::byte* in, std::byte* out, std::size_t c) {
+        comm->all_to_all(ddl::const_buffer_view{in, c, dt, {}}, ddl::buffer_view{out, c, dt, {}});
+      };
+      m.ip = [comm, dt](std::byte* buf, std::size_t c) {
+        comm->all_to_all(ddl::const_buffer_view{buf, c, dt, {}}, ddl::buffer_view{buf, c, dt, {}});
+      };
+      m.note = [](std::size_t) { return std::string("pairwise exchange"); };
+      break;
   }
   if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
     if (s.coll == collective::all_gather && o.tune_copies_bytes > 0) {
@@ -162,6 +171,11 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
         }
       }
     }
+    return impls;
+  }
+  // So is the all-to-all (one algorithm, whatever the strategy).
+  if (s.coll == collective::all_to_all) {
+    impls.push_back(make_impl("ddl:all_to_all", t, ddl::auto_strategy(topo), opts, s));
     return impls;
   }
   for (const auto& name : s.strategies) {
@@ -269,12 +283,16 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
       for (std::size_t i = 0; i < count; ++i) I[i] = ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, r, i));
       // What element i of the whole vector must end as: the reduction
       // (all-reduce, reduce-scatter), its owner's input (all-gather), the
-      // root's input (broadcast).
+      // root's input (broadcast), element q of rank j's block for this rank
+      // (all-to-all: i = j * per_rank + q; this rank's own expectation).
       const std::size_t per_rank = count / static_cast<std::size_t>(n);
       auto want = [&](std::size_t i) -> T {
         switch (s.coll) {
           case collective::all_gather:
             return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, static_cast<int>(i / per_rank), i));
+          case collective::all_to_all:
+            return ddl::testing::to_element<T>(ddl::testing::input_value(
+                s.type, s.oper, static_cast<int>(i / per_rank), static_cast<std::size_t>(r) * per_rank + i % per_rank));
           case collective::broadcast: return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, 0, i));
           default: return ddl::testing::expected_value<T>(s.oper, n, i);
         }
@@ -343,7 +361,10 @@ inline std::vector<row> run_local(const settings& s, const ddl::topology& topo, 
   ddl::options opts = ddl::options::from_env();
   if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
   const auto sizes = sweep(s, s.ranks);
-  std::unique_ptr<std::byte[]> expected(new std::byte[sizes.empty() ? 8 : sizes.back()]);
+  // One expected array the threads fill together, except for the
+  // all-to-all, whose ranks each expect something else.
+  std::unique_ptr<std::byte[]> expected(s.coll == collective::all_to_all ? nullptr
+                                                                          : new std::byte[sizes.empty() ? 8 : sizes.back()]);
   ddl::thread_barrier bar(s.ranks);
   std::vector<std::vector<row>> per_rank(static_cast<std::size_t>(s.ranks));
   std::mutex m;

@@ -180,6 +180,16 @@ inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& lab
           m.label = "MPI_Bcast";
           m.ip = [=](std::byte* buf, std::size_t c) { MPI_Bcast(buf, static_cast<int>(c), dt, 0, comm); };
           break;
+        case collective::all_to_all:
+          m.label = "MPI_Alltoall";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            MPI_Alltoall(in, k, dt, out, k, dt, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, static_cast<int>(c / n), dt, comm);
+          };
+          break;
       }
       impls.push_back(std::move(m));
     } else {
