@@ -6,11 +6,13 @@
 // Launch with mpiexec: a group's ranks are MPI processes, found through the
 // group's store (any torch rank order, any subset of the MPI job's ranks).
 // all_reduce (and allreduce_coalesced), broadcast, all_gather, reduce_scatter
-// (list and flat forms), barrier, and reduce, gather and scatter through ddl's all_reduce,
+// (list and flat forms), all_to_all (list and flat forms, split sizes),
+// barrier, and reduce, gather and scatter through ddl's all_reduce,
 // all_gather and broadcast (ddl has no rooted collectives of its own). One
-// dense, contiguous CPU tensor per call; dtypes float32, float64, float16,
-// bfloat16, int32, int64; ops SUM, AVG, PRODUCT, MIN, MAX. Anything else
-// raises RuntimeError naming what is not supported.
+// dense, contiguous CPU tensor per call; reductions take float32, float64,
+// float16, bfloat16, int32, int64 and SUM, AVG, PRODUCT, MIN, MAX; calls
+// that only move data take any dtype. Anything else (send, recv) raises
+// RuntimeError naming what is not supported.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/python.h>
@@ -41,7 +43,7 @@ ddl::dtype dtype_of(const at::Tensor& t, const char* call) {
     default:
       TORCH_CHECK(false, "ddl backend: ", call, " on a tensor of dtype ", t.scalar_type(),
                   " is not supported (reductions take float32, float64, float16, bfloat16, int32, int64; "
-                  "broadcast, the gathers and scatter take any dtype)");
+                  "broadcast, the gathers, scatter and all_to_all take any dtype)");
   }
 }
 
@@ -69,7 +71,7 @@ ddl::buffer_view view_of(const at::Tensor& t, const char* call) {
   return ddl::buffer_view{t.data_ptr(), static_cast<std::size_t>(t.numel()), dtype_of(t, call), ddl::location{}};
 }
 
-// Calls that only move data (broadcast, the gathers, scatter) take tensors
+// Calls that only move data (broadcast, the gathers, scatter, all_to_all) take tensors
 // of any dtype: one ddl does not reduce (uint8, int8, bool, int16, complex:
 // what all_gather_object and broadcast_object_list send) moves as its bytes,
 // in int32 words through scratch buffers, each part padded to whole words.
@@ -456,6 +458,44 @@ class process_group : public c10d::ProcessGroup {
                  [&](auto done) { return comm_->reduce_scatter_async(iv, ov, o, done); });
   }
 
+  // Torch's all_to_all_single: the input's rows (dim 0) in parts of
+  // `inputSplitSizes` rows, part k to rank k; the output's likewise from
+  // each rank (no split sizes: equal parts). ddl's all_to_all with counts,
+  // on the tensors where they lie (through scratch as bytes for dtypes ddl
+  // does not reduce, see `native`).
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplitSizes,
+                                               std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions&) override {
+    const char* call = "alltoall_base";
+    check_dense(input, call);
+    check_dense(output, call);
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ddl backend: ", call, " output must have the input's ",
+                "dtype, got ", output.scalar_type(), " and ", input.scalar_type());
+    const std::vector<int64_t> sends = split_counts(input, inputSplitSizes, call, "input");
+    const std::vector<int64_t> recvs = split_counts(output, outputSplitSizes, call, "output");
+    if (!native(input)) {
+      return all_to_all_packed(c10d::OpType::ALLTOALL_BASE, parts_of(input, sends), parts_of(output, recvs), {output},
+                               call);
+    }
+    auto iv = view_of(input, call);
+    auto ov = view_of(output, call);
+    return start(c10d::OpType::ALLTOALL_BASE, {output}, [&](auto done) {
+      return comm_->all_to_all_async(iv, sizes_of(sends), ov, sizes_of(recvs), done);
+    });
+  }
+
+  // Torch's all_to_all: `inputs[k]` to rank k, `outputs[j]` from rank j, any
+  // sizes, one dtype; packed into scratch buffers and copied out.
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions&) override {
+    const char* call = "alltoall";
+    TORCH_CHECK(static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
+                "ddl backend: ", call, " needs lists of ", getSize(), " input and output tensors, got ", inputs.size(),
+                " and ", outputs.size());
+    return all_to_all_packed(c10d::OpType::ALLTOALL, inputs, outputs, outputs, call);
+  }
+
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
     return start(c10d::OpType::BARRIER, {}, [&](auto done) { return comm_->barrier_async(done); });
   }
@@ -529,6 +569,88 @@ class process_group : public c10d::ProcessGroup {
     for (std::size_t i = 0; i < parts.size(); ++i)
       flat.narrow(0, static_cast<int64_t>(i) * like.numel(), like.numel()).view_as(parts[i]).copy_(parts[i]);
     return flat;
+  }
+  // An all-to-all's parts as element counts, one per rank: `split` rows of
+  // `t`'s dim 0 each, or equal parts where `split` is empty.
+  std::vector<int64_t> split_counts(const at::Tensor& t, const std::vector<int64_t>& split, const char* call,
+                                    const char* what) const {
+    const int64_t n = getSize(), rows = t.dim() == 0 ? 1 : t.size(0), row = rows ? t.numel() / rows : 0;
+    if (split.empty()) {
+      TORCH_CHECK(rows % n == 0, "ddl backend: ", call, ": the ", what, "'s ", rows, " rows do not split into ", n,
+                  " equal parts (pass split sizes)");
+      return std::vector<int64_t>(static_cast<std::size_t>(n), rows / n * row);
+    }
+    TORCH_CHECK(static_cast<int64_t>(split.size()) == n, "ddl backend: ", call, ": ", split.size(), " ", what,
+                " split sizes for a group of ", n, " ranks");
+    int64_t sum = 0;
+    std::vector<int64_t> counts;
+    for (int64_t s : split) {
+      TORCH_CHECK(s >= 0, "ddl backend: ", call, ": a negative ", what, " split size (", s, ")");
+      sum += s;
+      counts.push_back(s * row);
+    }
+    TORCH_CHECK(sum == rows, "ddl backend: ", call, ": the ", what, " split sizes add up to ", sum, " rows, the ", what,
+                " has ", rows);
+    return counts;
+  }
+  static std::vector<std::size_t> sizes_of(const std::vector<int64_t>& counts) {
+    return std::vector<std::size_t>(counts.begin(), counts.end());
+  }
+  // `t` flattened and cut into parts of `counts` elements.
+  static std::vector<at::Tensor> parts_of(const at::Tensor& t, const std::vector<int64_t>& counts) {
+    std::vector<at::Tensor> parts;
+    int64_t at = 0;
+    for (int64_t c : counts) {
+      parts.push_back(t.reshape({-1}).narrow(0, at, c));
+      at += c;
+    }
+    return parts;
+  }
+  // An all-to-all of `ins[k]` (to rank k) into `outs[j]` (from rank j),
+  // packed into a scratch buffer and copied out once it has finished: the
+  // tensors' elements, or their bytes in int32 words (each part padded to
+  // whole words) where ddl does not reduce the dtype.
+  c10::intrusive_ptr<c10d::Work> all_to_all_packed(c10d::OpType type, const std::vector<at::Tensor>& ins,
+                                                   const std::vector<at::Tensor>& outs, std::vector<at::Tensor> results,
+                                                   const char* call) {
+    const at::ScalarType st = ins[0].scalar_type();
+    for (const auto* list : {&ins, &outs})
+      for (const auto& t : *list) {
+        check_dense(t, call);
+        TORCH_CHECK(t.scalar_type() == st, "ddl backend: ", call, " needs tensors of one dtype, got ", st, " and ",
+                    t.scalar_type());
+      }
+    const bool bytes = !native(ins[0]);
+    // A part as ddl moves it: its elements, or its bytes in words.
+    auto length = [bytes](const at::Tensor& t) {
+      return bytes ? (t.numel() * static_cast<int64_t>(t.element_size()) + 3) / 4 : t.numel();
+    };
+    // Where a part lies in a scratch buffer, as `t`'s elements or bytes.
+    auto slot = [bytes](const at::Tensor& flat, int64_t at, const at::Tensor& t) {
+      return bytes ? flat.narrow(0, at, (t.numel() * static_cast<int64_t>(t.element_size()) + 3) / 4)
+                         .view(at::kByte)
+                         .narrow(0, 0, t.numel() * static_cast<int64_t>(t.element_size()))
+                   : flat.narrow(0, at, t.numel()).view_as(t);
+    };
+    std::vector<std::size_t> sends, recvs;
+    int64_t in_total = 0, out_total = 0;
+    for (const auto& t : ins) in_total += static_cast<int64_t>(sends.emplace_back(static_cast<std::size_t>(length(t))));
+    for (const auto& t : outs) out_total += static_cast<int64_t>(recvs.emplace_back(static_cast<std::size_t>(length(t))));
+    const at::TensorOptions options = bytes ? at::TensorOptions().dtype(at::kInt) : ins[0].options();
+    at::Tensor flat_in = scratch_.get(in_total, options), flat_out = scratch_.get(out_total, options);
+    for (std::size_t k = 0, at = 0; k < ins.size(); at += sends[k], ++k)
+      slot(flat_in, static_cast<int64_t>(at), ins[k]).copy_(bytes ? bytes_of(ins[k]) : ins[k]);
+    auto iv = view_of(flat_in, call);
+    auto ov = view_of(flat_out, call);
+    auto w = make(type, std::move(results));
+    w->then_ = [flat_in, flat_out, outs, recvs, slot, bytes] {
+      for (std::size_t j = 0, at = 0; j < outs.size(); at += recvs[j], ++j) {
+        const at::Tensor from = slot(flat_out, static_cast<int64_t>(at), outs[j]);
+        if (bytes) bytes_of(outs[j]).copy_(from);
+        else outs[j].copy_(from);
+      }
+    };
+    return launch(w, [&](auto done) { return comm_->all_to_all_async(iv, sends, ov, recvs, done); });
   }
   // A scratch buffer of int32 words for `parts` parts of `bytes` bytes each.
   at::Tensor words_for(int64_t parts, int64_t bytes) {

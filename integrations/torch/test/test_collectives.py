@@ -264,6 +264,45 @@ for dtype in (torch.uint8, torch.int8, torch.bool, torch.int16, torch.complex64)
         flat = torch.zeros(size * n, dtype=dtype)
         dist.all_gather_into_tensor(flat, x, group=ddl)
         check(f"all_gather_into_tensor {dtype} n={n}", torch.equal(flat, torch.cat(every)))
+# all_to_all: every rank can make what every rank sends it (`part`), so the
+# reference is independent of both backends. Equal parts, split sizes (rows
+# of a 2-D tensor, some zero), the list form with parts of any size; every
+# dtype; the whole job and the subgroups.
+def part(dtype, src, dst, n, cols=1):
+    t = anyt(dtype, n * cols, src, 7000 + 31 * dst + n * cols)
+    return t.reshape(n, cols) if cols > 1 else t
+
+
+def all_to_all_checks(group, members, tag):
+    m, me = len(members), members.index(rank)
+    for dtype in dtypes + [torch.uint8, torch.bool, torch.int16, torch.complex64]:
+        for n in (0, 1, 7, 1001):
+            ins = [part(dtype, rank, members[k], n) for k in range(m)]
+            out = torch.zeros(m * n, dtype=dtype)
+            dist.all_to_all_single(out, torch.cat(ins), group=group)
+            want = torch.cat([part(dtype, members[j], rank, n) for j in range(m)])
+            check(f"{tag} all_to_all_single {dtype} n={n}", torch.equal(out, want))
+            # split sizes: rank a sends rank b (a + 2 b + n) % 3 rows of 3 columns
+            rows = lambda a, b: (members.index(a) + 2 * members.index(b) + n) % 3
+            sends = [rows(rank, members[k]) for k in range(m)]
+            recvs = [rows(members[j], rank) for j in range(m)]
+            src = torch.cat([part(dtype, rank, members[k], sends[k], 3).reshape(-1, 3) for k in range(m)])
+            out = torch.zeros(sum(recvs), 3, dtype=dtype)
+            dist.all_to_all_single(out, src, output_split_sizes=recvs, input_split_sizes=sends, group=group)
+            want = torch.cat([part(dtype, members[j], rank, recvs[j], 3).reshape(-1, 3) for j in range(m)])
+            check(f"{tag} all_to_all_single with splits {dtype} n={n}", torch.equal(out, want))
+            # the list form: parts of any size (rank a sends rank b n + a - b elements, at least 0)
+            size_of = lambda a, b: max(0, n + members.index(a) - members.index(b))
+            outs = [torch.zeros(size_of(members[j], rank), dtype=dtype) for j in range(m)]
+            dist.all_to_all(outs, [part(dtype, rank, members[k], size_of(rank, members[k])) for k in range(m)],
+                            group=group)
+            check(f"{tag} all_to_all {dtype} n={n}",
+                  all(torch.equal(outs[j], part(dtype, members[j], rank, size_of(members[j], rank))) for j in range(m)))
+
+
+all_to_all_checks(ddl, list(range(size)), "whole job")
+all_to_all_checks(sub, members, f"subgroup {members}")
+
 objs = [{"rank": q, "name": "r" * (q + 1), "data": list(range(q * 3))} for q in range(size)]
 got = [None] * size
 dist.all_gather_object(got, objs[rank], group=ddl)
@@ -289,8 +328,9 @@ def raises(name, fn, words):
         failures.append(name + " did not raise")
 
 
-raises("all_to_all", lambda: dist.all_to_all_single(torch.zeros(size), torch.zeros(size), group=ddl),
-       ["ddl", "alltoall"])
+raises("send", lambda: dist.send(torch.zeros(3), dst=(rank + 1) % size, group=ddl), ["ddl", "send"])
+raises("all_to_all split sizes", lambda: dist.all_to_all_single(torch.zeros(size + 1), torch.zeros(size + 1),
+                                                                 group=ddl), ["rows", "equal parts"])
 raises("uint8", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.uint8), group=ddl), ["dtype", "Byte"])
 raises("BAND", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int32), op=dist.ReduceOp.BAND, group=ddl),
        ["reduce op"])
