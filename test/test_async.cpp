@@ -756,6 +756,37 @@ TEST_CASE("all_to_all: every dtype, even parts and counts, in place and not, blo
     }
 }
 
+TEST_CASE("all_to_all: in place from 256 KiB, parts traded in pairs: every dtype, odd and prime rank counts, and a "
+          "rank out of place beside them is a mismatch, not a hang") {
+  for (int n : {2, 3, 4, 5, 7}) {
+    CAPTURE(n);
+    failure_log log;
+    ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+      ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread));
+      for (ddl::dtype type : ddl::all_dtypes)
+        ddl::visit_dtype(type, [&](auto tag) {
+          using T = decltype(tag);
+          const std::size_t per = (std::size_t{256} << 10) / sizeof(T) / static_cast<std::size_t>(n) + 3;
+          for (bool async : {false, true})
+            check_all_to_all<T>(comm, t.rank(), all_to_all_parts(n, per, false), {false, true, async}, log,
+                                ddl::name_of(type));
+        });
+      std::vector<float> in(static_cast<std::size_t>(n) << 16), out(in.size());
+      std::string what = "no error";
+      try {
+        if (t.rank() == 0) comm.all_to_all(ddl::host_view(std::as_const(in)), ddl::host_view(in));
+        else comm.all_to_all(ddl::host_view(std::as_const(in)), ddl::host_view(out));
+      } catch (const ddl::mismatch_error& e) {
+        what = e.what();
+      } catch (const ddl::error& e) {
+        what = std::string("not a mismatch_error: ") + e.what();
+      }
+      if (what.find("all_to_all") == std::string::npos) log.add("rank " + std::to_string(t.rank()) + ": " + what);
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
 TEST_CASE("all_to_all: large parts, several in flight with all-reduces between them") {
   const int n = 4;
   failure_log log;

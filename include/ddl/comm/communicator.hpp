@@ -273,17 +273,18 @@ class communicator {
   /// Block k of this rank's `in` goes to rank k, where it lands as block
   /// `rank()` of `out` (`MPI_Alltoall`): `in` and `out` in `size()` equal
   /// blocks (`in.count == out.count`, a multiple of `size()`). In place when
-  /// `in` and `out` are the same buffer (the input is copied into the
-  /// workspace first). Any dtype: nothing is reduced.
+  /// `in` and `out` are the same buffer (the ranks then trade parts in pairs
+  /// through a part-sized copy in the workspace). Any dtype: nothing is
+  /// reduced.
   void all_to_all(const_buffer_view in, buffer_view out) {
     std::vector<std::size_t> parts;
-    checked(print("all_to_all", 0, 0, in.type, op::sum), [&] { parts = equal_parts(in, out); });
-    run_now(all_to_all_job(in, parts, out, parts));
+    checked(print(all_to_all_name(in, out, true), 0, 0, in.type, op::sum), [&] { parts = equal_parts(in, out); });
+    run_now(all_to_all_job(in, parts, out, parts, true));
   }
   collective_request all_to_all_async(const_buffer_view in, buffer_view out, completion done = {}) {
     std::vector<std::size_t> parts;
-    checked(print("all_to_all", 0, 0, in.type, op::sum), [&] { parts = equal_parts(in, out); });
-    return submit("all_to_all", all_to_all_job(in, parts, out, parts), std::move(done));
+    checked(print(all_to_all_name(in, out, true), 0, 0, in.type, op::sum), [&] { parts = equal_parts(in, out); });
+    return submit("all_to_all", all_to_all_job(in, parts, out, parts, true), std::move(done));
   }
   /// Parts of any size (`MPI_Alltoallv`): the first `send_counts[0]`
   /// elements of `in` go to rank 0, the next `send_counts[1]` to rank 1, and
@@ -292,18 +293,19 @@ class communicator {
   /// with `DDL_CHECK=1` the ranks trade their counts first and every rank
   /// fails with `invalid_argument` naming the pair that disagrees (the
   /// communicator stays usable); without it the pair's transfer fails with a
-  /// size mismatch. In place when `in` and `out` start at the same address.
+  /// size mismatch. In place when `in` and `out` start at the same address
+  /// (with parts that differ both ways, the input is copied aside first).
   void all_to_all(const_buffer_view in, std::vector<std::size_t> send_counts, buffer_view out,
                   std::vector<std::size_t> recv_counts) {
     checked(print("all_to_all", 0, 0, in.type, op::sum),
             [&] { check_all_to_all(in, send_counts, out, recv_counts); });
-    run_now(all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts)));
+    run_now(all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts), false));
   }
   collective_request all_to_all_async(const_buffer_view in, std::vector<std::size_t> send_counts, buffer_view out,
                                       std::vector<std::size_t> recv_counts, completion done = {}) {
     checked(print("all_to_all", 0, 0, in.type, op::sum),
             [&] { check_all_to_all(in, send_counts, out, recv_counts); });
-    return submit("all_to_all", all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts)),
+    return submit("all_to_all", all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts), false),
                   std::move(done));
   }
 
@@ -581,22 +583,44 @@ class communicator {
                                        costs);
     }, run);
   }
+  // An even all-to-all in place of at least this many bytes trades its parts
+  // in pairs (`detail::pairwise_all_to_all_in_place`: n rounds, a part-sized
+  // copy); smaller ones, and the form with counts, copy the input aside and
+  // exchange with every peer at once (one round).
+  static constexpr std::size_t all_to_all_paired_bytes = std::size_t{256} << 10;
+  static bool all_to_all_paired(const const_buffer_view& in, const const_buffer_view& out, bool even) {
+    return even && in.byte_data() == out.byte_data() && in.bytes() >= all_to_all_paired_bytes;
+  }
+  // The two schedules exchange differently: the call check names them apart
+  // (a rank in place beside one out of place fails the check, and without it
+  // the stamps differ: a mismatch_error, not a hang).
+  static const char* all_to_all_name(const const_buffer_view& in, const const_buffer_view& out, bool even) {
+    return all_to_all_paired(in, out, even) ? "all_to_all(ip)" : "all_to_all";
+  }
   // Never bounced (`staged_transport`): whether a call bounces follows its
   // size, and an all-to-all's sizes differ between ranks.
   auto all_to_all_job(const_buffer_view in, std::vector<std::size_t> sends, buffer_view out,
-                      std::vector<std::size_t> recvs) {
-    return [this, in, out, sends = std::move(sends), recvs = std::move(recvs)] {
-      if (opts_.check_calls) verify_parts(in.type, sends, recvs);
+                      std::vector<std::size_t> recvs, bool even) {
+    return [this, in, out, sends = std::move(sends), recvs = std::move(recvs), even] {
+      const bool paired = all_to_all_paired(in, out, even);
+      if (opts_.check_calls) verify_parts(all_to_all_name(in, out, even), in.type, sends, recvs);
       const bool in_place = in.byte_data() == out.byte_data() && in.count > 0;
       if (in_place && size() == 1) return;
-      auto c = context("all_to_all", out.where, in.type, op::sum, in_place ? in.bytes() : 0,
-                       stamp(detail::call_kind::all_to_all, 0, 0, in.type, op::sum));
+      const std::size_t es = size_of(in.type);
+      const auto st = stamp(detail::call_kind::all_to_all, 0, 0, in.type, op::sum, paired ? 1 : -1);
+      if (paired) {
+        auto c = context("all_to_all", out.where, in.type, op::sum, sends[0] * es, st);
+        return detail::pairwise_all_to_all_in_place(*transport_, out.byte_data(), sends, c.work, es, c,
+                                                    c.base_tag + tag_offset::all_to_all);
+      }
+      // In place: the input aside in the workspace first.
+      auto c = context("all_to_all", out.where, in.type, op::sum, in_place ? in.bytes() : 0, st);
       const std::byte* from = in.byte_data();
       if (in_place) {
         local_copy(c, c.work, from, in.bytes());
         from = c.work;
       }
-      detail::pairwise_all_to_all(*transport_, from, sends, out.byte_data(), recvs, size_of(in.type), c,
+      detail::pairwise_all_to_all(*transport_, from, sends, out.byte_data(), recvs, es, c,
                                   c.base_tag + tag_offset::all_to_all);
     };
   }
@@ -678,11 +702,12 @@ class communicator {
   // counts (each rank tells each peer what it sends it and expects from it),
   // then whether any rank found a pair that disagrees, so every rank fails
   // alike and nothing is sent.
-  void verify_parts(dtype type, const std::vector<std::size_t>& sends, const std::vector<std::size_t>& recvs) {
-    fingerprint f = print("all_to_all", 0, 0, type, op::sum);
+  void verify_parts(const char* name, dtype type, const std::vector<std::size_t>& sends,
+                    const std::vector<std::size_t>& recvs) {
+    fingerprint f = print(name, 0, 0, type, op::sum);
     verify(f);
     if (size() == 1) return;
-    const call_context c = check_context("all_to_all");
+    const call_context c = check_context(name);
     const auto n = static_cast<std::size_t>(size()), r = static_cast<std::size_t>(rank());
     std::vector<std::uint64_t> mine(2 * n), theirs(2 * n);
     for (std::size_t p = 0; p < n; ++p) {
@@ -710,7 +735,7 @@ class communicator {
       std::snprintf(f.reason, sizeof f.reason, "%s", why.c_str());
     }
     verify(f);
-    if (!why.empty()) throw invalid_argument("all_to_all: " + why + " (DDL_CHECK)");
+    if (!why.empty()) throw invalid_argument(std::string(name) + ": " + why + " (DDL_CHECK)");
   }
 
   // Trades `mine` with every rank and throws the same error on every rank

@@ -13,7 +13,9 @@
 ///     t = ceil((n - 1) / 16) a + (n - 1) S / (n B)
 /// -- every byte that leaves a rank crosses one link once, the least any
 /// all-to-all moves, so nothing is gained by trees or rings (those trade
-/// latency for bytes and suit only tiny parts at many ranks).
+/// latency for bytes and suit only tiny parts at many ranks). In place, the
+/// ranks trade parts in pairs through a part-sized copy
+/// (`pairwise_all_to_all_in_place`): n rounds of one exchange each.
 #include <cstddef>
 #include <numeric>
 #include <vector>
@@ -50,6 +52,28 @@ void pairwise_all_to_all(Transport& t, const std::byte* in, const std::vector<st
         return mutable_bytes{out + to[k] * elem, recv_counts[k] * elem};
       },
       c, tg, "pairwise all-to-all");
+}
+
+/// In place, with every part where the answer for it lands (`counts` the
+/// same both ways, as in the even form): the ranks meet in pairs, round d
+/// pairing r with (d - r) mod n (every pair meets once in n rounds; a rank
+/// paired with itself sits the round out), and each copies its part for the
+/// partner into `temp` (as long as the longest part) and trades it for the
+/// partner's part for it. (n - 1) S / n bytes copied once more, where
+/// copying the input aside first would copy S and then the own part again.
+template <class Transport>
+void pairwise_all_to_all_in_place(Transport& t, std::byte* data, const std::vector<std::size_t>& counts,
+                                  std::byte* temp, std::size_t elem, const call_context& c, tag tg) {
+  const std::vector<std::size_t> at = part_offsets(counts);
+  const int n = t.size(), r = t.rank();
+  for (int d = 0; d < n; ++d) {
+    const int p = ((d - r) % n + n) % n;
+    if (p == r) continue;
+    const auto k = static_cast<std::size_t>(p);
+    std::byte* part = data + at[k] * elem;
+    local_copy(c, temp, part, counts[k] * elem);
+    steps::send_recv(t, p, temp, p, part, counts[k] * elem, c, tg, {"pairwise all-to-all in place", d, n});
+  }
 }
 
 }  // namespace ddl::detail
