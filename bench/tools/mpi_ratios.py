@@ -3,10 +3,12 @@
 
 usage: mpi_ratios.py [--impl ddl:NAME] RUN1.txt RUN2.txt ...   (same configuration, repeated)
 
---impl picks the ddl row compared (default ddl:auto, or ddl:broadcast).
+--impl picks the ddl row compared (default ddl:auto, else the first ddl row:
+ddl:broadcast, ddl:all_to_all).
 
 Works for every --collective: the MPI baseline is the row whose impl starts
-with MPI_ (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast).
+with MPI_ (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast,
+MPI_Alltoall).
 
 Ratios are taken inside each run (baseline time / ddl time, both measured
 side by side on the same buffers), then summarised as the median and the
@@ -29,7 +31,8 @@ if "--impl" in args:
     del args[i:i + 2]
 runs = [parse(p) for p in args]
 sizes = sorted({k[0] for r in runs for k in r})
-ddl_impl = chosen or ("ddl:auto" if any(k[1] == "ddl:auto" for r in runs for k in r) else "ddl:broadcast")
+ddl_rows = [k[1] for r in runs for k in r if k[1].startswith("ddl:")]
+ddl_impl = chosen or ("ddl:auto" if "ddl:auto" in ddl_rows else (ddl_rows[0] if ddl_rows else "ddl:broadcast"))
 mpi_impl = next((k[1] for r in runs for k in r if k[1].startswith("MPI_")), "MPI_Allreduce")
 print(f"| size | {ddl_impl} in-place us (median) | {mpi_impl} / ddl, in-place | {mpi_impl} / ddl, out-of-place | best Gloo / ddl, in-place |")
 print("|---|---|---|---|---|")
