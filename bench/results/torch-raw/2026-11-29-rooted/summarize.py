@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """gloo time / ddl time per collective, size and rank count, median of the
-rounds in this folder (min-max), and ddl's ms: summarize.py > summary.txt"""
+rounds in the current folder (min-max), and ddl's ms: summarize.py > summary.txt
+(run in a folder of collectives.py outputs named COLLECTIVE-nN-rR.txt)"""
 import glob
 import re
 import statistics
@@ -17,7 +18,8 @@ for n in sorted({k[1] for k in data}):
     print(f"## {n} ranks: gloo / ddl, median of the rounds (min-max); ddl ms (median)")
     print("| collective | " + " | ".join(sizes) + " |")
     print("|---" * (len(sizes) + 1) + "|")
-    for c in ("reduce", "gather", "scatter", "all_reduce", "broadcast", "all_gather"):
+    known = ("reduce", "gather", "scatter", "all_reduce", "broadcast", "all_gather", "all_to_all")
+    for c in [c for c in known if any(k[0] == c for k in data)]:
         cells = []
         for s in sizes:
             v = data.get((c, n, s), [])
