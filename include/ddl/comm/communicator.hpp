@@ -297,13 +297,13 @@ class communicator {
   /// (with parts that differ both ways, the input is copied aside first).
   void all_to_all(const_buffer_view in, std::vector<std::size_t> send_counts, buffer_view out,
                   std::vector<std::size_t> recv_counts) {
-    checked(print("all_to_all", 0, 0, in.type, op::sum),
+    checked(print("all_to_allv", 0, 0, in.type, op::sum),
             [&] { check_all_to_all(in, send_counts, out, recv_counts); });
     run_now(all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts), false));
   }
   collective_request all_to_all_async(const_buffer_view in, std::vector<std::size_t> send_counts, buffer_view out,
                                       std::vector<std::size_t> recv_counts, completion done = {}) {
-    checked(print("all_to_all", 0, 0, in.type, op::sum),
+    checked(print("all_to_allv", 0, 0, in.type, op::sum),
             [&] { check_all_to_all(in, send_counts, out, recv_counts); });
     return submit("all_to_all", all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts), false),
                   std::move(done));
@@ -583,32 +583,52 @@ class communicator {
                                        costs);
     }, run);
   }
+  // How an all-to-all runs; every rank of a call takes the same schedule
+  // (the even form's sizes are the same everywhere; its placement must be).
+  enum class a2a_schedule { flagged, paired, exchange };
   // An even all-to-all in place of at least this many bytes trades its parts
   // in pairs (`detail::pairwise_all_to_all_in_place`: n rounds, a part-sized
   // copy); smaller ones, and the form with counts, copy the input aside and
-  // exchange with every peer at once (one round).
+  // exchange with every peer at once (one round). An even one of at most
+  // `direct_base::flagged_limit` bytes in host memory, between ranks that
+  // share stages, meets once through them and sends no message.
   static constexpr std::size_t all_to_all_paired_bytes = std::size_t{256} << 10;
-  static bool all_to_all_paired(const const_buffer_view& in, const const_buffer_view& out, bool even) {
-    return even && in.byte_data() == out.byte_data() && in.bytes() >= all_to_all_paired_bytes;
+  a2a_schedule all_to_all_schedule(const const_buffer_view& in, const const_buffer_view& out, bool even) const {
+    if (!even) return a2a_schedule::exchange;
+    if constexpr (has_wait_until_v<Transport>) {
+      if (in.bytes() <= detail::direct_base::flagged_limit && in.where.space == memory_space::host &&
+          out.where.space == memory_space::host && size() > 1 && peers_reachable(*transport_))
+        return a2a_schedule::flagged;
+    }
+    return in.byte_data() == out.byte_data() && in.bytes() >= all_to_all_paired_bytes ? a2a_schedule::paired
+                                                                                       : a2a_schedule::exchange;
   }
-  // The two schedules exchange differently: the call check names them apart
-  // (a rank in place beside one out of place fails the check, and without it
-  // the stamps differ: a mismatch_error, not a hang).
-  static const char* all_to_all_name(const const_buffer_view& in, const const_buffer_view& out, bool even) {
-    return all_to_all_paired(in, out, even) ? "all_to_all(ip)" : "all_to_all";
+  // The call check names the forms and the paired schedule apart (a rank
+  // in place beside one out of place fails the check; without it the
+  // stamps differ: a mismatch_error, not a hang).
+  const char* all_to_all_name(const const_buffer_view& in, const const_buffer_view& out, bool even) const {
+    if (!even) return "all_to_allv";
+    return all_to_all_schedule(in, out, even) == a2a_schedule::paired ? "all_to_all(ip)" : "all_to_all";
   }
   // Never bounced (`staged_transport`): whether a call bounces follows its
   // size, and an all-to-all's sizes differ between ranks.
   auto all_to_all_job(const_buffer_view in, std::vector<std::size_t> sends, buffer_view out,
                       std::vector<std::size_t> recvs, bool even) {
     return [this, in, out, sends = std::move(sends), recvs = std::move(recvs), even] {
-      const bool paired = all_to_all_paired(in, out, even);
+      const a2a_schedule how = all_to_all_schedule(in, out, even);
       if (opts_.check_calls) verify_parts(all_to_all_name(in, out, even), in.type, sends, recvs);
       const bool in_place = in.byte_data() == out.byte_data() && in.count > 0;
       if (in_place && size() == 1) return;
       const std::size_t es = size_of(in.type);
-      const auto st = stamp(detail::call_kind::all_to_all, 0, 0, in.type, op::sum, paired ? 1 : -1);
-      if (paired) {
+      const int form = !even ? -2 : how == a2a_schedule::paired ? 1 : -1;  // in the stamp
+      const auto st = stamp(detail::call_kind::all_to_all, 0, 0, in.type, op::sum, form);
+      if (how == a2a_schedule::flagged) {
+        if constexpr (has_wait_until_v<Transport>) {
+          auto c = context("all_to_all", out.where, in.type, op::sum, 0, st);
+          return detail::direct_base::all_to_all(*transport_, in.byte_data(), out.byte_data(), sends[0] * es, c);
+        }
+      }
+      if (how == a2a_schedule::paired) {
         auto c = context("all_to_all", out.where, in.type, op::sum, sends[0] * es, st);
         return detail::pairwise_all_to_all_in_place(*transport_, out.byte_data(), sends, c.work, es, c,
                                                     c.base_tag + tag_offset::all_to_all);

@@ -15,7 +15,11 @@
 /// all-to-all moves, so nothing is gained by trees or rings (those trade
 /// latency for bytes and suit only tiny parts at many ranks). In place, the
 /// ranks trade parts in pairs through a part-sized copy
-/// (`pairwise_all_to_all_in_place`): n rounds of one exchange each.
+/// (`pairwise_all_to_all_in_place`): n rounds of one exchange each. Ranks
+/// that share stages (threads, MPI ranks of one machine) take calls of at
+/// most 64 KiB a rank through them instead, no message
+/// (`direct_base::all_to_all`); the communicator picks
+/// (`communicator::all_to_all_schedule`).
 #include <cstddef>
 #include <numeric>
 #include <vector>

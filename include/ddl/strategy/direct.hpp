@@ -361,6 +361,19 @@ class direct_base {
     }
   }
 
+  /// An all-to-all of equal parts of `part` bytes, at most `flagged_limit`
+  /// bytes a rank in all, through the stages' counters (as `broadcast`): in
+  /// one meeting each rank copies its whole input into its slot, then its
+  /// own part out of every rank's slot. No message; in place too (the input
+  /// is in the slot before anything is written).
+  template <class Transport>
+  static void all_to_all(Transport& t, const std::byte* in, std::byte* out, std::size_t part, const call_context& c) {
+    const auto n = static_cast<std::size_t>(t.size()), r = static_cast<std::size_t>(t.rank());
+    flagged_meet(t, in, n * part, n * part, c, [&](int p, const std::byte* slot) {
+      local_copy(c, out + static_cast<std::size_t>(p) * part, slot + r * part, part);
+    });
+  }
+
  private:
   // `broadcast` through the root's slots, a piece of `flagged_limit` at a time.
   template <class Transport>
