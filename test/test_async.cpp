@@ -756,8 +756,8 @@ TEST_CASE("all_to_all: every dtype, even parts and counts, in place and not, blo
     }
 }
 
-TEST_CASE("all_to_all: in place from 256 KiB, parts traded in pairs: every dtype, odd and prime rank counts, and a "
-          "rank out of place beside them is a mismatch, not a hang") {
+TEST_CASE("all_to_all: in place from 256 KiB above the stages' sizes, parts traded in pairs: every dtype, odd and "
+          "prime rank counts, and a rank out of place beside them is a mismatch, not a hang") {
   for (int n : {2, 3, 4, 5, 7}) {
     CAPTURE(n);
     failure_log log;
@@ -771,7 +771,7 @@ TEST_CASE("all_to_all: in place from 256 KiB, parts traded in pairs: every dtype
             check_all_to_all<T>(comm, t.rank(), all_to_all_parts(n, per, false), {false, true, async}, log,
                                 ddl::name_of(type));
         });
-      std::vector<float> in(static_cast<std::size_t>(n) << 16), out(in.size());
+      std::vector<float> in(static_cast<std::size_t>(n) << 18), out(in.size());
       std::string what = "no error";
       try {
         if (t.rank() == 0) comm.all_to_all(ddl::host_view(std::as_const(in)), ddl::host_view(in));
@@ -782,6 +782,29 @@ TEST_CASE("all_to_all: in place from 256 KiB, parts traded in pairs: every dtype
         what = std::string("not a mismatch_error: ") + e.what();
       }
       if (what.find("all_to_all") == std::string::npos) log.add("rank " + std::to_string(t.rank()) + ": " + what);
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
+TEST_CASE("all_to_all: through the stages in pieces (up to 128 KiB a rank at 2 ranks, 256 KiB at more), every "
+          "dtype, in place and not, odd and prime rank counts") {
+  for (int n : {2, 3, 5, 8}) {
+    CAPTURE(n);
+    failure_log log;
+    ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+      ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::deferred));
+      for (ddl::dtype type : ddl::all_dtypes)
+        ddl::visit_dtype(type, [&](auto tag) {
+          using T = decltype(tag);
+          // a meeting's pieces are 64 KiB / n: 2 to 4 meetings, the last one short
+          for (std::size_t kib : {std::size_t(100), std::size_t(n == 2 ? 127 : 255)}) {
+            const std::size_t per = (kib << 10) / sizeof(T) / static_cast<std::size_t>(n) + 1;
+            for (bool in_place : {false, true})
+              check_all_to_all<T>(comm, t.rank(), all_to_all_parts(n, per, false), {false, in_place, in_place}, log,
+                                  ddl::name_of(type) + std::string(" ") + std::to_string(kib) + " KiB");
+          }
+        });
     });
     CHECK_MESSAGE(log.count() == 0, log.summary());
   }

@@ -589,14 +589,19 @@ class communicator {
   // An even all-to-all in place of at least this many bytes trades its parts
   // in pairs (`detail::pairwise_all_to_all_in_place`: n rounds, a part-sized
   // copy); smaller ones, and the form with counts, copy the input aside and
-  // exchange with every peer at once (one round). An even one of at most
-  // `direct_base::flagged_limit` bytes in host memory, between ranks that
-  // share stages, meets once through them and sends no message.
+  // exchange with every peer at once (one round). An even one in host
+  // memory between ranks that share stages goes through them in pieces, a
+  // meeting each and no message (`direct_base::all_to_all`; one meeting up
+  // to 64 KiB), up to 128 KiB a rank at 2 ranks and 256 KiB at more: there
+  // the stages' two copies and a meeting per 64 KiB beat the messages'
+  // single copy, over MPI 1.0-1.8x out of place at 4 and 8 ranks and
+  // 1.1-2.5x in place (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-29).
   static constexpr std::size_t all_to_all_paired_bytes = std::size_t{256} << 10;
+  std::size_t all_to_all_flagged_bytes() const { return (size() == 2 ? std::size_t{128} : std::size_t{256}) << 10; }
   a2a_schedule all_to_all_schedule(const const_buffer_view& in, const const_buffer_view& out, bool even) const {
     if (!even) return a2a_schedule::exchange;
     if constexpr (has_wait_until_v<Transport>) {
-      if (in.bytes() <= detail::direct_base::flagged_limit && in.where.space == memory_space::host &&
+      if (in.bytes() <= all_to_all_flagged_bytes() && in.where.space == memory_space::host &&
           out.where.space == memory_space::host && size() > 1 && peers_reachable(*transport_))
         return a2a_schedule::flagged;
     }
@@ -620,7 +625,7 @@ class communicator {
       const bool in_place = in.byte_data() == out.byte_data() && in.count > 0;
       if (in_place && size() == 1) return;
       const std::size_t es = size_of(in.type);
-      const int form = !even ? -2 : how == a2a_schedule::paired ? 1 : -1;  // in the stamp
+      const int form = !even ? -2 : how == a2a_schedule::paired ? 1 : how == a2a_schedule::flagged ? 2 : -1;
       const auto st = stamp(detail::call_kind::all_to_all, 0, 0, in.type, op::sum, form);
       if (how == a2a_schedule::flagged) {
         if constexpr (has_wait_until_v<Transport>) {

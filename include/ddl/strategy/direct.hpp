@@ -361,17 +361,30 @@ class direct_base {
     }
   }
 
-  /// An all-to-all of equal parts of `part` bytes, at most `flagged_limit`
-  /// bytes a rank in all, through the stages' counters (as `broadcast`): in
-  /// one meeting each rank copies its whole input into its slot, then its
-  /// own part out of every rank's slot. No message; in place too (the input
-  /// is in the slot before anything is written).
+  /// An all-to-all of equal parts of `part` bytes through the stages'
+  /// counters (as `broadcast`), in pieces: in each meeting every rank copies
+  /// the next `piece` bytes of each of its n parts into its slot (n pieces,
+  /// at most `flagged_limit` bytes), then the piece of its own part out of
+  /// every rank's slot. No message; in place too (a meeting's pieces are in
+  /// the slot before any is written back).
   template <class Transport>
   static void all_to_all(Transport& t, const std::byte* in, std::byte* out, std::size_t part, const call_context& c) {
     const auto n = static_cast<std::size_t>(t.size()), r = static_cast<std::size_t>(t.rank());
-    flagged_meet(t, in, n * part, n * part, c, [&](int p, const std::byte* slot) {
-      local_copy(c, out + static_cast<std::size_t>(p) * part, slot + r * part, part);
-    });
+    const std::size_t piece = flagged_limit / n;
+    std::size_t off = 0;
+    do {
+      const std::size_t len = std::min(piece, part - off);
+      flagged_meet_filled(
+          t,
+          [&](std::byte* own) {
+            for (std::size_t k = 0; k < n; ++k) local_copy(c, own + k * len, in + k * part + off, len);
+          },
+          n * part, c,
+          [&](int p, const std::byte* slot) {
+            local_copy(c, out + static_cast<std::size_t>(p) * part + off, slot + r * len, len);
+          });
+      off += len;
+    } while (off < part);
   }
 
  private:
@@ -537,6 +550,15 @@ class direct_base {
   template <class Transport, class Slot>
   static void flagged_meet(Transport& t, const std::byte* src, std::size_t bytes, std::uint64_t call_bytes,
                            const call_context& c, Slot&& slot) {
+    flagged_meet_filled(
+        t, [&](std::byte* own) { if (bytes > 0) local_copy(c, own, src, bytes); }, call_bytes, c,
+        std::forward<Slot>(slot));
+  }
+  /// As `flagged_meet`, with `fill(own)` writing this rank's slot (at most
+  /// `flagged_limit` bytes).
+  template <class Transport, class Fill, class Slot>
+  static void flagged_meet_filled(Transport& t, Fill&& fill, std::uint64_t call_bytes, const call_context& c,
+                                  Slot&& slot) {
     const int n = t.size(), r = t.rank();
     require_host(c);
     std::byte* mine = t.stage(stage_prefix);
@@ -546,7 +568,7 @@ class direct_base {
     const std::uint64_t stamp[2] = {call_bytes, c.base_tag};
     std::memcpy(mine + 64 * (s + 1), stamp, sizeof stamp);
     std::byte* own = mine + stage_header + s * flagged_limit;
-    if (bytes > 0) local_copy(c, own, src, bytes);
+    fill(own);
     __atomic_store_n(counter, k, __ATOMIC_RELEASE);
     raised(t);
     slot(r, own);
