@@ -273,9 +273,9 @@ class communicator {
   /// Block k of this rank's `in` goes to rank k, where it lands as block
   /// `rank()` of `out` (`MPI_Alltoall`): `in` and `out` in `size()` equal
   /// blocks (`in.count == out.count`, a multiple of `size()`). In place when
-  /// `in` and `out` are the same buffer (the ranks then trade parts in pairs
-  /// through a part-sized copy in the workspace). Any dtype: nothing is
-  /// reduced.
+  /// `in` and `out` are the same buffer (every rank must pass the same
+  /// placement: large calls in place trade parts in pairs). Any dtype:
+  /// nothing is reduced. How it runs: `all_to_all_schedule`, below.
   void all_to_all(const_buffer_view in, buffer_view out) {
     std::vector<std::size_t> parts;
     checked(print(all_to_all_name(in, out, true), 0, 0, in.type, op::sum), [&] { parts = equal_parts(in, out); });

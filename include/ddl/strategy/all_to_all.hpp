@@ -16,10 +16,10 @@
 /// latency for bytes and suit only tiny parts at many ranks). In place, the
 /// ranks trade parts in pairs through a part-sized copy
 /// (`pairwise_all_to_all_in_place`): n rounds of one exchange each. Ranks
-/// that share stages (threads, MPI ranks of one machine) take calls of at
-/// most 64 KiB a rank through them instead, no message
-/// (`direct_base::all_to_all`); the communicator picks
-/// (`communicator::all_to_all_schedule`).
+/// that share stages (threads, MPI ranks of one machine) take even calls of
+/// up to 128 KiB a rank (2 ranks) or 256 KiB (more) through them instead,
+/// a meeting per 64 KiB and no message (`direct_base::all_to_all`); the
+/// communicator picks (`communicator::all_to_all_schedule`).
 #include <cstddef>
 #include <numeric>
 #include <vector>

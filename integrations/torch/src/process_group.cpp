@@ -621,15 +621,12 @@ class process_group : public c10d::ProcessGroup {
                     t.scalar_type());
       }
     const bool bytes = !native(ins[0]);
+    auto size_in_bytes = [](const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); };
     // A part as ddl moves it: its elements, or its bytes in words.
-    auto length = [bytes](const at::Tensor& t) {
-      return bytes ? (t.numel() * static_cast<int64_t>(t.element_size()) + 3) / 4 : t.numel();
-    };
+    auto length = [&](const at::Tensor& t) { return bytes ? words_in(size_in_bytes(t)) : t.numel(); };
     // Where a part lies in a scratch buffer, as `t`'s elements or bytes.
-    auto slot = [bytes](const at::Tensor& flat, int64_t at, const at::Tensor& t) {
-      return bytes ? flat.narrow(0, at, (t.numel() * static_cast<int64_t>(t.element_size()) + 3) / 4)
-                         .view(at::kByte)
-                         .narrow(0, 0, t.numel() * static_cast<int64_t>(t.element_size()))
+    auto slot = [bytes, size_in_bytes](const at::Tensor& flat, int64_t at, const at::Tensor& t) {
+      return bytes ? flat.narrow(0, at, words_in(size_in_bytes(t))).view(at::kByte).narrow(0, 0, size_in_bytes(t))
                    : flat.narrow(0, at, t.numel()).view_as(t);
     };
     std::vector<std::size_t> sends, recvs;
@@ -652,9 +649,11 @@ class process_group : public c10d::ProcessGroup {
     };
     return launch(w, [&](auto done) { return comm_->all_to_all_async(iv, sends, ov, recvs, done); });
   }
+  // int32 words that hold `bytes` bytes.
+  static int64_t words_in(int64_t bytes) { return (bytes + 3) / 4; }
   // A scratch buffer of int32 words for `parts` parts of `bytes` bytes each.
   at::Tensor words_for(int64_t parts, int64_t bytes) {
-    return scratch_.get(parts * ((bytes + 3) / 4), at::TensorOptions().dtype(at::kInt));
+    return scratch_.get(parts * words_in(bytes), at::TensorOptions().dtype(at::kInt));
   }
   c10::intrusive_ptr<work> make(c10d::OpType type, std::vector<at::Tensor> outputs) {
     return c10::make_intrusive<work>(getRank(), type, std::move(outputs));
