@@ -810,6 +810,28 @@ TEST_CASE("all_to_all: through the stages in pieces (up to 128 KiB a rank at 2 r
   }
 }
 
+TEST_CASE("all_to_all: all_to_all_plan_for names the schedule each size and placement takes") {
+  for (int n : {2, 4}) {
+    std::vector<std::string> plans(static_cast<std::size_t>(n));
+    ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+      ddl::communicator<ddl::ring, ddl::local_transport> comm(t);
+      std::string& p = plans[static_cast<std::size_t>(t.rank())];
+      for (std::size_t kib : {4, 128, 256, 1024})
+        p += comm.all_to_all_plan_for(kib << 10) + " / " + comm.all_to_all_plan_for(kib << 10, true) + "\n";
+    });
+    CAPTURE(n);
+    for (const auto& p : plans) CHECK(p == plans[0]);
+    CHECK(plans[0] == (n == 2 ? "through the stages, 1 meeting / through the stages, 1 meeting\n"
+                                "through the stages, 2 meetings / through the stages, 2 meetings\n"
+                                "exchange with every peer / parts traded in pairs, 2 rounds\n"
+                                "exchange with every peer / parts traded in pairs, 2 rounds\n"
+                              : "through the stages, 1 meeting / through the stages, 1 meeting\n"
+                                "through the stages, 2 meetings / through the stages, 2 meetings\n"
+                                "through the stages, 4 meetings / through the stages, 4 meetings\n"
+                                "exchange with every peer / parts traded in pairs, 4 rounds\n"));
+  }
+}
+
 TEST_CASE("all_to_all: large parts, several in flight with all-reduces between them") {
   const int n = 4;
   failure_log log;

@@ -105,7 +105,10 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
       m.ip = [comm, dt](std::byte* buf, std::size_t c) {
         comm->all_to_all(ddl::const_buffer_view{buf, c, dt, {}}, ddl::buffer_view{buf, c, dt, {}});
       };
-      m.note = [](std::size_t) { return std::string("pairwise exchange"); };
+      m.note = [comm](std::size_t bytes) {  // the schedule, out of place and in place
+        const std::string a = comm->all_to_all_plan_for(bytes), b = comm->all_to_all_plan_for(bytes, true);
+        return a == b ? a : a + "; in place " + b;
+      };
       break;
   }
   if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {

@@ -308,6 +308,21 @@ class communicator {
     return submit("all_to_all", all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts), false),
                   std::move(done));
   }
+  /// How an even `all_to_all` of `bytes` a rank in host memory runs (in
+  /// place or not), in words: through the stages (and in how many
+  /// meetings), parts traded in pairs, or an exchange with every peer.
+  std::string all_to_all_plan_for(std::size_t bytes, bool in_place = false) const {
+    switch (all_to_all_schedule(bytes, in_place, true, true)) {
+      case a2a_schedule::flagged: {
+        const std::size_t piece = detail::direct_base::flagged_limit / static_cast<std::size_t>(size());
+        const std::size_t part = bytes / static_cast<std::size_t>(size());
+        const std::size_t meetings = part == 0 ? 1 : (part + piece - 1) / piece;
+        return "through the stages, " + std::to_string(meetings) + (meetings == 1 ? " meeting" : " meetings");
+      }
+      case a2a_schedule::paired: return "parts traded in pairs, " + std::to_string(size()) + " rounds";
+      default: return in_place ? "input set aside, exchange with every peer" : "exchange with every peer";
+    }
+  }
 
   // --- broadcast and barrier -------------------------------------------------
 
@@ -598,15 +613,17 @@ class communicator {
   // 1.1-2.5x in place (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-29).
   static constexpr std::size_t all_to_all_paired_bytes = std::size_t{256} << 10;
   std::size_t all_to_all_flagged_bytes() const { return (size() == 2 ? std::size_t{128} : std::size_t{256}) << 10; }
-  a2a_schedule all_to_all_schedule(const const_buffer_view& in, const const_buffer_view& out, bool even) const {
+  a2a_schedule all_to_all_schedule(std::size_t bytes, bool in_place, bool host, bool even) const {
     if (!even) return a2a_schedule::exchange;
     if constexpr (has_wait_until_v<Transport>) {
-      if (in.bytes() <= all_to_all_flagged_bytes() && in.where.space == memory_space::host &&
-          out.where.space == memory_space::host && size() > 1 && peers_reachable(*transport_))
+      if (bytes <= all_to_all_flagged_bytes() && host && size() > 1 && peers_reachable(*transport_))
         return a2a_schedule::flagged;
     }
-    return in.byte_data() == out.byte_data() && in.bytes() >= all_to_all_paired_bytes ? a2a_schedule::paired
-                                                                                       : a2a_schedule::exchange;
+    return in_place && bytes >= all_to_all_paired_bytes ? a2a_schedule::paired : a2a_schedule::exchange;
+  }
+  a2a_schedule all_to_all_schedule(const const_buffer_view& in, const const_buffer_view& out, bool even) const {
+    return all_to_all_schedule(in.bytes(), in.byte_data() == out.byte_data(),
+                               in.where.space == memory_space::host && out.where.space == memory_space::host, even);
   }
   // The call check names the forms and the paired schedule apart (a rank
   // in place beside one out of place fails the check; without it the
