@@ -75,6 +75,16 @@ T all_to_all_value(int from, int to, std::size_t i) {
                                                   static_cast<std::size_t>(to) * 3) % 97) - 48);
 }
 
+// Rank a sends rank b `per` elements, or (`varied`) a count that differs
+// between pairs, zero for some, `per` at most.
+inline std::vector<std::vector<std::size_t>> all_to_all_parts(int n, std::size_t per, bool varied) {
+  std::vector<std::vector<std::size_t>> parts(static_cast<std::size_t>(n), std::vector<std::size_t>(static_cast<std::size_t>(n), per));
+  if (varied)
+    for (std::size_t a = 0; a < parts.size(); ++a)
+      for (std::size_t b = 0; b < parts.size(); ++b) parts[a][b] = per * ((a * 3 + b * 5 + 1) % 4) / 3;
+  return parts;
+}
+
 // What an all-to-all check varies: the form with counts (else the even one),
 // in place, asynchronous.
 struct all_to_all_case {

@@ -719,18 +719,6 @@ TEST_CASE("broadcast: priced on the strategy's topology (its slowest level), els
   });
 }
 
-namespace {
-// Rank a sends rank b `per` elements, or (`varied`) a count that differs
-// between pairs, zero for some, `per` at most.
-std::vector<std::vector<std::size_t>> all_to_all_parts(int n, std::size_t per, bool varied) {
-  std::vector<std::vector<std::size_t>> parts(static_cast<std::size_t>(n), std::vector<std::size_t>(static_cast<std::size_t>(n), per));
-  if (varied)
-    for (std::size_t a = 0; a < parts.size(); ++a)
-      for (std::size_t b = 0; b < parts.size(); ++b) parts[a][b] = per * ((a * 3 + b * 5 + 1) % 4) / 3;
-  return parts;
-}
-}  // namespace
-
 TEST_CASE("all_to_all: every dtype, even parts and counts, in place and not, blocking and asynchronous, odd and prime "
           "rank counts") {
   for (ddl::progress mode : modes)

@@ -1057,11 +1057,7 @@ TEST_CASE("mpi: all_to_all, even parts and counts, in place and not, blocking an
   // 6007 doubles a part: through the stages in pieces at 2-5 ranks
   for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(6007), std::size_t(1) << 18})
     for (bool counts : {false, true}) {
-      // with counts: rank a sends rank b a count that differs between pairs, zero for some
-      std::vector<std::vector<std::size_t>> parts(static_cast<std::size_t>(n), std::vector<std::size_t>(static_cast<std::size_t>(n), per));
-      if (counts)
-        for (std::size_t a = 0; a < parts.size(); ++a)
-          for (std::size_t b = 0; b < parts.size(); ++b) parts[a][b] = per * ((a + 2 * b) % 3) / 2;
+      const auto parts = all_to_all_parts(n, per, counts);
       for (bool in_place : {false, true})
         for (bool async : {false, true}) {
           const std::string where = "per " + std::to_string(per);

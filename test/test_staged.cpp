@@ -97,10 +97,7 @@ TEST_CASE("staged: all_to_all of device buffers through the pipeline, whatever b
         ddl::staged_transport<ddl::local_transport, slow_device<false>> t(lt, dev, so);
         ddl::communicator<ddl::auto_strategy, decltype(t)> comm(t);
         for (std::size_t per : {std::size_t(1), std::size_t(301)}) {
-          // rank a sends rank b a count that differs between pairs: calls of 0 to 3 * per elements
-          std::vector<std::vector<std::size_t>> parts(static_cast<std::size_t>(n), std::vector<std::size_t>(static_cast<std::size_t>(n)));
-          for (std::size_t a = 0; a < parts.size(); ++a)
-            for (std::size_t b = 0; b < parts.size(); ++b) parts[a][b] = per * ((a * 2 + b) % 4);
+          const auto parts = ddl_test::all_to_all_parts(n, per, true);  // counts that differ between pairs
           for (bool in_place : {false, true})
             ddl_test::check_all_to_all<float>(comm, lt.rank(), parts, {true, in_place, per == 1}, log,
                                               "n " + std::to_string(n) + " bounce " + std::to_string(bounce),
