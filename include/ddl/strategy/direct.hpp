@@ -608,7 +608,8 @@ class direct_base {
   static void check_stamp(int me, const std::uint64_t (&mine)[2], int p, const std::uint64_t (&theirs)[2],
                           std::size_t esize, const call_context& c) {
     const bool same_call = detail::call_of(mine[1]) == detail::call_of(theirs[1]);
-    const bool fields_differ = ((detail::stamp_of(mine[1]) ^ detail::stamp_of(theirs[1])) & 0x1ffu) != 0;
+    const unsigned differ = detail::stamp_of(mine[1]) ^ detail::stamp_of(theirs[1]);
+    const bool fields_differ = (differ & detail::stamp_fields_mask) != 0;
     std::string why;
     if (same_call && fields_differ)  // the collective, dtype or op
       why = detail::stamp_mismatch(me, mine[1], p, theirs[1]);

@@ -170,7 +170,7 @@ tag with_plan_stamp(tag base, const Plan& p) {
   if (!is_stamped(base)) return base;
   std::uint64_t h = plan_hash(p);
   h ^= h >> 31;
-  return base ^ (tag(h & 0x7fu) << (stamp_shift + 9));
+  return base ^ (tag(h & stamp_hash_mask) << (stamp_shift + stamp_field_bits));
 }
 
 /// `c` with plan `p` folded into its stamp (`with_plan_stamp`).

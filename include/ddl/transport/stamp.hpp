@@ -11,12 +11,12 @@
 ///     bit 63: 1 (a stamped call tag) | bits 40-55: stamp | bits 8-39: call
 ///     number | bits 0-7: the phase (`tag_offset`)
 ///
-/// The 16-bit stamp: collective (3 bits), dtype (3), op (3), and 7 bits of a
+/// The 16-bit stamp: collective (4 bits), dtype (3), op (3), and 6 bits of a
 /// hash of the counts, the root and the strategy's name (and, in
 /// `auto_strategy`'s all-reduces and in broadcasts, the plan run:
 /// `strategy/tuning.hpp`). Collective, dtype
 /// and op are named exactly when they differ; the hash catches other
-/// disagreements 127 times in 128 (`DDL_CHECK=1` compares every field before
+/// disagreements 63 times in 64 (`DDL_CHECK=1` compares every field before
 /// each call, at the price of an extra round). Tags without bit 63 (a
 /// program driving a transport itself) are never compared.
 ///
@@ -47,7 +47,9 @@ enum class call_kind : std::uint8_t {
   all_gather,
   broadcast,
   barrier,
-  all_to_all
+  all_to_all,
+  gather,
+  scatter
 };
 
 inline const char* name_of(call_kind k) noexcept {
@@ -58,6 +60,8 @@ inline const char* name_of(call_kind k) noexcept {
     case call_kind::broadcast: return "broadcast";
     case call_kind::barrier: return "barrier";
     case call_kind::all_to_all: return "all_to_all";
+    case call_kind::gather: return "gather";
+    case call_kind::scatter: return "scatter";
     default: return "internal call";
   }
 }
@@ -65,6 +69,14 @@ inline const char* name_of(call_kind k) noexcept {
 inline constexpr tag stamped_bit = tag(1) << 63;
 inline constexpr int stamp_shift = 40, call_shift = 8;
 inline constexpr int stamp_bits = 16;
+/// The stamp's named fields (collective, dtype, op) fill its low
+/// `stamp_field_bits`; the hash the rest.
+inline constexpr int stamp_field_bits = 10;
+inline constexpr unsigned stamp_fields_mask = (1u << stamp_field_bits) - 1;
+inline constexpr unsigned stamp_hash_mask = (1u << (stamp_bits - stamp_field_bits)) - 1;
+constexpr call_kind kind_field(unsigned stamp) { return static_cast<call_kind>(stamp & 15u); }
+constexpr dtype dtype_field(unsigned stamp) { return static_cast<dtype>((stamp >> 4) & 7u); }
+constexpr op op_field(unsigned stamp) { return static_cast<op>((stamp >> 7) & 7u); }
 
 /// The 16-bit stamp of one call.
 inline std::uint16_t make_stamp(call_kind k, dtype t, op o, std::uint64_t count_in, std::uint64_t count_out, int root,
@@ -74,8 +86,8 @@ inline std::uint16_t make_stamp(call_kind k, dtype t, op o, std::uint64_t count_
   h = fnv1a_u64(static_cast<std::uint64_t>(static_cast<std::int64_t>(root)), h);
   for (const char* s = strategy ? strategy : ""; *s; ++s) h = fnv1a_u64(static_cast<unsigned char>(*s), h);
   h ^= h >> 29;
-  return static_cast<std::uint16_t>((static_cast<unsigned>(k) & 7u) | (static_cast<unsigned>(t) & 7u) << 3 |
-                                    (static_cast<unsigned>(o) & 7u) << 6 | (h & 0x7fu) << 9);
+  return static_cast<std::uint16_t>((static_cast<unsigned>(k) & 15u) | (static_cast<unsigned>(t) & 7u) << 4 |
+                                    (static_cast<unsigned>(o) & 7u) << 7 | (h & stamp_hash_mask) << stamp_field_bits);
 }
 
 /// Flipped in the stamp of a call that runs whole on a staged transport's
@@ -103,7 +115,7 @@ constexpr bool stamps_disagree(tag awaited, tag found) {
 /// the number for a program's own tags).
 inline std::string describe_tag(tag t) {
   if (!is_stamped(t)) return "tag " + std::to_string(t);
-  return std::string(name_of(static_cast<call_kind>(stamp_of(t) & 7u))) + " call " + std::to_string(call_of(t)) +
+  return std::string(name_of(kind_field(stamp_of(t)))) + " call " + std::to_string(call_of(t)) +
          ", phase " + std::to_string(t & 0xffu);
 }
 
@@ -117,15 +129,15 @@ inline std::string stamp_mismatch(int me, tag mine, int peer, tag theirs) {
   const unsigned a = stamp_of(mine), b = stamp_of(theirs);
   const std::string who_a = "rank " + std::to_string(me), who_b = "rank " + std::to_string(peer);
   std::string s = std::string(mismatch_words) + describe_tag(mine) + ": ";
-  if ((a & 7u) != (b & 7u)) {
-    s += "ranks disagree on the collective: " + who_a + " called " + name_of(static_cast<call_kind>(a & 7u)) + ", " +
-         who_b + " called " + name_of(static_cast<call_kind>(b & 7u));
-  } else if (((a >> 3) & 7u) != ((b >> 3) & 7u)) {
-    s += std::string("ranks disagree on the dtype: ") + who_a + " passed " + name_of(static_cast<dtype>((a >> 3) & 7u)) +
-         ", " + who_b + " passed " + name_of(static_cast<dtype>((b >> 3) & 7u));
-  } else if (((a >> 6) & 7u) != ((b >> 6) & 7u)) {
-    s += std::string("ranks disagree on the op: ") + who_a + " passed " + name_of(static_cast<op>((a >> 6) & 7u)) +
-         ", " + who_b + " passed " + name_of(static_cast<op>((b >> 6) & 7u));
+  if (kind_field(a) != kind_field(b)) {
+    s += "ranks disagree on the collective: " + who_a + " called " + name_of(kind_field(a)) + ", " + who_b +
+         " called " + name_of(kind_field(b));
+  } else if (dtype_field(a) != dtype_field(b)) {
+    s += std::string("ranks disagree on the dtype: ") + who_a + " passed " + name_of(dtype_field(a)) + ", " + who_b +
+         " passed " + name_of(dtype_field(b));
+  } else if (op_field(a) != op_field(b)) {
+    s += std::string("ranks disagree on the op: ") + who_a + " passed " + name_of(op_field(a)) + ", " + who_b +
+         " passed " + name_of(op_field(b));
   } else if ((a ^ b) == bounce_stamp_bit) {
     s += who_a + " and " + who_b +
          " disagree on whether the call runs through host memory (staging_options::bounce_bytes, "
