@@ -137,4 +137,70 @@ void check_all_to_all(Comm& comm, int r, const std::vector<std::vector<std::size
     }
 }
 
+// What a gather or scatter check varies.
+struct rooted_case {
+  bool scatter = false, in_place = false, async = false;
+  std::string str() const {
+    return std::string(scatter ? "scatter" : "gather") + (in_place ? ", in place" : ", out of place") +
+           (async ? ", asynchronous" : ", blocking");
+  }
+};
+
+// One rank's part of a gather or scatter check of `per` elements a rank
+// from or to `root` over `n` ranks: rank r's part is `all_to_all_value(r,
+// root, i)` (gather), the root's part for rank k `all_to_all_value(root, k,
+// i)` (scatter); what lands is compared bit for bit, the first wrong element
+// logged under `where` (and a root's own part, in place, left alone). The
+// buffers are host memory said to lie `at` (a fake device's); the ranks that
+// are not the root pass `{}` for the buffer they do not use.
+template <class T, class Comm>
+void check_rooted(Comm& comm, int r, int n, std::size_t per, int root, rooted_case k, failure_log& log,
+                  const std::string& where, ddl::location space = {}) {
+  const bool mine = r == root;
+  const auto un = static_cast<std::size_t>(n), uroot = static_cast<std::size_t>(root);
+  // The root's n parts (`whole`) and every rank's one (`part`: in `whole` when in place).
+  std::vector<T> whole(mine ? un * per : 0), part(k.in_place && mine ? 0 : per);
+  T* own = k.in_place && mine ? whole.data() + uroot * per : part.data();
+  const std::uint64_t junk = 0x5a5a5a5a5a5a5a5aull;
+  auto fill_junk = [&](T* p, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) std::memcpy(&p[i], &junk, sizeof(T));
+  };
+  if (k.scatter) {
+    for (std::size_t j = 0; j < (mine ? un : 0); ++j)
+      for (std::size_t i = 0; i < per; ++i) whole[j * per + i] = all_to_all_value<T>(root, static_cast<int>(j), i);
+    if (!(k.in_place && mine)) fill_junk(own, per);
+  } else {
+    fill_junk(whole.data(), whole.size());
+    for (std::size_t i = 0; i < per; ++i) own[i] = all_to_all_value<T>(r, root, i);
+  }
+  ddl::buffer_view w = mine ? ddl::host_view(whole.data(), whole.size()) : ddl::buffer_view{};
+  ddl::buffer_view p = ddl::host_view(own, per);
+  w.type = p.type;
+  w.where = p.where = space;
+  if (k.scatter) {
+    if (k.async) comm.scatter_async(w, p, root).wait();
+    else comm.scatter(w, p, root);
+  } else {
+    if (k.async) comm.gather_async(p, w, root).wait();
+    else comm.gather(p, w, root);
+  }
+  auto wrong = [&](const T* got, int from, int to, std::size_t count, const char* what) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const T want = all_to_all_value<T>(from, to, i);
+      if (std::memcmp(&got[i], &want, sizeof(T)) != 0) {
+        log.add(where + " rank " + std::to_string(r) + " " + k.str() + ", root " + std::to_string(root) + ": " +
+                what + " element " + std::to_string(i) + " from rank " + std::to_string(from) + " is wrong");
+        return true;
+      }
+    }
+    return false;
+  };
+  if (k.scatter) {
+    wrong(own, root, r, per, "its");
+  } else if (mine) {
+    for (int j = 0; j < n; ++j)
+      if (wrong(whole.data() + static_cast<std::size_t>(j) * per, j, root, per, "gathered")) return;
+  }
+}
+
 }  // namespace ddl_test

@@ -928,3 +928,105 @@ TEST_CASE("all_to_all: without DDL_CHECK, counts two ranks disagree on end in an
   });
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
+
+TEST_CASE("gather and scatter: every dtype and root, in place and not, blocking and asynchronous, odd and prime rank "
+          "counts, through the stages and as messages") {
+  for (ddl::progress mode : modes)
+    for (int n : {1, 2, 3, 4, 5, 7, 8, 13}) {
+      CAPTURE(mode_name(mode));
+      CAPTURE(n);
+      failure_log log;
+      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+        ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t, ddl::auto_strategy(), with_progress(mode));
+        for (ddl::dtype type : ddl::all_dtypes)
+          ddl::visit_dtype(type, [&](auto tag) {
+            using T = decltype(tag);
+            // Through the stages up to 32 KiB a rank (gather) and 64 KiB in all (scatter), else messages
+            const std::size_t gather_limit = (std::size_t{32} << 10) / sizeof(T);
+            const std::size_t scatter_limit = (std::size_t{64} << 10) / sizeof(T) / static_cast<std::size_t>(n);
+            for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1001), gather_limit,
+                                    gather_limit + 3, scatter_limit, scatter_limit + 1})
+              for (int root : {0, n / 2, n - 1})
+                for (bool scatter : {false, true})
+                  for (bool in_place : {false, true}) {
+                    const rooted_case k{scatter, in_place, (per + static_cast<std::size_t>(root)) % 2 == 1};
+                    check_rooted<T>(comm, t.rank(), n, per, root, k, log,
+                                    std::string(ddl::name_of(type)) + " per " + std::to_string(per));
+                  }
+          });
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+}
+
+TEST_CASE("gather and scatter: bad arguments are refused by name; ranks that disagree on the root fail, not hang") {
+  failure_log log;
+  ddl::local_fabric::run(3, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread, 20));
+    std::vector<float> part(4), whole(12), eleven(11);
+    std::vector<double> other(12);
+    const auto p = ddl::host_view(part);
+    const bool root = t.rank() == 0;
+    // Every rank passes the same arguments, so every rank's call fails alike.
+    CHECK_THROWS_WITH_AS(comm.gather(p, ddl::host_view(whole), 3), doctest::Contains("root 3 is not a rank"),
+                         ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(comm.scatter(ddl::host_view(whole), p, -1), doctest::Contains("root -1 is not a rank"),
+                         ddl::invalid_argument);
+    // The root's checks: the peers' calls would wait for it, so the peers pass
+    // the same wrong arguments for the root, and the group is given up.
+    if (root) {
+      CHECK_THROWS_WITH_AS(comm.gather(p, ddl::host_view(eleven), 0),
+                           doctest::Contains("gather: the root's output has 11 elements, not 3 x the input's 4"),
+                           ddl::invalid_argument);
+    } else {
+      try {
+        comm.gather(p, {}, 0);
+        log.add("rank " + std::to_string(t.rank()) + ": a gather beside a root that failed returned");
+      } catch (const ddl::error&) {
+      }
+    }
+  });
+  ddl::local_fabric::run(3, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread, 20));
+    std::vector<float> part(4), whole(12);
+    std::vector<double> other(12);
+    const bool root = t.rank() == 0;
+    if (root) {
+      CHECK_THROWS_WITH_AS(comm.scatter(ddl::host_view(other), ddl::host_view(part), 0),
+                           doctest::Contains("input is double, output is float"), ddl::invalid_argument);
+      CHECK_THROWS_WITH_AS(comm.gather(ddl::host_view(whole.data() + 2, 4), ddl::host_view(whole), 0),
+                           doctest::Contains("overlap"), ddl::invalid_argument);
+    }
+  });
+  // Ranks 0 and 1 gather to root 0, rank 2 to root 2. Through the stages
+  // (4 elements) every rank sees the other root's stamp at once; as
+  // messages (100000) rank 1's part reaches root 0 and it returns, while
+  // roots 0 and 2 wait for parts that never come: an error at the deadline
+  // (2 s here); under DDL_CHECK every rank fails at once, naming the root.
+  for (std::size_t per : {std::size_t(4), std::size_t(100000)})
+    for (bool check : {false, true}) {
+      CAPTURE(per);
+      CAPTURE(check);
+      ddl::local_fabric::run(3, [&](ddl::local_transport& t) {
+        ddl::options o = with_progress(ddl::progress::deferred, 2);
+        o.check_calls = check;
+        ddl::communicator<ddl::ring, ddl::local_transport> comm(t, o);
+        std::vector<float> part(per), whole(3 * per);
+        const int root = t.rank() == 2 ? 2 : 0;
+        const auto start = clock_type::now();
+        std::string what = "no error";
+        try {
+          comm.gather(ddl::host_view(part), ddl::host_view(whole), root);
+        } catch (const ddl::error& e) {
+          what = e.what();
+        }
+        const bool may_return = per > 4 && !check && t.rank() == 1;
+        const char* expect = check ? "root" : per == 4 ? "call mismatch" : "timeout after";
+        if (!may_return && what.find(expect) == std::string::npos)
+          log.add("rank " + std::to_string(t.rank()) + ": " + what);
+        if (clock_type::now() - start > std::chrono::seconds(check || per == 4 ? 1 : 10))
+          log.add("rank " + std::to_string(t.rank()) + ": the error took too long");
+      });
+    }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}

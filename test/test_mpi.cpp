@@ -1088,6 +1088,41 @@ TEST_CASE("mpi: all_to_all, even parts and counts, in place and not, blocking an
   CHECK(all_sum(static_cast<int>(log.count())) == 0);
 }
 
+TEST_CASE("mpi: gather and scatter, every root, in place and not, blocking and asynchronous, stages and messages") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  const int n = t.size(), r = t.rank();
+  failure_log log;
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+  // 1001 doubles: through the stages (gather; scatter at 2-8 ranks), 4097 and 2^18: messages
+  for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(4097), std::size_t(1) << 18})
+    for (int root : {0, n - 1})
+      for (bool scatter : {false, true})
+        for (bool in_place : {false, true}) {
+          const rooted_case k{scatter, in_place, in_place != (root == 0)};
+          const std::string where = "per " + std::to_string(per);
+          check_rooted<double>(comm, r, n, per, root, k, log, where);
+          check_rooted<ddl::bfloat16>(comm, r, n, per, root, k, log, where);
+        }
+  // DDL_CHECK: rank 0 names another root than the others; every rank fails
+  // naming the root, and the communicator goes on.
+  if (n > 1) {
+    ddl::options o = comm.opts();
+    o.check_calls = true;
+    comm.set_options(o);
+    std::vector<float> part(3), whole(3 * static_cast<std::size_t>(n));
+    std::string what;
+    try {
+      comm.gather(ddl::host_view(part), ddl::host_view(whole), r == 0 ? 1 : 0);
+    } catch (const ddl::error& e) {
+      what = e.what();
+    }
+    CHECK_MESSAGE(what.find("ranks disagree on the root: rank 0 passed 1") != std::string::npos, what);
+    check_rooted<float>(comm, r, n, 3, n - 1, {true, false, false}, log, "after the check");
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
+}
+
 TEST_CASE("mpi: gradient buckets average a model's gradients across processes") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);

@@ -108,6 +108,26 @@ TEST_CASE("staged: all_to_all of device buffers through the pipeline, whatever b
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
+TEST_CASE("staged: gather and scatter of device buffers, as messages through the pipeline") {
+  ddl_test::failure_log log;
+  for (int n : {1, 2, 3, 5}) {
+    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+      slow_device<false> dev;
+      ddl::staging_options so;
+      so.slot_bytes = 192;
+      so.slots = 3;
+      ddl::staged_transport<ddl::local_transport, slow_device<false>> t(lt, dev, so);
+      ddl::communicator<ddl::auto_strategy, decltype(t)> comm(t);
+      for (std::size_t per : {std::size_t(1), std::size_t(301)})
+        for (bool scatter : {false, true})
+          for (bool in_place : {false, true})
+            ddl_test::check_rooted<float>(comm, lt.rank(), n, per, n / 2, {scatter, in_place, per == 1}, log,
+                                          "n " + std::to_string(n), on_device);
+    });
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
 TEST_CASE("staged: a call that bounces copies its device buffer once each way, pinned once, and reuses it; host "
           "buffers take no copy") {
   std::vector<int> copies(3), pins(3), pinned(3);

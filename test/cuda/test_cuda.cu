@@ -335,6 +335,47 @@ TEST_CASE("cuda: all_to_all of device buffers over cuda_peer_transport, even par
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
+TEST_CASE("cuda: gather and scatter of device buffers over cuda_peer_transport, 1-8 ranks on one GPU") {
+  ddl_test::failure_log log;
+  for (int n = 1; n <= 8; ++n) {
+    ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
+    fab.run([&](ddl::cuda_peer_transport& t) {
+      cudaStream_t stream = nullptr;
+      DDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      ddl::communicator<ddl::auto_strategy, ddl::cuda_peer_transport> comm(t);
+      const int r = t.rank(), root = n / 2;
+      const auto ranks = static_cast<std::size_t>(n);
+      for (std::size_t per : {std::size_t(1), std::size_t(1009), (std::size_t{1} << 18) + 3}) {
+        // Gather: rank k's part all_to_all_value(k, root, i), every part on the root.
+        std::vector<float> mine(per), whole;
+        for (std::size_t i = 0; i < per; ++i) mine[i] = ddl_test::all_to_all_value<float>(r, root, i);
+        for (std::size_t k = 0; k < ranks; ++k)
+          for (std::size_t i = 0; i < per; ++i) whole.push_back(ddl_test::all_to_all_value<float>(static_cast<int>(k), root, i));
+        dvec<float> dpart(per), dwhole(r == root ? whole.size() : 0);
+        upload(dpart, mine);
+        comm.gather(ddl::device_view(static_cast<const float*>(raw(dpart)), per, 0, stream),
+                    r == root ? ddl::device_view(raw(dwhole), whole.size(), 0, stream) : ddl::buffer_view{}, root);
+        DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const std::string what = " n=" + std::to_string(n) + " rank=" + std::to_string(r) + " per=" + std::to_string(per);
+        if (r == root && !same(download(dwhole, whole.size()), whole)) log.add("gather" + what);
+        // Scatter: the root's part for rank k all_to_all_value(root, k, i).
+        std::vector<float> parts, want(per);
+        for (std::size_t k = 0; k < ranks; ++k)
+          for (std::size_t i = 0; i < per; ++i) parts.push_back(ddl_test::all_to_all_value<float>(root, static_cast<int>(k), i));
+        for (std::size_t i = 0; i < per; ++i) want[i] = ddl_test::all_to_all_value<float>(root, r, i);
+        if (r == root) upload(dwhole, parts);
+        comm.scatter(r == root ? ddl::device_view(static_cast<const float*>(raw(dwhole)), parts.size(), 0, stream)
+                               : ddl::const_buffer_view{},
+                     ddl::device_view(raw(dpart), per, 0, stream), root);
+        DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+        if (!same(download(dpart, per), want)) log.add("scatter" + what);
+      }
+      DDL_CUDA_CHECK(cudaStreamDestroy(stream));
+    });
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
 // The all-reduce times (us, float sum in place, every rank on the GPU) of
 // H100 runs (bench/results/gpu-h100.md): ring, recursive doubling, halving
 // doubling, one_shot, two_shot at 1, 4, 16, 64, 256 MiB.

@@ -28,6 +28,7 @@
 #include "ddl/strategy/all_to_all.hpp"
 #include "ddl/strategy/broadcast.hpp"
 #include "ddl/strategy/partition.hpp"
+#include "ddl/strategy/rooted.hpp"
 #include "ddl/strategy/concept.hpp"
 #include "ddl/strategy/direct.hpp"
 #include "ddl/strategy/step.hpp"
@@ -324,6 +325,38 @@ class communicator {
     }
   }
 
+  // --- gather and scatter ----------------------------------------------------
+
+  /// Every rank's `in` lands as block `rank()` of `root`'s `out`
+  /// (`MPI_Gather`): on the root `out` holds `size()` blocks of `in.count`
+  /// elements, in rank order; on the other ranks `out` is not used (pass
+  /// `{}`). In place on the root when its `in` is its own block of `out`.
+  /// Any dtype: nothing is reduced. Small calls between ranks that share
+  /// stages go through them, others as one message a rank
+  /// (`gather_through_stages`).
+  /// \pre the same `in.count`, dtype and root on every rank.
+  void gather(const_buffer_view in, buffer_view out, int root) {
+    checked(print("gather", in.count, 0, in.type, op::sum, root), [&] { check_gather(in, out, root); });
+    run_now(gather_job(in, out, root));
+  }
+  collective_request gather_async(const_buffer_view in, buffer_view out, int root, completion done = {}) {
+    checked(print("gather", in.count, 0, in.type, op::sum, root), [&] { check_gather(in, out, root); });
+    return submit("gather", gather_job(in, out, root), std::move(done));
+  }
+  /// Block `rank()` of `root`'s `in` lands in every rank's `out`
+  /// (`MPI_Scatter`): on the root `in` holds `size()` blocks of `out.count`
+  /// elements, in rank order; on the other ranks `in` is not used (pass
+  /// `{}`). In place on the root when its `out` is its own block of `in`.
+  /// \pre the same `out.count`, dtype and root on every rank.
+  void scatter(const_buffer_view in, buffer_view out, int root) {
+    checked(print("scatter", 0, out.count, out.type, op::sum, root), [&] { check_scatter(in, out, root); });
+    run_now(scatter_job(in, out, root));
+  }
+  collective_request scatter_async(const_buffer_view in, buffer_view out, int root, completion done = {}) {
+    checked(print("scatter", 0, out.count, out.type, op::sum, root), [&] { check_scatter(in, out, root); });
+    return submit("scatter", scatter_job(in, out, root), std::move(done));
+  }
+
   // --- broadcast and barrier -------------------------------------------------
 
   /// Every rank's `data` = `root`'s. Small messages take a binomial tree,
@@ -461,11 +494,38 @@ class communicator {
                              " elements and expects " + std::to_string(recvs[r]));
     check_disjoint_or_same("all_to_all", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
   }
+  void check_root(const char* what, int root) const {
+    if (root < 0 || root >= size())
+      throw invalid_argument(std::string(what) + ": root " + std::to_string(root) + " is not a rank of this group of " +
+                             std::to_string(size()));
+  }
+  // A gather's or scatter's arguments: `part`, a rank's block (its input or
+  // output), on every rank; `whole`, the root's `size()` blocks, on the root
+  // alone.
+  void check_rooted(const char* what, const const_buffer_view& in, const const_buffer_view& out, int root,
+                    bool gather) const {
+    check_root(what, root);
+    const const_buffer_view& part = gather ? in : out;
+    const const_buffer_view& whole = gather ? out : in;
+    if (rank() != root) return check_pair(what, part, part);
+    check_pair(what, in, out);
+    if (whole.count != static_cast<std::size_t>(size()) * part.count)
+      throw invalid_argument(std::string(what) + ": the root's " + (gather ? "output" : "input") + " has " +
+                             std::to_string(whole.count) + " elements, not " + std::to_string(size()) + " x the " +
+                             (gather ? "input" : "output") + "'s " + std::to_string(part.count));
+    const std::byte* own = whole.byte_data() + static_cast<std::size_t>(root) * part.bytes();
+    if (part.byte_data() != own)
+      check_disjoint_or_same(what, part.byte_data(), part.bytes(), whole.byte_data(), whole.bytes());
+  }
+  void check_gather(const const_buffer_view& in, const const_buffer_view& out, int root) const {
+    check_rooted("gather", in, out, root, true);
+  }
+  void check_scatter(const const_buffer_view& in, const const_buffer_view& out, int root) const {
+    check_rooted("scatter", in, out, root, false);
+  }
   void check_broadcast(const const_buffer_view& data, int root) const {
     check_pair("broadcast", data, data);
-    if (root < 0 || root >= size())
-      throw invalid_argument("broadcast: root " + std::to_string(root) + " is not a rank of this group of " +
-                             std::to_string(size()));
+    check_root("broadcast", root);
   }
 
   // --- the collectives' bodies: run on the engine (or inline when idle) ---
@@ -664,6 +724,58 @@ class communicator {
       }
       detail::pairwise_all_to_all(*transport_, from, sends, out.byte_data(), recvs, es, c,
                                   c.base_tag + tag_offset::all_to_all);
+    };
+  }
+  // A gather or scatter goes through the stages (`direct_base::gather`,
+  // `direct_base::scatter`: one meeting, no message) between ranks that
+  // share them, in host memory, up to 32 KiB a rank (gather) or 64 KiB for
+  // all the parts (scatter: they pass through the root's slot); else one
+  // message a rank (`detail::linear_gather`, `detail::linear_scatter`). Over
+  // MPI on this machine the stages win from 1-2 KiB to those sizes and lose
+  // above (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-29, later).
+  // The same on every rank of a call (the part's size is).
+  static constexpr std::size_t gather_stages_bytes = std::size_t{32} << 10;
+  bool gather_through_stages(std::size_t part_bytes, const location& where) const {
+    return part_bytes <= gather_stages_bytes && shares_stages(where);
+  }
+  bool scatter_through_stages(std::size_t part_bytes, const location& where) const {
+    return part_bytes * static_cast<std::size_t>(size()) <= detail::direct_base::flagged_limit && shares_stages(where);
+  }
+  bool shares_stages(const location& where) const {
+    if constexpr (has_wait_until_v<Transport>) {
+      return where.space == memory_space::host && size() > 1 && peers_reachable(*transport_);
+    } else {
+      (void)where;
+      return false;
+    }
+  }
+  auto gather_job(const_buffer_view in, buffer_view out, int root) {
+    return [this, in, out, root] {
+      if (opts_.check_calls) verify(print("gather", in.count, 0, in.type, op::sum, root));
+      if (in.count == 0) return;
+      const bool stages = gather_through_stages(in.bytes(), in.where);
+      const auto st = stamp(detail::call_kind::gather, in.count, stages, in.type, op::sum, root);  // the schedule, hashed
+      auto c = context("gather", in.where, in.type, op::sum, 0, st);
+      if constexpr (has_wait_until_v<Transport>) {
+        if (stages) return detail::direct_base::gather(*transport_, in.byte_data(), out.byte_data(), in.bytes(), root, c);
+      }
+      detail::linear_gather(*transport_, in.byte_data(), out.byte_data(), in.bytes(), root, c,
+                            c.base_tag + tag_offset::rooted);
+    };
+  }
+  auto scatter_job(const_buffer_view in, buffer_view out, int root) {
+    return [this, in, out, root] {
+      if (opts_.check_calls) verify(print("scatter", 0, out.count, out.type, op::sum, root));
+      if (out.count == 0) return;
+      const bool stages = scatter_through_stages(out.bytes(), out.where);
+      const auto st = stamp(detail::call_kind::scatter, stages, out.count, out.type, op::sum, root);
+      auto c = context("scatter", out.where, out.type, op::sum, 0, st);
+      if constexpr (has_wait_until_v<Transport>) {
+        if (stages)
+          return detail::direct_base::scatter(*transport_, in.byte_data(), out.byte_data(), out.bytes(), root, c);
+      }
+      detail::linear_scatter(*transport_, in.byte_data(), out.byte_data(), out.bytes(), root, c,
+                             c.base_tag + tag_offset::rooted);
     };
   }
   auto barrier_job() {

@@ -387,6 +387,46 @@ class direct_base {
     } while (off < part);
   }
 
+  /// A gather of `part` bytes a rank (at most `flagged_limit`) to `root`
+  /// through the stages' counters, one meeting (as `broadcast`): every rank
+  /// but the root copies its part into its slot, and the root copies every
+  /// peer's out. The root's own part is copied where it goes once (not at
+  /// all in place: `in == out + root * part`).
+  template <class Transport>
+  static void gather(Transport& t, const std::byte* in, std::byte* out, std::size_t part, int root,
+                     const call_context& c) {
+    const bool mine = t.rank() == root;
+    if (mine && in != out + static_cast<std::size_t>(root) * part)
+      local_copy(c, out + static_cast<std::size_t>(root) * part, in, part);
+    flagged_meet(t, in, mine ? 0 : part, part, c, [&](int p, const std::byte* slot) {
+      if (mine && p != root) local_copy(c, out + static_cast<std::size_t>(p) * part, slot, part);
+    });
+  }
+
+  /// A scatter of `part` bytes a rank from `root` through the stages'
+  /// counters, one meeting (all n parts at most `flagged_limit`): the root
+  /// copies every peer's part into its slot, and every other rank copies its
+  /// own out of the root's slot.
+  template <class Transport>
+  static void scatter(Transport& t, const std::byte* in, std::byte* out, std::size_t part, int root,
+                      const call_context& c) {
+    const auto n = static_cast<std::size_t>(t.size()), r = static_cast<std::size_t>(t.rank());
+    const bool mine = t.rank() == root;
+    if (mine && out != in + static_cast<std::size_t>(root) * part)
+      local_copy(c, out, in + static_cast<std::size_t>(root) * part, part);
+    flagged_meet_filled(
+        t,
+        [&](std::byte* slot) {
+          if (mine)
+            for (std::size_t k = 0; k < n; ++k)
+              if (k != r) local_copy(c, slot + k * part, in + k * part, part);
+        },
+        part, c,
+        [&](int p, const std::byte* slot) {
+          if (!mine && p == root) local_copy(c, out, slot + r * part, part);
+        });
+  }
+
  private:
   // `broadcast` through the root's slots, a piece of `flagged_limit` at a time.
   template <class Transport>

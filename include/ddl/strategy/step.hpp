@@ -55,8 +55,8 @@ struct tag_offset {
   static constexpr tag pipelined(int stage) { return tag(64) + tag(stage); }
   /// Doubling algorithms: folding extra ranks in and out, the exchanges.
   static constexpr tag fold = 1, exchange = 2, halving = 2, unfold = 3, doubling = 4;
-  /// Broadcast, barrier and all-to-all (calls of their own).
-  static constexpr tag broadcast = 1, barrier = 1, all_to_all = 1;
+  /// Broadcast, barrier, all-to-all, gather and scatter (calls of their own).
+  static constexpr tag broadcast = 1, barrier = 1, all_to_all = 1, rooted = 1;
   /// Direct strategies (`one_shot`, `two_shot`): the address exchange, the
   /// end of the reduce phase, the end of the call.
   static constexpr tag addresses = 1, reduced = 2, call_done = 3;
