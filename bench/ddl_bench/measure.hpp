@@ -110,6 +110,32 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
         return a == b ? a : a + "; in place " + b;
       };
       break;
+    // Root 0; the ranks' blocks at their own offsets in `in` (gather, out
+    // of place) or in the one buffer (in place: the root's own block where
+    // it lies); a scatter lands at the start of `out` out of place.
+    case collective::gather:
+      m.oop = [comm, dt, n, r, es](const std::byte* in, std::byte* out, std::size_t c) {
+        const ddl::block b = own_block(c, n, r);
+        comm->gather(ddl::const_buffer_view{in + b.offset * es, b.size, dt, {}},
+                     r == 0 ? ddl::buffer_view{out, c, dt, {}} : ddl::buffer_view{}, 0);
+      };
+      m.ip = [comm, dt, n, r, es](std::byte* buf, std::size_t c) {
+        const ddl::block b = own_block(c, n, r);
+        comm->gather(ddl::const_buffer_view{buf + b.offset * es, b.size, dt, {}},
+                     r == 0 ? ddl::buffer_view{buf, c, dt, {}} : ddl::buffer_view{}, 0);
+      };
+      break;
+    case collective::scatter:
+      m.oop = [comm, dt, n, r](const std::byte* in, std::byte* out, std::size_t c) {
+        comm->scatter(r == 0 ? ddl::const_buffer_view{in, c, dt, {}} : ddl::const_buffer_view{},
+                      ddl::buffer_view{out, own_block(c, n, r).size, dt, {}}, 0);
+      };
+      m.ip = [comm, dt, n, r, es](std::byte* buf, std::size_t c) {
+        const ddl::block b = own_block(c, n, r);
+        comm->scatter(r == 0 ? ddl::const_buffer_view{buf, c, dt, {}} : ddl::const_buffer_view{},
+                      ddl::buffer_view{buf + b.offset * es, b.size, dt, {}}, 0);
+      };
+      break;
   }
   if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
     if (s.coll == collective::all_gather && o.tune_copies_bytes > 0) {
@@ -176,9 +202,9 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
     }
     return impls;
   }
-  // So is the all-to-all (one algorithm, whatever the strategy).
-  if (s.coll == collective::all_to_all) {
-    impls.push_back(make_impl("ddl:all_to_all", t, ddl::auto_strategy(topo), opts, s));
+  // So are the all-to-all, gather and scatter (one algorithm each, whatever the strategy).
+  if (s.coll == collective::all_to_all || s.coll == collective::gather || s.coll == collective::scatter) {
+    impls.push_back(make_impl(std::string("ddl:") + s.coll_name(), t, ddl::auto_strategy(topo), opts, s));
     return impls;
   }
   for (const auto& name : s.strategies) {
@@ -286,17 +312,20 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
       for (std::size_t i = 0; i < count; ++i) I[i] = ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, r, i));
       // What element i of the whole vector must end as: the reduction
       // (all-reduce, reduce-scatter), its owner's input (all-gather), the
-      // root's input (broadcast), element q of rank j's block for this rank
-      // (all-to-all: i = j * per_rank + q; this rank's own expectation).
+      // root's input (broadcast, scatter), element q of rank j's block for
+      // this rank (all-to-all: i = j * per_rank + q; this rank's own
+      // expectation).
       const std::size_t per_rank = count / static_cast<std::size_t>(n);
       auto want = [&](std::size_t i) -> T {
         switch (s.coll) {
           case collective::all_gather:
+          case collective::gather:
             return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, static_cast<int>(i / per_rank), i));
           case collective::all_to_all:
             return ddl::testing::to_element<T>(ddl::testing::input_value(
                 s.type, s.oper, static_cast<int>(i / per_rank), static_cast<std::size_t>(r) * per_rank + i % per_rank));
-          case collective::broadcast: return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, 0, i));
+          case collective::broadcast:
+          case collective::scatter: return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, 0, i));
           default: return ddl::testing::expected_value<T>(s.oper, n, i);
         }
       };
@@ -304,11 +333,12 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
       if (s.check)
         for (std::size_t i = fill.offset; i < fill.offset + fill.size; ++i) E[i] = want(i);
       // Wrong elements of this rank's result: its block for reduce-scatter
-      // (at the start of `out`, or at its own offset in place as `ip` says).
+      // and scatter (at the start of `out`, or at its own offset in place as
+      // `ip` says); the root's alone for gather.
       auto count_wrong = [&](bool in_place, const impl& m) {
         long w = 0;
-        if (!s.check) return w;
-        if (s.coll == collective::reduce_scatter) {
+        if (!s.check || (s.coll == collective::gather && r != 0)) return w;
+        if (s.coll == collective::reduce_scatter || s.coll == collective::scatter) {
           const ddl::block b = own_block(count, n, r);
           const std::size_t at = in_place && m.ip_block_at_own_offset ? b.offset : 0;
           for (std::size_t i = 0; i < b.size; ++i) w += !ddl::testing::same_bits(O[at + i], E[b.offset + i]);

@@ -190,6 +190,34 @@ inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& lab
             MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, static_cast<int>(c / n), dt, comm);
           };
           break;
+        case collective::gather: {  // root 0, the blocks as ddl-bench's ddl rows place them
+          const int r = t.rank();
+          m.label = "MPI_Gather";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            MPI_Gather(in + static_cast<std::size_t>(r) * (c / n) * es, k, dt, out, k, dt, 0, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            if (r == 0) MPI_Gather(MPI_IN_PLACE, k, dt, buf, k, dt, 0, comm);
+            else MPI_Gather(buf + static_cast<std::size_t>(r) * (c / n) * es, k, dt, nullptr, k, dt, 0, comm);
+          };
+          break;
+        }
+        case collective::scatter: {
+          const int r = t.rank();
+          m.label = "MPI_Scatter";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            MPI_Scatter(in, k, dt, out, k, dt, 0, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            if (r == 0) MPI_Scatter(buf, k, dt, MPI_IN_PLACE, k, dt, 0, comm);
+            else MPI_Scatter(nullptr, k, dt, buf + static_cast<std::size_t>(r) * (c / n) * es, k, dt, 0, comm);
+          };
+          break;
+        }
       }
       impls.push_back(std::move(m));
     } else {

@@ -15,8 +15,9 @@
 
 namespace ddl_bench {
 
-const char* const collective_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"};
-enum class collective { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all };
+const char* const collective_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                        "all_to_all", "gather",         "scatter"};
+enum class collective { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather, scatter };
 
 const char* const strategy_names[] = {"ring",     "multi_ring", "pipelined", "direct_first", "recursive_doubling",
                                       "halving_doubling", "one_shot", "two_shot", "two_shot_read", "auto"};
@@ -47,7 +48,9 @@ inline double bus_factor(collective c, int n) {
     case collective::all_reduce: return 2.0 * (n - 1) / n;
     case collective::reduce_scatter:
     case collective::all_gather:
-    case collective::all_to_all: return 1.0 * (n - 1) / n;
+    case collective::all_to_all:
+    case collective::gather:
+    case collective::scatter: return 1.0 * (n - 1) / n;
     case collective::broadcast: return 1;
   }
   return 0;
@@ -57,7 +60,8 @@ inline double bus_factor(collective c, int n) {
   std::fprintf(stderr,
                "ddl-bench: %s\n"
                "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo]\n"
-               "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all]\n"
+               "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all|\n"
+               "                               gather|scatter]\n"
                "                 [--strategy ring|multi_ring|pipelined|direct_first|recursive_doubling|halving_doubling|one_shot|two_shot|two_shot_read|auto|all[,...]]\n"
                "                 [--dims AxBx...] [--segments K] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--batch K] [-c 0|1]\n"
@@ -111,7 +115,7 @@ inline settings parse(int argc, char** argv) {
         const std::string v = value();
         const auto* c = std::find(std::begin(collective_names), std::end(collective_names), v);
         if (c == std::end(collective_names))
-          usage("unknown collective '" + v + "' (available: all_reduce, reduce_scatter, all_gather, broadcast, all_to_all)");
+          usage("unknown collective '" + v + "' (available: all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather, scatter)");
         s.coll = static_cast<collective>(c - std::begin(collective_names));
       }
       else if (a == "--dims") {
@@ -186,7 +190,8 @@ inline ddl::dynamic_extents bench_box(const ddl::topology& t) {
 inline std::vector<std::size_t> sweep(const settings& s, int n) {
   const std::size_t es = ddl::size_of(s.type);
   const bool blocks = s.coll == collective::reduce_scatter || s.coll == collective::all_gather ||
-                      s.coll == collective::all_to_all;
+                      s.coll == collective::all_to_all || s.coll == collective::gather ||
+                      s.coll == collective::scatter;
   const std::size_t unit = es * (blocks ? static_cast<std::size_t>(n) : 1);
   return s.sizes(unit);
 }
