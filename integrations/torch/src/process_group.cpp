@@ -7,8 +7,8 @@
 // group's store (any torch rank order, any subset of the MPI job's ranks).
 // all_reduce (and allreduce_coalesced), broadcast, all_gather, reduce_scatter
 // (list and flat forms), all_to_all (list and flat forms, split sizes),
-// barrier, and reduce, gather and scatter through ddl's all_reduce,
-// all_gather and broadcast (ddl has no rooted collectives of its own). One
+// barrier, gather and scatter (ddl's own), and reduce through ddl's
+// all_reduce (ddl has no reduce to a root). One
 // dense, contiguous CPU tensor per call; reductions take float32, float64,
 // float16, bfloat16, int32, int64 and SUM, AVG, PRODUCT, MIN, MAX; calls
 // that only move data take any dtype. Anything else (send, recv) raises
@@ -366,9 +366,8 @@ class process_group : public c10d::ProcessGroup {
     return gather_list(c10d::OpType::ALLGATHER, in, outputs[0], "allgather");
   }
 
-  // Torch's `gather`: an all_gather into a scratch buffer, copied out on the
-  // root only (every rank receives every part: n times a gather's traffic in
-  // all, the same time on a ring, where the root's link bounds both).
+  // Torch's `gather`: ddl's gather into a scratch buffer on the root,
+  // copied out there into the list.
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override {
     const at::Tensor& in = single(inputs, "gather");
@@ -377,11 +376,11 @@ class process_group : public c10d::ProcessGroup {
       TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                   "ddl backend: gather takes output tensors on the root (rank ", root, ") only");
       std::vector<at::Tensor> none;
-      return gather_list(c10d::OpType::GATHER, in, none, "gather");
+      return gather_list(c10d::OpType::GATHER, in, none, "gather", root);
     }
     TORCH_CHECK(outputs.size() == 1, "ddl backend: gather needs one list of ", getSize(),
                 " output tensors on the root");
-    return gather_list(c10d::OpType::GATHER, in, outputs[0], "gather");
+    return gather_list(c10d::OpType::GATHER, in, outputs[0], "gather", root);
   }
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
@@ -395,7 +394,7 @@ class process_group : public c10d::ProcessGroup {
       std::vector<at::Tensor> outs;
       for (int64_t i = 0; i < getSize(); ++i)
         outs.push_back(output.reshape({-1}).narrow(0, i * input.numel(), input.numel()));
-      return gather_bytes(c10d::OpType::_ALLGATHER_BASE, input, outs, {output}, "_allgather_base");
+      return gather_bytes(c10d::OpType::_ALLGATHER_BASE, input, outs, {output}, "_allgather_base", -1);
     }
     auto iv = view_of(input, "_allgather_base");
     auto ov = view_of(output, "_allgather_base");
@@ -417,10 +416,9 @@ class process_group : public c10d::ProcessGroup {
     return launch(w, [&](auto done) { return comm_->reduce_scatter_async(fv, ov, o, done); });
   }
 
-  // Torch's `scatter`: the root's parts, packed into a scratch buffer, go to
-  // every rank by a broadcast, and each rank copies out its own. Every rank
-  // gets all n parts where it needs one: about a broadcast of n parts' time,
-  // behind gloo's scatter from 256 KiB (bench/results/torch-backend.md).
+  // Torch's `scatter`: ddl's scatter of the root's parts, packed into a
+  // scratch buffer, straight into every rank's output tensor (into words
+  // copied out where ddl does not reduce the dtype).
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override {
     const at::Tensor& out = single(outputs, "scatter");
@@ -434,17 +432,19 @@ class process_group : public c10d::ProcessGroup {
     } else {
       TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                   "ddl backend: scatter takes input tensors on the root (rank ", root, ") only");
-      flat = native(out) ? scratch_.get(getSize() * out.numel(), out.options())
-                         : words_for(getSize(), out.numel() * static_cast<int64_t>(out.element_size()));
     }
-    auto fv = view_of(flat, "scatter");
+    const ddl::buffer_view fv = flat.defined() ? view_of(flat, "scatter") : ddl::buffer_view{};
     auto w = make(c10d::OpType::SCATTER, {out});
-    const int64_t n = getSize(), me = getRank(), bytes = out.numel() * static_cast<int64_t>(out.element_size());
-    if (native(out))
-      w->then_ = [flat, out, me] { out.copy_(flat.narrow(0, me * out.numel(), out.numel()).view_as(out)); };
-    else
-      w->then_ = [flat, out, n, me, bytes] { bytes_of(out).copy_(part_bytes(flat, n, me, bytes)); };
-    return launch(w, [&](auto done) { return comm_->broadcast_async(fv, root, done); });
+    if (native(out)) {
+      auto ov = view_of(out, "scatter");
+      w->then_ = [flat] {};  // keeps the packed input alive until the collective has finished
+      return launch(w, [&](auto done) { return comm_->scatter_async(fv, ov, root, done); });
+    }
+    const int64_t bytes = out.numel() * static_cast<int64_t>(out.element_size());
+    at::Tensor mine = words_for(1, bytes);
+    auto mv = view_of(mine, "scatter");
+    w->then_ = [flat, mine, out, bytes] { bytes_of(out).copy_(part_bytes(mine, 1, 0, bytes)); };
+    return launch(w, [&](auto done) { return comm_->scatter_async(fv, mv, root, done); });
   }
 
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -517,40 +517,49 @@ class process_group : public c10d::ProcessGroup {
                   ": every tensor of the list must have the ", what, "'s size and dtype");
   }
   // All parts gathered into a scratch buffer (ddl's blocks), then copied out
-  // to `outs` (empty: nowhere, as on a gather's other ranks).
+  // to `outs`: on every rank (`root` < 0: ddl's all_gather) or on `root`
+  // alone (ddl's gather; the other ranks pass no `outs` and hold no buffer).
   c10::intrusive_ptr<c10d::Work> gather_list(c10d::OpType type, const at::Tensor& in,
-                                             const std::vector<at::Tensor>& outs, const char* call) {
+                                             const std::vector<at::Tensor>& outs, const char* call, int root = -1) {
     if (!outs.empty()) check_parts(in, outs, call, "input");
-    if (!native(in)) return gather_bytes(type, in, outs, outs, call);
-    at::Tensor flat = scratch_.get(getSize() * in.numel(), in.options());
+    if (!native(in)) return gather_bytes(type, in, outs, outs, call, root);
+    const bool whole = root < 0 || getRank() == root;
+    at::Tensor flat = whole ? scratch_.get(getSize() * in.numel(), in.options()) : at::Tensor();
     auto iv = view_of(in, call);
-    auto fv = view_of(flat, call);
+    const ddl::buffer_view fv = whole ? view_of(flat, call) : ddl::buffer_view{};
     auto w = make(type, outs);
     w->then_ = [flat, outs] {
       for (std::size_t i = 0; i < outs.size(); ++i)
         outs[i].copy_(flat.narrow(0, static_cast<int64_t>(i) * outs[i].numel(), outs[i].numel()).view_as(outs[i]));
     };
-    return launch(w, [&](auto done) { return comm_->all_gather_async(iv, fv, done); });
+    return launch(w, [&](auto done) { return gather_to(root, iv, fv, done); });
   }
   // The gather of a dtype ddl does not reduce, as bytes (see `native`): the
-  // input into a scratch buffer of words, every part gathered into another,
-  // each copied out to `outs` (empty: nowhere).
+  // input into a scratch buffer of words, every part gathered into another
+  // (on every rank, or on `root` alone), each copied out to `outs`.
   c10::intrusive_ptr<c10d::Work> gather_bytes(c10d::OpType type, const at::Tensor& in,
                                               const std::vector<at::Tensor>& outs, std::vector<at::Tensor> results,
-                                              const char* call) {
+                                              const char* call, int root) {
     check_dense(in, call);
     for (const auto& o : outs) check_dense(o, call);
     const int64_t n = getSize(), bytes = in.numel() * static_cast<int64_t>(in.element_size());
-    at::Tensor mine = words_for(1, bytes), all = words_for(n, bytes);
+    const bool whole = root < 0 || getRank() == root;
+    at::Tensor mine = words_for(1, bytes), all = whole ? words_for(n, bytes) : at::Tensor();
     part_bytes(mine, 1, 0, bytes).copy_(bytes_of(in));
     auto iv = view_of(mine, call);
-    auto av = view_of(all, call);
+    const ddl::buffer_view av = whole ? view_of(all, call) : ddl::buffer_view{};
     auto w = make(type, std::move(results));
     w->then_ = [mine, all, outs, n, bytes] {
       for (std::size_t i = 0; i < outs.size(); ++i)
         bytes_of(outs[i]).copy_(part_bytes(all, n, static_cast<int64_t>(i), bytes));
     };
-    return launch(w, [&](auto done) { return comm_->all_gather_async(iv, av, done); });
+    return launch(w, [&](auto done) { return gather_to(root, iv, av, done); });
+  }
+  // `in` from every rank into `out`: ddl's all_gather (`root` < 0) or gather.
+  template <class Done>
+  ddl::collective_request gather_to(int root, const ddl::buffer_view& in, const ddl::buffer_view& out, Done&& done) {
+    if (root < 0) return comm_->all_gather_async(in, out, std::forward<Done>(done));
+    return comm_->gather_async(in, out, root, std::forward<Done>(done));
   }
   // `parts` (one per rank, each like `like`) packed into a scratch buffer
   // (as bytes in words where ddl does not reduce the dtype).
