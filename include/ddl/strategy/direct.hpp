@@ -341,9 +341,11 @@ class direct_base {
   /// more than one piece from the root's buffer where it lies, between two
   /// meetings: in the first the root leaves its buffer's address in its
   /// slot, after the second (every copy done) it may return. No message.
-  /// Every rank meets every other at each meeting, so the slots' reuse rule
-  /// holds, and each meeting compares the stamps (the call's bytes; its
-  /// tag: root, count, dtype).
+  /// Every rank meets every other at each meeting and compares their stamps
+  /// (the call's bytes; its tag: root, count, dtype), so ranks that disagree
+  /// on the root all fail. (One-way meetings, the root waiting for no one,
+  /// measured level within this machine's noise and would leave the root
+  /// and the ranks that agree with it unwarned: not taken.)
   template <class Transport>
   static void broadcast(Transport& t, std::byte* data, std::size_t bytes, int root, const call_context& c) {
     const bool mine = t.rank() == root;
@@ -388,25 +390,28 @@ class direct_base {
   }
 
   /// A gather of `part` bytes a rank (at most `flagged_limit`) to `root`
-  /// through the stages' counters, one meeting (as `broadcast`): every rank
-  /// but the root copies its part into its slot, and the root copies every
-  /// peer's out. The root's own part is copied where it goes once (not at
-  /// all in place: `in == out + root * part`).
+  /// through the stages' counters, one one-way meeting: every rank but the
+  /// root copies its part into its slot and leaves, and the root waits for
+  /// every peer's and copies it out. The root's own part is copied where it
+  /// goes once (not at all in place: `in == out + root * part`).
   template <class Transport>
   static void gather(Transport& t, const std::byte* in, std::byte* out, std::size_t part, int root,
                      const call_context& c) {
     const bool mine = t.rank() == root;
     if (mine && in != out + static_cast<std::size_t>(root) * part)
       local_copy(c, out + static_cast<std::size_t>(root) * part, in, part);
-    flagged_meet(t, in, mine ? 0 : part, part, c, [&](int p, const std::byte* slot) {
-      if (mine && p != root) local_copy(c, out + static_cast<std::size_t>(p) * part, slot, part);
-    });
+    flagged_meet_filled(
+        t, [&](std::byte* own) { if (!mine) local_copy(c, own, in, part); }, part, c,
+        [&](int p, const std::byte* slot) {
+          if (mine && p != root) local_copy(c, out + static_cast<std::size_t>(p) * part, slot, part);
+        },
+        mine ? -1 : t.rank());
   }
 
   /// A scatter of `part` bytes a rank from `root` through the stages'
-  /// counters, one meeting (all n parts at most `flagged_limit`): the root
-  /// copies every peer's part into its slot, and every other rank copies its
-  /// own out of the root's slot.
+  /// counters, one one-way meeting (all n parts at most `flagged_limit`):
+  /// the root copies every peer's part into its slot and leaves, and every
+  /// other rank waits for the root's and copies its own part out.
   template <class Transport>
   static void scatter(Transport& t, const std::byte* in, std::byte* out, std::size_t part, int root,
                       const call_context& c) {
@@ -423,8 +428,9 @@ class direct_base {
         },
         part, c,
         [&](int p, const std::byte* slot) {
-          if (!mine && p == root) local_copy(c, out, slot + r * part, part);
-        });
+          if (p == root && !mine) local_copy(c, out, slot + r * part, part);
+        },
+        root);
   }
 
  private:
@@ -584,9 +590,10 @@ class direct_base {
   /// waits for each peer's counter to reach k and checks the peer's stamp
   /// against its own (`mismatch_error` naming the field and both ranks).
   /// `slot(p, at)` is told where rank p's slot lies (this rank's first). A
-  /// rank writes slot k % 2 again in meeting k + 2, which it enters only
-  /// after every peer raised its counter to k + 1, so after each had
-  /// finished reading meeting k.
+  /// rank writes slot k % 2 again in meeting k + 2 only once every peer
+  /// raised its counter to k + 1, so after each had finished reading
+  /// meeting k (`flagged_meet_filled` waits for that where meeting k + 1
+  /// did not).
   template <class Transport, class Slot>
   static void flagged_meet(Transport& t, const std::byte* src, std::size_t bytes, std::uint64_t call_bytes,
                            const call_context& c, Slot&& slot) {
@@ -595,16 +602,32 @@ class direct_base {
         std::forward<Slot>(slot));
   }
   /// As `flagged_meet`, with `fill(own)` writing this rank's slot (at most
-  /// `flagged_limit` bytes).
+  /// `flagged_limit` bytes). `watch` says whose counters the meeting waits
+  /// for (and whose slots `slot` is told of): every peer (-1), none (this
+  /// rank: it leaves once its slot is written), or that rank alone -- the
+  /// one-way meetings of a gather (the root watches everyone, the others
+  /// no one) and a scatter (the others watch the root). Whatever the last
+  /// meeting watched, a rank writes slot k % 2 only once every peer has
+  /// raised its counter to k - 1 (left meeting k - 2, whose slot it may have
+  /// read): after a meeting that watched everyone that holds already.
   template <class Transport, class Fill, class Slot>
   static void flagged_meet_filled(Transport& t, Fill&& fill, std::uint64_t call_bytes, const call_context& c,
-                                  Slot&& slot) {
+                                  Slot&& slot, int watch = -1) {
     const int n = t.size(), r = t.rank();
     require_host(c);
     std::byte* mine = t.stage(stage_prefix);
     auto* counter = reinterpret_cast<std::uint64_t*>(mine);
     const std::uint64_t k = __atomic_load_n(counter, __ATOMIC_RELAXED) + 1;
     const std::size_t s = k % 2;
+    const deadline until = phase_deadline(c);
+    auto counter_of = [&](int p) { return reinterpret_cast<const std::uint64_t*>(t.peer_stage(p, stage_header)); };
+    for (int d = 1; d < n && k > 1; ++d) {
+      const int p = (r + d) % n;
+      const auto* theirs = counter_of(p);
+      if (__atomic_load_n(theirs, __ATOMIC_ACQUIRE) + 1 < k)
+        wait_on_peer(t, p, [theirs, k] { return __atomic_load_n(theirs, __ATOMIC_ACQUIRE) + 1 >= k; }, until, c,
+                     phase_name{"peers' stages (reading the last meeting)", 0, 1});
+    }
     const std::uint64_t stamp[2] = {call_bytes, c.base_tag};
     std::memcpy(mine + 64 * (s + 1), stamp, sizeof stamp);
     std::byte* own = mine + stage_header + s * flagged_limit;
@@ -612,10 +635,10 @@ class direct_base {
     __atomic_store_n(counter, k, __ATOMIC_RELEASE);
     raised(t);
     slot(r, own);
-    const deadline until = phase_deadline(c);
     for (int d = 1; d < n; ++d) {
       const int p = (r + d) % n;
-      const auto* theirs = reinterpret_cast<const std::uint64_t*>(t.peer_stage(p, stage_header));
+      if (watch >= 0 && p != watch) continue;
+      const auto* theirs = counter_of(p);
       wait_on_peer(t, p, [theirs, k] { return __atomic_load_n(theirs, __ATOMIC_ACQUIRE) >= k; }, until, c,
                    phase_name{"peers' stages", 0, 1});
       const std::byte* at = t.peer_stage(p, stage_prefix);  // grown that far before it raised its counter
