@@ -203,4 +203,37 @@ void check_rooted(Comm& comm, int r, int n, std::size_t per, int root, rooted_ca
   }
 }
 
+// One rank's part of a reduce check: `count` elements of
+// `ddl::testing::input_value` reduced with `o` to `root`, in place there or
+// not, compared bit for bit with `expected_value` on the root; the other
+// ranks' input must be left as it was. Buffers said to lie `at` `space`.
+template <class T, class Comm>
+void check_reduce(Comm& comm, int r, int n, std::size_t count, int root, ddl::op o, bool in_place, bool async,
+                  failure_log& log, const std::string& where, ddl::location space = {}) {
+  const ddl::dtype t = ddl::dtype_of_v<T>;
+  std::vector<T> in(count), before(count), out(r == root && !in_place ? count : 0);
+  for (std::size_t i = 0; i < count; ++i) in[i] = ddl::testing::to_element<T>(ddl::testing::input_value(t, o, r, i));
+  before = in;
+  if (!out.empty()) std::memset(static_cast<void*>(out.data()), 0x5a, out.size() * sizeof(T));
+  ddl::const_buffer_view src = ddl::host_view(std::as_const(in).data(), count);
+  ddl::buffer_view dst = r != root ? ddl::buffer_view{} : ddl::host_view(in_place ? in.data() : out.data(), count);
+  src.where = dst.where = space;
+  if (async) comm.reduce_async(src, dst, o, root).wait();
+  else comm.reduce(src, dst, o, root);
+  const std::string what = where + " rank " + std::to_string(r) + " " + ddl::name_of(o) + (in_place ? " in place" : "") +
+                           ", root " + std::to_string(root) + ": ";
+  for (std::size_t i = 0; i < count; ++i) {
+    if (r == root) {
+      const T want = ddl::testing::expected_value<T>(o, n, i);
+      if (!ddl::testing::same_bits((in_place ? in : out)[i], want)) {
+        log.add(what + "element " + std::to_string(i) + " is wrong");
+        return;
+      }
+    } else if (!ddl::testing::same_bits(in[i], before[i])) {
+      log.add(what + "its input changed at " + std::to_string(i));
+      return;
+    }
+  }
+}
+
 }  // namespace ddl_test

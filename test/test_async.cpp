@@ -1077,3 +1077,68 @@ TEST_CASE("gather, scatter and broadcast: one-way meetings back to back with the
     CHECK_MESSAGE(log.count() == 0, log.summary());
   }
 }
+
+TEST_CASE("reduce: every dtype, op and root, in place and not, blocking and asynchronous, odd and prime rank counts, "
+          "through the stages and as a reduce-scatter and gather") {
+  for (ddl::progress mode : modes)
+    for (int n : {1, 2, 3, 4, 5, 7, 8, 13}) {
+      CAPTURE(mode_name(mode));
+      CAPTURE(n);
+      failure_log log;
+      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+        ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t, ddl::auto_strategy(), with_progress(mode));
+        for (ddl::dtype type : ddl::all_dtypes)
+          ddl::visit_dtype(type, [&](auto tag) {
+            using T = decltype(tag);
+            // through the stages: one meeting up to 64 KiB, then a meeting a piece
+            const std::size_t stages = (std::size_t{64} << 10) / sizeof(T);
+            for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1001), stages,
+                                      stages + 3})
+              for (ddl::op o : ddl::all_ops)
+                for (int root : {0, n - 1})
+                  for (bool in_place : {false, true})
+                    check_reduce<T>(comm, t.rank(), n, count, root, o, in_place, (count + (in_place ? 1 : 0)) % 2 == 1,
+                                    log, std::string(ddl::name_of(type)) + " count " + std::to_string(count));
+          });
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+}
+
+TEST_CASE("reduce: above the stages' 4 MiB every strategy's reduce-scatter and a gather, odd sizes; bad arguments "
+          "refused by name") {
+  failure_log log;
+  auto run = [&](auto strategy, int n, const char* name) {
+    ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+      ddl::communicator<decltype(strategy), ddl::local_transport> comm(t, strategy, with_progress(ddl::progress::thread));
+      for (std::size_t count : {(std::size_t{4} << 20) / 4 + 3, (std::size_t{4} << 20) / 4 + 20011})
+        for (bool in_place : {false, true})
+          check_reduce<float>(comm, t.rank(), n, count, n / 2, ddl::op::sum, in_place, in_place, log, name);
+    });
+  };
+  for (int n : {2, 3, 5}) {
+    run(ddl::ring{}, n, "ring");
+    run(ddl::recursive_doubling{}, n, "recursive_doubling");
+    run(ddl::halving_doubling{}, n, "halving_doubling");
+    run(ddl::two_shot{}, n, "two_shot");
+    run(ddl::multi_ring<ddl::dynamic_extents>({n}), n, "multi_ring");
+  }
+  ddl::local_fabric::run(3, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread, 20));
+    std::vector<float> a(8), b(7);
+    std::vector<double> d(8);
+    CHECK_THROWS_WITH_AS(comm.reduce(ddl::host_view(a), ddl::host_view(a), ddl::op::sum, 5),
+                         doctest::Contains("reduce: root 5 is not a rank"), ddl::invalid_argument);
+    if (t.rank() == 1) {  // the root's own checks; the others' calls are given up
+      CHECK_THROWS_WITH_AS(comm.reduce(ddl::host_view(a), ddl::host_view(b), ddl::op::sum, 1),
+                           doctest::Contains("8"), ddl::invalid_argument);
+    } else {
+      try {
+        comm.reduce(ddl::host_view(a), {}, ddl::op::sum, 1);
+        log.add("rank " + std::to_string(t.rank()) + ": a reduce beside a root that failed returned");
+      } catch (const ddl::error&) {
+      }
+    }
+  });
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}

@@ -1123,6 +1123,24 @@ TEST_CASE("mpi: gather and scatter, every root, in place and not, blocking and a
   CHECK(all_sum(static_cast<int>(log.count())) == 0);
 }
 
+TEST_CASE("mpi: reduce, every op, both ends, in place and not, blocking and asynchronous, stages and messages") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  const int n = t.size(), r = t.rank();
+  failure_log log;
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+  // through the stages up to 4 MiB (one meeting to 64 KiB), above as a reduce-scatter and gather
+  for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(8195), (std::size_t{1} << 19) + 7})
+    for (ddl::op o : ddl::all_ops)
+      for (int root : {0, n - 1})
+        for (bool in_place : {false, true}) {
+          const std::string where = "count " + std::to_string(count);
+          check_reduce<double>(comm, r, n, count, root, o, in_place, in_place != (root == 0), log, where);
+          check_reduce<ddl::bfloat16>(comm, r, n, count, root, o, in_place, in_place == (root == 0), log, where);
+        }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
+}
+
 TEST_CASE("mpi: gradient buckets average a model's gradients across processes") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);

@@ -108,7 +108,7 @@ TEST_CASE("staged: all_to_all of device buffers through the pipeline, whatever b
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
-TEST_CASE("staged: gather and scatter of device buffers, as messages through the pipeline") {
+TEST_CASE("staged: gather, scatter and reduce of device buffers, as messages through the pipeline") {
   ddl_test::failure_log log;
   for (int n : {1, 2, 3, 5}) {
     ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
@@ -123,6 +123,18 @@ TEST_CASE("staged: gather and scatter of device buffers, as messages through the
           for (bool in_place : {false, true})
             ddl_test::check_rooted<float>(comm, lt.rank(), n, per, n / 2, {scatter, in_place, per == 1}, log,
                                           "n " + std::to_string(n), on_device);
+      // A reduce bounces (default bounce_bytes: whole on the host side), unless told not to
+      for (std::size_t bounce : {std::size_t(0), so.bounce_bytes}) {
+        ddl::staging_options bo = so;
+        bo.bounce_bytes = bounce;
+        ddl::staged_transport<ddl::local_transport, slow_device<false>> bt(lt, dev, bo);
+        ddl::communicator<ddl::auto_strategy, decltype(bt)> bc(bt);
+        for (std::size_t count : {std::size_t(1), std::size_t(301)})
+          for (bool in_place : {false, true})
+            ddl_test::check_reduce<float>(bc, lt.rank(), n, count, n - 1, ddl::op::sum, in_place, count == 1, log,
+                                          "reduce n " + std::to_string(n) + " bounce " + std::to_string(bounce),
+                                          on_device);
+      }
     });
   }
   CHECK_MESSAGE(log.count() == 0, log.summary());

@@ -335,7 +335,7 @@ TEST_CASE("cuda: all_to_all of device buffers over cuda_peer_transport, even par
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
-TEST_CASE("cuda: gather and scatter of device buffers over cuda_peer_transport, 1-8 ranks on one GPU") {
+TEST_CASE("cuda: gather, scatter and reduce of device buffers over cuda_peer_transport, 1-8 ranks on one GPU") {
   ddl_test::failure_log log;
   for (int n = 1; n <= 8; ++n) {
     ddl::cuda_peer_fabric fab(n, std::vector<int>(static_cast<std::size_t>(n), 0));
@@ -369,6 +369,15 @@ TEST_CASE("cuda: gather and scatter of device buffers over cuda_peer_transport, 
                      ddl::device_view(raw(dpart), per, 0, stream), root);
         DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
         if (!same(download(dpart, per), want)) log.add("scatter" + what);
+        // Reduce: the sum of every rank's gather part, on the root.
+        std::vector<float> sum(per, 0.0f);
+        for (std::size_t k = 0; k < ranks; ++k)
+          for (std::size_t i = 0; i < per; ++i) sum[i] += ddl_test::all_to_all_value<float>(static_cast<int>(k), root, i);
+        upload(dpart, mine);
+        comm.reduce(ddl::device_view(static_cast<const float*>(raw(dpart)), per, 0, stream),
+                    r == root ? ddl::device_view(raw(dpart), per, 0, stream) : ddl::buffer_view{}, ddl::op::sum, root);
+        DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+        if (!same(download(dpart, per), r == root ? sum : mine)) log.add("reduce" + what);
       }
       DDL_CUDA_CHECK(cudaStreamDestroy(stream));
     });

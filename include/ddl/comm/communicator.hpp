@@ -356,6 +356,23 @@ class communicator {
     checked(print("scatter", 0, out.count, out.type, op::sum, root), [&] { check_scatter(in, out, root); });
     return submit("scatter", scatter_job(in, out, root), std::move(done));
   }
+  /// `root`'s `out` = every rank's `in` reduced with `o` (`MPI_Reduce`): on
+  /// the root `out` holds `in.count` elements (in place when it is `in`);
+  /// on the other ranks `out` is not used (pass `{}`) and `in` is left as
+  /// it was. Calls of up to 4 MiB between ranks that share stages go
+  /// through them (the others leave their input in their slots, the root
+  /// reduces all n in rank order: what `one_shot` computes), others as the
+  /// strategy's reduce-scatter followed by a gather of the reduced blocks to
+  /// the root (`reduce_through_stages`).
+  /// \pre the same `in.count`, dtype, op and root on every rank.
+  void reduce(const_buffer_view in, buffer_view out, op o, int root) {
+    checked(print("reduce", in.count, 0, in.type, o, root), [&] { check_reduce(in, out, root); });
+    run_now(reduce_job(in, out, o, root));
+  }
+  collective_request reduce_async(const_buffer_view in, buffer_view out, op o, int root, completion done = {}) {
+    checked(print("reduce", in.count, 0, in.type, o, root), [&] { check_reduce(in, out, root); });
+    return submit("reduce", reduce_job(in, out, o, root), std::move(done));
+  }
 
   // --- broadcast and barrier -------------------------------------------------
 
@@ -522,6 +539,11 @@ class communicator {
   }
   void check_scatter(const const_buffer_view& in, const const_buffer_view& out, int root) const {
     check_rooted("scatter", in, out, root, false);
+  }
+  void check_reduce(const const_buffer_view& in, const const_buffer_view& out, int root) const {
+    check_root("reduce", root);
+    if (rank() != root) return check_pair("reduce", in, in);
+    check_all_reduce(in, out);
   }
   void check_broadcast(const const_buffer_view& data, int root) const {
     check_pair("broadcast", data, data);
@@ -777,6 +799,76 @@ class communicator {
       detail::linear_scatter(*transport_, in.byte_data(), out.byte_data(), out.bytes(), root, c,
                              c.base_tag + tag_offset::rooted);
     };
+  }
+  // A reduce of up to 4 MiB between ranks that share stages goes through
+  // them (`direct_base::reduce`: a one-way meeting per 64 KiB, the root
+  // reducing); larger ones, and other transports, run the strategy's
+  // reduce-scatter and gather the reduced blocks to the root (`reduce_on`).
+  // Over MPI on this 2-core machine the stages beat the reduce-scatter and
+  // gather at every size measured, 64 KiB-4 MiB, 2-8 ranks (1.2-2x at 1-4
+  // MiB; bench/results/mpi-raw/2026-11-29-gather-scatter/reduce-stages.txt);
+  // where more cores share the reduction, the root's single one would lose
+  // sooner. On a staged transport a call that bounces runs whole on the
+  // host side.
+  static constexpr std::size_t reduce_stages_bytes = std::size_t{4} << 20;
+  bool reduce_through_stages(std::size_t bytes, const location& where) const {
+    return bytes <= reduce_stages_bytes && shares_stages(where);
+  }
+  auto reduce_job(const_buffer_view in, buffer_view out, op o, int root) {
+    return [this, in, out, o, root] {
+      if (opts_.check_calls) verify(print("reduce", in.count, 0, in.type, o, root));
+      if (in.count == 0) return;
+      const bool stages = reduce_through_stages(in.bytes(), in.where);
+      const auto st = stamp(detail::call_kind::reduce, in.count, stages, in.type, o, root);  // the schedule, hashed
+      const bool mine = rank() == root;
+      // this rank's reduced block, first in the workspace (rounded up to 64 bytes)
+      const std::size_t lead = (block_of(in.count, size(), rank()).size * size_of(in.type) + 63) / 64 * 64;
+      if constexpr (has_wait_until_v<Transport>) {
+        if (stages) {
+          auto c = context("reduce", in.where, in.type, o, 0, st);
+          return detail::direct_base::reduce(*transport_, in.byte_data(), out.byte_data(), in.count, root, c);
+        }
+      }
+      if constexpr (bounce::on) {
+        if (transport_->bounces(in.bytes())) {
+          bounced b(*this, in.bytes());
+          const std::byte* hin = b.load(in, 0);
+          std::byte* hout = mine ? b.at(out, 0) : nullptr;
+          const std::size_t work = host_->strategy.reduce_scatter_workspace(in.count, in.type, size());
+          auto c = bounce_context("reduce", in.type, o, lead + work, st);
+          reduce_on(transport_->host(), host_->strategy, hin, hout, in.count, root, lead, c);
+          if (mine) b.store(out, 0);
+          return;
+        }
+      }
+      const std::size_t work = strategy_.reduce_scatter_workspace(in.count, in.type, size());
+      auto c = context("reduce", in.where, in.type, o, lead + work, st);
+      reduce_on(*transport_, strategy_, in.byte_data(), out.byte_data(), in.count, root, lead, c);
+    };
+  }
+  // The reduce-scatter of `in` (out of place, whatever the root passed:
+  // this rank's reduced block lands at the start of `c.work`, the strategy's
+  // workspace starts `lead` bytes on, so the two never look like one
+  // in-place buffer), then every block to the root's `out` (one message a
+  // rank; the root's own copied there once the reduce-scatter, which may
+  // read `in` = `out`, is over).
+  template <class T, class S>
+  void reduce_on(T& t, S& strategy, const std::byte* in, std::byte* out, std::size_t count, int root,
+                 std::size_t lead, const call_context& c) {
+    const std::size_t es = size_of(c.red.type);
+    const block b = block_of(count, size(), rank());
+    std::byte* reduced = c.work;
+    strategy.reduce_scatter(t, in, c.work + lead, reduced, count, c);
+    if (rank() == root) local_copy(c, out + b.offset * es, reduced, b.size * es);
+    call_context g = c;  // the gather: a call number of its own, the same stamp
+    g.base_tag = detail::call_tag(++sequence_, detail::stamp_of(c.base_tag));
+    detail::linear_rooted(
+        t, root, true,
+        [&](int p) {
+          const block q = block_of(count, size(), p);
+          return mutable_bytes{out + q.offset * es, q.size * es};
+        },
+        mutable_bytes{reduced, b.size * es}, g, g.base_tag + tag_offset::rooted, "reduce: gather");
   }
   auto barrier_job() {
     return [this] {

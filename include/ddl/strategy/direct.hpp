@@ -433,6 +433,35 @@ class direct_base {
         root);
   }
 
+  /// A reduce of `count` elements to `root` through the stages' counters,
+  /// a one-way meeting (as `gather`) per piece of at most `flagged_limit`
+  /// bytes: every rank but the root copies the piece of its input into its
+  /// slot and goes on to the next, and the root reduces all n pieces in rank
+  /// order into `out` (its own where it lies; `out` may be `in`), as
+  /// `one_shot`'s all-reduce does.
+  template <class Transport>
+  static void reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count, int root,
+                     const call_context& c) {
+    const bool mine = t.rank() == root;
+    const std::size_t es = size_of(c.red.type), per = flagged_limit / es;
+    if (!c.mem->reduce_many)
+      throw invalid_argument(std::string(c.strategy) + ": reduce through the stages needs an n-way reduction "
+                             "(memory_ops::reduce_many)");
+    std::vector<const std::byte*> sources(mine ? static_cast<std::size_t>(t.size()) : 0);
+    for (std::size_t at = 0; at < count; at += per) {
+      const std::size_t len = std::min(per, count - at);
+      flagged_meet_filled(
+          t, [&](std::byte* own) { if (!mine) local_copy(c, own, in + at * es, len * es); }, count * es, c,
+          [&](int p, const std::byte* slot) {
+            if (mine) sources[static_cast<std::size_t>(p)] = p == root ? in + at * es : slot;
+          },
+          mine ? -1 : t.rank());
+      if (!mine) continue;
+      c.mem->reduce_many(c.mem->ctx, out + at * es, sources.data(), t.size(), len, c.red);
+      local_finalize(c, out + at * es, len, t.size());
+    }
+  }
+
  private:
   // `broadcast` through the root's slots, a piece of `flagged_limit` at a time.
   template <class Transport>

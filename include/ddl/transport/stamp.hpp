@@ -49,7 +49,8 @@ enum class call_kind : std::uint8_t {
   barrier,
   all_to_all,
   gather,
-  scatter
+  scatter,
+  reduce
 };
 
 inline const char* name_of(call_kind k) noexcept {
@@ -62,6 +63,7 @@ inline const char* name_of(call_kind k) noexcept {
     case call_kind::all_to_all: return "all_to_all";
     case call_kind::gather: return "gather";
     case call_kind::scatter: return "scatter";
+    case call_kind::reduce: return "reduce";
     default: return "internal call";
   }
 }
