@@ -4,18 +4,19 @@
 // same buffers.
 //
 //   ddl-bench --ranks 8 -b 4K -e 256M -f 2 -n 20 -w 5 [-d float] [-o sum]
-//             [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all|gather|scatter]
+//             [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all|gather|scatter|
+//                           reduce]
 //             [--strategy ring|multi_ring|recursive_doubling|halving_doubling|auto|all]
 //             [--dims 2x2x2] [--explain] [--transport local] [--csv] [-c 1]
 //
 // size is the whole vector S: the all-reduce's buffer, the reduce-scatter's
 // input, the all-gather's output, the broadcast's buffer, the all-to-all's
-// input and output, the gather's root's output, the scatter's root's input
-// (root 0; all but all-reduce and broadcast round it down to a multiple of n
+// input and output, the gather's root's output, the scatter's root's input,
+// the reduce's buffer (root 0; all but all-reduce, broadcast and reduce round it down to a multiple of n
 // elements, so MPI's _block, Allgather, Alltoall, Gather and Scatter calls
 // apply). Columns follow nccl-tests: algbw = bytes / time, busbw = algbw *
 // 2(n-1)/n (all-reduce), (n-1)/n (reduce-scatter, all-gather, all-to-all,
-// gather, scatter), 1 (broadcast). floor_eff = t_floor / t, where t_floor is the
+// gather, scatter), 1 (broadcast, reduce). floor_eff = t_floor / t, where t_floor is the
 // time the same n threads take to copy their own S-byte buffer (each reads and
 // writes S bytes: the 2 n S bytes of traffic any all-reduce must at least
 // cause). A ring all-reduce moves 5 (n-1) S bytes, so its ideal floor_eff is
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
                 n, n > 1 ? 100.0 * 2 * n / (5.0 * (n - 1)) : 100.0);
     if (s.coll != collective::all_reduce)
       std::printf("# size = the whole vector (reduce_scatter's input, all_gather's output, broadcast's buffer, root 0; "
-                  "all_to_all's input and output, gather's root's output, scatter's root's input);"
+                  "all_to_all's input and output, gather's root's output, scatter's root's input, reduce's buffer);"
                   " busbw factor %.3f\n", bus);
     const char* hfmt = "#%11s %12s %8s %6s %18s %10s %8s %8s %6s %6s %10s %8s %8s %6s %6s  %s\n";
     std::printf("#\n");

@@ -125,6 +125,16 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
                      r == 0 ? ddl::buffer_view{buf, c, dt, {}} : ddl::buffer_view{}, 0);
       };
       break;
+    case collective::reduce:  // root 0; the other ranks' input left as it was
+      m.oop = [comm, dt, op, r](const std::byte* in, std::byte* out, std::size_t c) {
+        comm->reduce(ddl::const_buffer_view{in, c, dt, {}}, r == 0 ? ddl::buffer_view{out, c, dt, {}} : ddl::buffer_view{},
+                     op, 0);
+      };
+      m.ip = [comm, dt, op, r](std::byte* buf, std::size_t c) {
+        comm->reduce(ddl::const_buffer_view{buf, c, dt, {}}, r == 0 ? ddl::buffer_view{buf, c, dt, {}} : ddl::buffer_view{},
+                     op, 0);
+      };
+      break;
     case collective::scatter:
       m.oop = [comm, dt, n, r](const std::byte* in, std::byte* out, std::size_t c) {
         comm->scatter(r == 0 ? ddl::const_buffer_view{in, c, dt, {}} : ddl::const_buffer_view{},
@@ -202,8 +212,10 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
     }
     return impls;
   }
-  // So are the all-to-all, gather and scatter (one algorithm each, whatever the strategy).
-  if (s.coll == collective::all_to_all || s.coll == collective::gather || s.coll == collective::scatter) {
+  // So are the all-to-all, gather, scatter and reduce (one algorithm each;
+  // the reduce on auto's reduce-scatter above the stages' sizes).
+  if (s.coll == collective::all_to_all || s.coll == collective::gather || s.coll == collective::scatter ||
+      s.coll == collective::reduce) {
     impls.push_back(make_impl(std::string("ddl:") + s.coll_name(), t, ddl::auto_strategy(topo), opts, s));
     return impls;
   }
@@ -334,10 +346,10 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
         for (std::size_t i = fill.offset; i < fill.offset + fill.size; ++i) E[i] = want(i);
       // Wrong elements of this rank's result: its block for reduce-scatter
       // and scatter (at the start of `out`, or at its own offset in place as
-      // `ip` says); the root's alone for gather.
+      // `ip` says); the root's alone for gather and reduce.
       auto count_wrong = [&](bool in_place, const impl& m) {
         long w = 0;
-        if (!s.check || (s.coll == collective::gather && r != 0)) return w;
+        if (!s.check || ((s.coll == collective::gather || s.coll == collective::reduce) && r != 0)) return w;
         if (s.coll == collective::reduce_scatter || s.coll == collective::scatter) {
           const ddl::block b = own_block(count, n, r);
           const std::size_t at = in_place && m.ip_block_at_own_offset ? b.offset : 0;

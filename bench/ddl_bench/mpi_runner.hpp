@@ -204,6 +204,18 @@ inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& lab
           };
           break;
         }
+        case collective::reduce: {  // root 0
+          const int r = t.rank();
+          m.label = "MPI_Reduce";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            MPI_Reduce(in, out, static_cast<int>(c), dt, op, 0, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            if (r == 0) MPI_Reduce(MPI_IN_PLACE, buf, static_cast<int>(c), dt, op, 0, comm);
+            else MPI_Reduce(buf, nullptr, static_cast<int>(c), dt, op, 0, comm);
+          };
+          break;
+        }
         case collective::scatter: {
           const int r = t.rank();
           m.label = "MPI_Scatter";

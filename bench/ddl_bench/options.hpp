@@ -16,8 +16,8 @@
 namespace ddl_bench {
 
 const char* const collective_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                        "all_to_all", "gather",         "scatter"};
-enum class collective { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather, scatter };
+                                        "all_to_all", "gather",         "scatter",    "reduce"};
+enum class collective { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather, scatter, reduce };
 
 const char* const strategy_names[] = {"ring",     "multi_ring", "pipelined", "direct_first", "recursive_doubling",
                                       "halving_doubling", "one_shot", "two_shot", "two_shot_read", "auto"};
@@ -51,7 +51,8 @@ inline double bus_factor(collective c, int n) {
     case collective::all_to_all:
     case collective::gather:
     case collective::scatter: return 1.0 * (n - 1) / n;
-    case collective::broadcast: return 1;
+    case collective::broadcast:
+    case collective::reduce: return 1;
   }
   return 0;
 }
@@ -61,7 +62,7 @@ inline double bus_factor(collective c, int n) {
                "ddl-bench: %s\n"
                "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo]\n"
                "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all|\n"
-               "                               gather|scatter]\n"
+               "                               gather|scatter|reduce]\n"
                "                 [--strategy ring|multi_ring|pipelined|direct_first|recursive_doubling|halving_doubling|one_shot|two_shot|two_shot_read|auto|all[,...]]\n"
                "                 [--dims AxBx...] [--segments K] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--batch K] [-c 0|1]\n"
@@ -115,7 +116,7 @@ inline settings parse(int argc, char** argv) {
         const std::string v = value();
         const auto* c = std::find(std::begin(collective_names), std::end(collective_names), v);
         if (c == std::end(collective_names))
-          usage("unknown collective '" + v + "' (available: all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather, scatter)");
+          usage("unknown collective '" + v + "' (available: all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather, scatter, reduce)");
         s.coll = static_cast<collective>(c - std::begin(collective_names));
       }
       else if (a == "--dims") {
