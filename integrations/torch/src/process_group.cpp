@@ -7,8 +7,7 @@
 // group's store (any torch rank order, any subset of the MPI job's ranks).
 // all_reduce (and allreduce_coalesced), broadcast, all_gather, reduce_scatter
 // (list and flat forms), all_to_all (list and flat forms, split sizes),
-// barrier, gather and scatter (ddl's own), and reduce through ddl's
-// all_reduce (ddl has no reduce to a root). One
+// barrier, reduce, gather and scatter. One
 // dense, contiguous CPU tensor per call; reductions take float32, float64,
 // float16, bfloat16, int32, int64 and SUM, AVG, PRODUCT, MIN, MAX; calls
 // that only move data take any dtype. Anything else (send, recv) raises
@@ -337,26 +336,15 @@ class process_group : public c10d::ProcessGroup {
     return start(c10d::OpType::BROADCAST, {t}, [&](auto done) { return comm_->broadcast_async(v, root, done); });
   }
 
-  // Torch's `reduce`: an all_reduce (on a ring the same time: the root
-  // receives as much in a reduce as every rank does in the all-reduce's
-  // all-gather half). The other ranks' tensors keep their values: they
-  // reduce a copy in a scratch buffer (every rank reduces in place, so all
-  // run the same plan).
+  // Torch's `reduce`: ddl's reduce, in place on the root; the other ranks'
+  // tensors keep their values (ddl reads them and writes nothing there).
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
     const at::Tensor& t = single(tensors, "reduce");
     const int root = root_of(opts.rootRank, "reduce");
     const ddl::op o = op_of(opts.reduceOp, "reduce");
-    if (getRank() == root) {
-      auto v = view_of(t, "reduce");
-      return start(c10d::OpType::REDUCE, {t}, [&](auto done) { return comm_->all_reduce_async(v, o, done); });
-    }
-    view_of(t, "reduce");  // the same checks as the root's
-    at::Tensor copy = scratch_.get(t.numel(), t.options());
-    copy.copy_(t.reshape({-1}));
-    auto v = view_of(copy, "reduce");
-    auto w = make(c10d::OpType::REDUCE, {t});
-    w->then_ = [copy] {};  // keeps the scratch buffer taken until the collective has finished
-    return launch(w, [&](auto done) { return comm_->all_reduce_async(v, o, done); });
+    auto v = view_of(t, "reduce");
+    const ddl::buffer_view out = getRank() == root ? v : ddl::buffer_view{};
+    return start(c10d::OpType::REDUCE, {t}, [&](auto done) { return comm_->reduce_async(v, out, o, root, done); });
   }
 
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
