@@ -719,8 +719,11 @@ TEST_CASE("broadcast: priced on the strategy's topology (its slowest level), els
   });
 }
 
-TEST_CASE("all_to_all: every dtype, even parts and counts, in place and not, blocking and asynchronous, odd and prime "
-          "rank counts") {
+// Both progress modes, 1-13 ranks (odd and prime counts among them), an
+// auto communicator on each, every dtype: `body(comm, rank, n, T{}, log)`
+// for each, every failure logged and checked per mode and rank count.
+template <class Body>
+void every_mode_ranks_and_dtype(Body&& body) {
   for (ddl::progress mode : modes)
     for (int n : {1, 2, 3, 4, 5, 7, 8, 13}) {
       CAPTURE(mode_name(mode));
@@ -729,19 +732,24 @@ TEST_CASE("all_to_all: every dtype, even parts and counts, in place and not, blo
       ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
         ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t, ddl::auto_strategy(), with_progress(mode));
         for (ddl::dtype type : ddl::all_dtypes)
-          ddl::visit_dtype(type, [&](auto tag) {
-            using T = decltype(tag);
-            for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1001)})
-              for (bool counts : {false, true})
-                for (bool in_place : {false, true}) {
-                  const all_to_all_case k{counts, in_place, (per + (in_place ? 1 : 0)) % 2 == 1};
-                  check_all_to_all<T>(comm, t.rank(), all_to_all_parts(n, per, counts), k, log,
-                                      std::string(ddl::name_of(type)) + " per " + std::to_string(per));
-                }
-          });
+          ddl::visit_dtype(type, [&](auto tag) { body(comm, t.rank(), n, tag, log); });
       });
       CHECK_MESSAGE(log.count() == 0, log.summary());
     }
+}
+
+TEST_CASE("all_to_all: every dtype, even parts and counts, in place and not, blocking and asynchronous, odd and prime "
+          "rank counts") {
+  every_mode_ranks_and_dtype([](auto& comm, int r, int n, auto tag, failure_log& log) {
+    using T = decltype(tag);
+    for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1001)})
+      for (bool counts : {false, true})
+        for (bool in_place : {false, true}) {
+          const all_to_all_case k{counts, in_place, (per + (in_place ? 1 : 0)) % 2 == 1};
+          check_all_to_all<T>(comm, r, all_to_all_parts(n, per, counts), k, log,
+                              std::string(ddl::name_of(ddl::dtype_of_v<T>)) + " per " + std::to_string(per));
+        }
+  });
 }
 
 TEST_CASE("all_to_all: in place from 256 KiB above the stages' sizes, parts traded in pairs: every dtype, odd and "
@@ -931,32 +939,21 @@ TEST_CASE("all_to_all: without DDL_CHECK, counts two ranks disagree on end in an
 
 TEST_CASE("gather and scatter: every dtype and root, in place and not, blocking and asynchronous, odd and prime rank "
           "counts, through the stages and as messages") {
-  for (ddl::progress mode : modes)
-    for (int n : {1, 2, 3, 4, 5, 7, 8, 13}) {
-      CAPTURE(mode_name(mode));
-      CAPTURE(n);
-      failure_log log;
-      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
-        ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t, ddl::auto_strategy(), with_progress(mode));
-        for (ddl::dtype type : ddl::all_dtypes)
-          ddl::visit_dtype(type, [&](auto tag) {
-            using T = decltype(tag);
-            // Through the stages up to 32 KiB a rank (gather) and 64 KiB in all (scatter), else messages
-            const std::size_t gather_limit = (std::size_t{32} << 10) / sizeof(T);
-            const std::size_t scatter_limit = (std::size_t{64} << 10) / sizeof(T) / static_cast<std::size_t>(n);
-            for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1001), gather_limit,
-                                    gather_limit + 3, scatter_limit, scatter_limit + 1})
-              for (int root : {0, n / 2, n - 1})
-                for (bool scatter : {false, true})
-                  for (bool in_place : {false, true}) {
-                    const rooted_case k{scatter, in_place, (per + static_cast<std::size_t>(root)) % 2 == 1};
-                    check_rooted<T>(comm, t.rank(), n, per, root, k, log,
-                                    std::string(ddl::name_of(type)) + " per " + std::to_string(per));
-                  }
-          });
-      });
-      CHECK_MESSAGE(log.count() == 0, log.summary());
-    }
+  every_mode_ranks_and_dtype([](auto& comm, int r, int n, auto tag, failure_log& log) {
+    using T = decltype(tag);
+    // Through the stages up to 32 KiB a rank (gather) and 64 KiB in all (scatter), else messages
+    const std::size_t gather_limit = (std::size_t{32} << 10) / sizeof(T);
+    const std::size_t scatter_limit = (std::size_t{64} << 10) / sizeof(T) / static_cast<std::size_t>(n);
+    for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1001), gather_limit,
+                            gather_limit + 3, scatter_limit, scatter_limit + 1})
+      for (int root : {0, n / 2, n - 1})
+        for (bool scatter : {false, true})
+          for (bool in_place : {false, true}) {
+            const rooted_case k{scatter, in_place, (per + static_cast<std::size_t>(root)) % 2 == 1};
+            check_rooted<T>(comm, r, n, per, root, k, log,
+                            std::string(ddl::name_of(ddl::dtype_of_v<T>)) + " per " + std::to_string(per));
+          }
+  });
 }
 
 TEST_CASE("gather and scatter: bad arguments are refused by name; ranks that disagree on the root fail, not hang") {
@@ -1079,30 +1076,18 @@ TEST_CASE("gather, scatter and broadcast: one-way meetings back to back with the
 }
 
 TEST_CASE("reduce: every dtype, op and root, in place and not, blocking and asynchronous, odd and prime rank counts, "
-          "through the stages and as a reduce-scatter and gather") {
-  for (ddl::progress mode : modes)
-    for (int n : {1, 2, 3, 4, 5, 7, 8, 13}) {
-      CAPTURE(mode_name(mode));
-      CAPTURE(n);
-      failure_log log;
-      ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
-        ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t, ddl::auto_strategy(), with_progress(mode));
-        for (ddl::dtype type : ddl::all_dtypes)
-          ddl::visit_dtype(type, [&](auto tag) {
-            using T = decltype(tag);
-            // through the stages: one meeting up to 64 KiB, then a meeting a piece
-            const std::size_t stages = (std::size_t{64} << 10) / sizeof(T);
-            for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1001), stages,
-                                      stages + 3})
-              for (ddl::op o : ddl::all_ops)
-                for (int root : {0, n - 1})
-                  for (bool in_place : {false, true})
-                    check_reduce<T>(comm, t.rank(), n, count, root, o, in_place, (count + (in_place ? 1 : 0)) % 2 == 1,
-                                    log, std::string(ddl::name_of(type)) + " count " + std::to_string(count));
-          });
-      });
-      CHECK_MESSAGE(log.count() == 0, log.summary());
-    }
+          "through the stages in one meeting and in pieces") {
+  every_mode_ranks_and_dtype([](auto& comm, int r, int n, auto tag, failure_log& log) {
+    using T = decltype(tag);
+    const std::size_t one_meeting = (std::size_t{64} << 10) / sizeof(T);
+    for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1001), one_meeting,
+                              one_meeting + 3})
+      for (ddl::op o : ddl::all_ops)
+        for (int root : {0, n - 1})
+          for (bool in_place : {false, true})
+            check_reduce<T>(comm, r, n, count, root, o, in_place, (count + (in_place ? 1 : 0)) % 2 == 1, log,
+                            std::string(ddl::name_of(ddl::dtype_of_v<T>)) + " count " + std::to_string(count));
+  });
 }
 
 TEST_CASE("reduce: above the stages' 4 MiB every strategy's reduce-scatter and a gather, odd sizes; bad arguments "
