@@ -749,7 +749,7 @@ class communicator {
     };
   }
   // A gather or scatter goes through the stages (`direct_base::gather`,
-  // `direct_base::scatter`: one meeting, no message) between ranks that
+  // `direct_base::scatter`: one one-way meeting, no message) between ranks that
   // share them, in host memory, up to 32 KiB a rank (gather) or 64 KiB for
   // all the parts (scatter: they pass through the root's slot); else one
   // message a rank (`detail::linear_gather`, `detail::linear_scatter`). Over
@@ -806,7 +806,7 @@ class communicator {
   // reduce-scatter and gather the reduced blocks to the root (`reduce_on`).
   // Over MPI on this 2-core machine the stages beat the reduce-scatter and
   // gather at every size measured, 64 KiB-4 MiB, 2-8 ranks (1.2-2x at 1-4
-  // MiB; bench/results/mpi-raw/2026-11-29-gather-scatter/reduce-stages.txt);
+  // MiB; bench/results/mpi-raw/2026-11-29-rooted/reduce-stages.txt);
   // where more cores share the reduction, the root's single one would lose
   // sooner. On a staged transport a call that bounces runs whole on the
   // host side.

@@ -3,7 +3,8 @@
 /// Gather and scatter over any transport (MPI's `MPI_Gather` and
 /// `MPI_Scatter`; PyTorch's `gather` and `scatter`): rank r's part lands as
 /// part r of the root's buffer, or part r of the root's buffer lands in rank
-/// r's. They reduce nothing, so every strategy shares them.
+/// r's. They reduce nothing, so every strategy shares them; a reduce to a
+/// root gathers its reduced blocks so (`communicator::reduce_on`).
 ///
 /// Linear: the root trades one message with every peer, in rounds of at most
 /// 16 peers; every other rank sends or receives one message. For parts of
@@ -13,7 +14,7 @@
 /// (MPI's binomial gather) saves latency only at many ranks with tiny parts,
 /// at the price of copying parts through the ranks between. Ranks that share
 /// stages (threads, MPI ranks of one machine) take small calls through them
-/// instead, one meeting and no message (`direct_base::gather`,
+/// instead, one one-way meeting and no message (`direct_base::gather`,
 /// `direct_base::scatter`); the communicator picks
 /// (`communicator::gather_through_stages`, `scatter_through_stages`).
 #include <array>
