@@ -3,8 +3,8 @@
 // references of <ddl/testing.hpp> (host and device code: the CUDA tests fill
 // and check device buffers with them through Thrust), ddl::thread_barrier,
 // a failure log that worker threads fill and the test thread asserts on, and
-// one rank's part of an all-gather and an all-to-all check (threads and MPI
-// processes alike).
+// one rank's part of an all-gather, an all-to-all, a point-to-point and a
+// rooted check (threads and MPI processes alike).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -132,6 +132,53 @@ void check_all_to_all(Comm& comm, int r, const std::vector<std::vector<std::size
       if (std::memcmp(&result[at + i], &want, sizeof(T)) != 0) {
         log.add(where + " rank " + std::to_string(r) + " " + k.str() + ": element " + std::to_string(i) +
                 " from rank " + std::to_string(j) + " is wrong");
+        return;
+      }
+    }
+}
+
+// Point-to-point input: element i of message `k` that rank `from` sends;
+// exact in every dtype, different for every sender and message.
+template <class T>
+T transfer_value(int from, int k, std::size_t i) {
+  return to_element<T>(static_cast<std::int64_t>((i * 3 + static_cast<std::size_t>(from) * 13 +
+                                                  static_cast<std::size_t>(k) * 29) % 89) - 44);
+}
+
+// One rank's part of a point-to-point check around a ring of `n` ranks:
+// each sends its successor three messages of `per` elements, under tags 1,
+// 2 and 1 again, and receives its predecessor's three with the receives
+// posted in another order (tag 2 first): transfers match by tag, and in
+// issue order within one. `async`: the sends asynchronous too, everything
+// waited for at the end; else each send blocks (every rank sends before its
+// successor has taken anything, so a blocking send must leave the parked
+// receives moving). Every element compared bit for bit, the first wrong one
+// logged under `where`.
+template <class T, class Comm>
+void check_transfers(Comm& comm, int r, int n, std::size_t per, bool async, failure_log& log,
+                     const std::string& where) {
+  if (n < 2) return;
+  const int next = (r + 1) % n, prev = (r + n - 1) % n, tags[3] = {1, 2, 1};
+  std::vector<std::vector<T>> out(3, std::vector<T>(per)), in(3, std::vector<T>(per));
+  for (int k = 0; k < 3; ++k) {
+    for (std::size_t i = 0; i < per; ++i) out[static_cast<std::size_t>(k)][i] = transfer_value<T>(r, k, i);
+    if (per) std::memset(static_cast<void*>(in[static_cast<std::size_t>(k)].data()), 0x5a, per * sizeof(T));
+  }
+  std::vector<ddl::collective_request> pending;
+  for (int k : {1, 0, 2}) pending.push_back(comm.recv_async(ddl::host_view(in[static_cast<std::size_t>(k)]), prev, tags[k]));
+  for (int k = 0; k < 3; ++k) {
+    const auto data = ddl::host_view(std::as_const(out[static_cast<std::size_t>(k)]));
+    if (async) pending.push_back(comm.send_async(data, next, tags[k]));
+    else comm.send(data, next, tags[k]);
+  }
+  ddl::wait_all(pending.begin(), pending.end());
+  for (int k = 0; k < 3; ++k)
+    for (std::size_t i = 0; i < per; ++i) {
+      const T want = transfer_value<T>(prev, k, i);
+      if (std::memcmp(&in[static_cast<std::size_t>(k)][i], &want, sizeof(T)) != 0) {
+        log.add(where + " rank " + std::to_string(r) + (async ? " asynchronous" : " blocking sends") + ": message " +
+                std::to_string(k) + " (tag " + std::to_string(tags[k]) + ") element " + std::to_string(i) +
+                " is wrong");
         return;
       }
     }

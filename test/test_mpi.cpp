@@ -1088,6 +1088,49 @@ TEST_CASE("mpi: all_to_all, even parts and counts, in place and not, blocking an
   CHECK(all_sum(static_cast<int>(log.count())) == 0);
 }
 
+TEST_CASE("mpi: send and recv around a ring, matched by tag, beside collectives; an unmatched receive times out") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  const int n = t.size(), r = t.rank();
+  failure_log log;
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+  for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(1) << 18})
+    for (bool async : {false, true}) {
+      const std::string where = "per " + std::to_string(per);
+      check_transfers<double>(comm, r, n, per, async, log, where);
+      check_transfers<ddl::bfloat16>(comm, r, n, per, async, log, where);
+    }
+  if (n > 1) {
+    // Each receive is parked until the predecessor sends, after an
+    // all-reduce that needs every rank.
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    std::vector<float> got(5000, -1.0f), sent(5000, static_cast<float>(r)), v(30011, 1.0f);
+    auto rq = comm.recv_async(ddl::host_view(got), prev, ddl::communicator<ddl::auto_strategy, ddl::mpi_transport>::max_tag);
+    comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+    comm.send(ddl::host_view(std::as_const(sent)), next, comm.max_tag);
+    rq.wait();
+    CHECK(v.back() == static_cast<float>(n));
+    CHECK(got.front() == static_cast<float>(prev));
+    CHECK(got.back() == static_cast<float>(prev));
+    // Rank 0 waits for a message rank 1 never sends; then everyone goes on.
+    ddl::options o = comm.opts();
+    o.timeout = std::chrono::milliseconds(300);
+    comm.set_options(o);
+    if (r == 0) {
+      std::string what;
+      try {
+        comm.recv(ddl::host_view(got), 1, 9);
+      } catch (const ddl::timeout_error& e) {
+        what = e.what();
+      }
+      CHECK_MESSAGE(what.find("recv from rank 1 under tag 9") != std::string::npos, what);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    check_transfers<float>(comm, r, n, 3, true, log, "after the timeout");
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
+}
+
 TEST_CASE("mpi: gather and scatter, every root, in place and not, blocking and asynchronous, stages and messages") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   const int n = t.size(), r = t.rank();

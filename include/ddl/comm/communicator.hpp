@@ -448,6 +448,50 @@ class communicator {
   void barrier() { run_now(barrier_job()); }
   collective_request barrier_async(completion done = {}) { return submit("barrier", barrier_job(), std::move(done)); }
 
+  // --- point-to-point ----------------------------------------------------------
+
+  /// The largest tag a point-to-point transfer takes: every MPI keeps tags
+  /// up to 2^14 - 1 of a program's own apart (`MPI_TAG_UB` >= 32767, and
+  /// `mpi_transport` gives the collectives' stamped tags the top bit).
+  static constexpr int max_tag = (1 << 14) - 1;
+
+  /// Sends `data` to rank `peer` under `message_tag` (`MPI_Send`); returns once the
+  /// transfer has completed (`data` may be reused). Between two ranks,
+  /// transfers under one tag match in the order they were issued; the
+  /// matching receive must take as many bytes (else both fail with
+  /// `transport_error` and the group is given up). A receive that no send
+  /// meets fails with `timeout_error` at the deadline (`DDL_TIMEOUT`).
+  /// Point-to-point transfers are not collectives: only the two ranks take
+  /// part, and their tags never meet the collectives' messages.
+  /// \param message_tag in [0, `max_tag`].
+  /// \pre `peer` is another rank of the group; host memory.
+  /// Example (a pipeline stage hands its activations on):
+  /// \code
+  ///   if (comm.rank() > 0) comm.recv(ddl::host_view(in), comm.rank() - 1, 0);
+  ///   forward(in, out);
+  ///   if (comm.rank() + 1 < comm.size()) comm.send(ddl::host_view(out), comm.rank() + 1, 0);
+  /// \endcode
+  void send(const_buffer_view data, int peer, int message_tag) { send_async(data, peer, message_tag).wait(); }
+  /// Starts a send (`MPI_Isend`); `data` belongs to ddl until it completes.
+  /// It takes its place among this rank's calls in issue order, but does not
+  /// hold them up: calls issued after it run while it waits for its peer.
+  collective_request send_async(const_buffer_view data, int peer, int message_tag, completion done = {}) {
+    check_transfer("send", data, peer, message_tag);
+    const const_bytes bytes{data.byte_data(), data.bytes()};
+    return transfer("send", peer, message_tag, [this, bytes, peer, message_tag] { return transport_->isend(peer, bytes, tag_of(message_tag)); },
+                    std::move(done));
+  }
+  /// Receives into `data` from rank `peer` under `message_tag` (`MPI_Recv`): exactly
+  /// `data.bytes()` bytes, from the matching `send` (see there).
+  void recv(buffer_view data, int peer, int message_tag) { recv_async(data, peer, message_tag).wait(); }
+  /// Starts a receive (`MPI_Irecv`), as `send_async`.
+  collective_request recv_async(buffer_view data, int peer, int message_tag, completion done = {}) {
+    check_transfer("recv", data, peer, message_tag);
+    const mutable_bytes bytes{data.byte_data(), data.bytes()};
+    return transfer("recv", peer, message_tag, [this, bytes, peer, message_tag] { return transport_->irecv(peer, bytes, tag_of(message_tag)); },
+                    std::move(done));
+  }
+
  private:
   // --- argument checks: on the caller's thread, before anything is queued ---
 
@@ -544,6 +588,18 @@ class communicator {
     check_root("reduce", root);
     if (rank() != root) return check_pair("reduce", in, in);
     check_all_reduce(in, out);
+  }
+  void check_transfer(const char* what, const const_buffer_view& data, int peer, int message_tag) const {
+    if (peer < 0 || peer >= size() || peer == rank())
+      throw invalid_argument(std::string(what) + ": peer " + std::to_string(peer) +
+                             (peer == rank() ? " is this rank" : " is not a rank of the group of " + std::to_string(size())) +
+                             " (a transfer goes to or from another rank)");
+    if (message_tag < 0 || message_tag > max_tag)
+      throw invalid_argument(std::string(what) + ": tag " + std::to_string(message_tag) + " is outside [0, " +
+                             std::to_string(max_tag) + "]");
+    if (!data.data && data.count)
+      throw invalid_argument(std::string(what) + ": data is null with " + std::to_string(data.count) + " elements");
+    check_pair(what, data, data);  // the memory it lies in
   }
   void check_broadcast(const const_buffer_view& data, int root) const {
     check_pair("broadcast", data, data);
@@ -880,6 +936,41 @@ class communicator {
     };
   }
 
+  // --- point-to-point transfers ---------------------------------------------
+
+  // A program's tag as the transport's: bit 63 clear, so never a call's.
+  static tag tag_of(int t) { return static_cast<tag>(t); }
+  // A transfer in the engine's queue: `post` starts it when its turn comes
+  // (so a rank's transfers start in issue order), then the engine polls it
+  // (parked: later calls run meanwhile) until it completes or its deadline,
+  // counted from its start, passes. No call number: only two ranks take part.
+  template <class Post>
+  collective_request transfer(const char* what, int peer, int t, Post post, completion done) {
+    static_assert(has_test_v<Transport>, "ddl: send and recv need a transport with 'bool test(request&)'");
+    static_assert(!accepts_device_memory_v<Transport>,
+                  "ddl: send and recv are offered on host transports only (not on device transports yet)");
+    struct state {
+      typename Transport::request req;
+      std::chrono::steady_clock::time_point started{};
+    };
+    auto s = std::make_shared<state>();
+    auto run = [this, s, post] {
+      s->started = std::chrono::steady_clock::now();
+      s->req = post();
+    };
+    auto poll = [this, s, what, peer, t]() -> bool {
+      if (transport_->test(s->req)) return true;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - s->started < opts_.timeout) return false;
+      s->req = typename Transport::request{};  // withdrawn: nothing touches the buffer afterwards
+      throw timeout_error(peer, std::string(what) + (what[0] == 's' ? " to" : " from") + " rank " +
+                                    std::to_string(peer) + " under tag " + std::to_string(t),
+                          "", std::chrono::duration<double>(now - s->started).count());
+    };
+    auto op = engine().submit(what, guarded(std::move(run)), std::move(done), guarded(std::move(poll)));
+    return collective_request(engine_, std::move(op));
+  }
+
   // --- the call check (options::check_calls, DDL_CHECK=1) --------------------
 
   static void check_options(const options& o) {
@@ -1055,7 +1146,7 @@ class communicator {
   auto guarded(Job&& job) {
     return [this, job = std::forward<Job>(job)]() mutable {
       try {
-        job();
+        return job();
       } catch (const mismatch_error& e) {
         // a peer's message of this call under another stamp: the group is
         // out of step (DDL_CHECK's own mismatches leave it usable)
@@ -1086,11 +1177,20 @@ class communicator {
   // process's only one under `MPI_THREAD_SERIALIZED`).
   detail::progress_engine& engine() {
     if (engine_ && engine_->idle() && engine_->mode() != progress_mode()) engine_.reset();
-    if (!engine_) engine_ = std::make_shared<detail::progress_engine>(progress_mode(), cooperative_of(*transport_));
+    if (!engine_) engine_ = std::make_shared<detail::progress_engine>(progress_mode(), cooperative_of(*transport_), nap());
     return *engine_;
   }
   void finish_pending() noexcept {
     if (engine_) engine_->drain_quietly();
+  }
+  // How the engine waits for a parked transfer to move: the transport's
+  // `await_progress` where it has one.
+  std::function<void()> nap() {
+    if constexpr (has_await_progress_v<Transport>) {
+      return [t = transport_] { t->await_progress(); };
+    } else {
+      return {};
+    }
   }
   void take(communicator& o) noexcept {
     opts_ = o.opts_;

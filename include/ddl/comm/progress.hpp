@@ -23,6 +23,15 @@
 ///     transports that must stay on the caller's thread (an MPI initialised
 ///     below `MPI_THREAD_SERIALIZED`, CUDA devices bound per thread).
 ///
+/// A point-to-point transfer (the communicator's `send_async`/`recv_async`)
+/// takes its place in the queue like a collective, but only *starts* there
+/// (its `run` posts it to the transport): it is then parked, later
+/// operations run while it waits for its peer, and whoever runs the queue
+/// polls it (`async_op::poll`) until it completes. So a rank's sends and
+/// receives are posted in issue order (messages between two ranks match in
+/// that order) and a receive waiting for a message that a later collective
+/// of the peer precedes does not hold this rank's queue.
+///
 /// Errors (timeouts, a failed peer) are caught on the engine and re-thrown by
 /// `wait`, with the types the blocking calls throw.
 #include <atomic>
@@ -46,9 +55,14 @@ namespace ddl {
 
 namespace detail {
 
-/// One queued collective.
+/// One queued collective (or point-to-point transfer).
 struct async_op {
   std::function<void()> run;
+  /// Set for an operation that `run` only starts (a transfer posted to the
+  /// transport): completes it if it can without blocking, true once done;
+  /// throws as `run` would (its own deadline passed: `timeout_error`).
+  /// Until then the operation is parked and later ones run.
+  std::function<bool()> poll;
   std::function<void(std::exception_ptr)> on_complete;  ///< optional, called where it ran
   std::chrono::steady_clock::time_point submitted{};
   const char* what = "";  ///< the collective, for messages
@@ -69,8 +83,11 @@ class progress_engine {
  public:
   /// `fibers`: the transport's fiber scheduler; with `progress::thread` the
   /// worker is then a fiber of the calling rank rather than a thread.
-  explicit progress_engine(progress mode, cooperative_scheduler* fibers = nullptr)
-      : mode_(mode), fibers_(mode == progress::thread ? fibers : nullptr) {
+  /// `nap`: blocks briefly until a parked transfer may have moved (the
+  /// transport's `await_progress`); without it, parked transfers are
+  /// polled with a back-off.
+  explicit progress_engine(progress mode, cooperative_scheduler* fibers = nullptr, std::function<void()> nap = {})
+      : mode_(mode), fibers_(mode == progress::thread ? fibers : nullptr), nap_(std::move(nap)) {
     if (fibers_) worker_fiber_ = fibers_->spawn([this] { fiber_work(); });
     else if (mode_ == progress::thread) worker_ = std::thread([this] { work(); });
   }
@@ -119,10 +136,14 @@ class progress_engine {
     job();
   }
 
+  /// Queues `f`; with `poll_started`, an operation that `f` only starts (see
+  /// `async_op::poll`).
   std::shared_ptr<async_op> submit(const char* what, std::function<void()> f,
-                                   std::function<void(std::exception_ptr)> on_complete = {}) {
+                                   std::function<void(std::exception_ptr)> on_complete = {},
+                                   std::function<bool()> poll_started = {}) {
     auto op = std::make_shared<async_op>();
     op->run = std::move(f);
+    op->poll = std::move(poll_started);
     op->on_complete = std::move(on_complete);
     op->what = what;
     op->submitted = std::chrono::steady_clock::now();
@@ -141,9 +162,10 @@ class progress_engine {
     return op;
   }
 
-  /// True once `op` has finished (deferred: runs the queue up to it first).
+  /// True once `op` has finished (deferred: runs the queue up to it first,
+  /// and polls the parked transfers once).
   bool test(async_op& op) {
-    if (mode_ == progress::deferred && !op.done.load(std::memory_order_acquire)) run_until(&op);
+    if (mode_ == progress::deferred && !op.done.load(std::memory_order_acquire)) run_until(&op, false);
     // A fiber polling in a loop must let the worker and the clock move.
     if (fibers_ && !op.done.load(std::memory_order_acquire)) fibers_->yield();
     return op.done.load(std::memory_order_acquire);
@@ -154,9 +176,14 @@ class progress_engine {
   /// queue up to it on the caller's thread instead (no hand-off latency);
   /// a bounded one never does, so it can return at its deadline.
   bool wait(async_op& op, deadline until) {
-    if (mode_ == progress::deferred) return test(op);
-    if (fibers_) return fiber_wait(&op, until);
     const bool unbounded = until == std::chrono::steady_clock::time_point::max();
+    if (mode_ == progress::deferred) {
+      if (unbounded) run_until(&op);
+      for (backoff nap = parked_backoff(); !test(op); rest(nap))
+        if (std::chrono::steady_clock::now() >= until) return false;
+      return true;
+    }
+    if (fibers_) return fiber_wait(&op, until);
     backoff wait_more;
     for (;;) {
       const auto ticket = done_bell_.prepare();
@@ -188,17 +215,34 @@ class progress_engine {
   }
 
  private:
-  static void execute(async_op& op) noexcept {
+  // Runs `op`: true once it has finished, false when it only started (a
+  // transfer, now to be parked; `poll` finishes it).
+  static bool start(async_op& op) noexcept {
+    try {
+      op.run();
+    } catch (...) {
+      op.error = std::current_exception();
+    }
+    if (!op.error && op.poll && !polled(op)) return false;
+    finish(op);
+    return true;
+  }
+  // One look at a started transfer: true once it is done (or has failed).
+  static bool polled(async_op& op) noexcept {
+    try {
+      return op.poll();
+    } catch (...) {
+      op.error = std::current_exception();
+      return true;
+    }
+  }
+  static void finish(async_op& op) noexcept {
     // The closures die only after `done` is set: the last reference to the
     // request's owner may live in one of them, and its destructor waits for
     // this very operation.
     auto run = std::move(op.run);
+    auto poll = std::move(op.poll);
     auto on_complete = std::move(op.on_complete);
-    try {
-      run();
-    } catch (...) {
-      op.error = std::current_exception();
-    }
     if (on_complete) {
       completing_here() = &op;
       try {
@@ -234,15 +278,65 @@ class progress_engine {
     return true;
   }
 
-  // Runs queued operations in order until `target` is done (all of them for
-  // nullptr). The caller holds `busy_` (or the engine is deferred).
-  void run_until(async_op* target) noexcept {
+  // Runs queued operations in order until `target` is done (all of them,
+  // parked transfers too, for nullptr), polling the parked transfers once the
+  // queue is empty. `settle` false (a deferred `test`): returns after one
+  // look at the parked ones instead of waiting for them. The caller holds
+  // `busy_` (or the engine is deferred).
+  void run_until(async_op* target, bool settle = true) noexcept {
+    backoff nap = parked_backoff();
     while (!target || !target->done.load(std::memory_order_acquire)) {
-      auto op = pop();
-      if (!op) return;
-      execute(*op);
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      if (auto op = pop()) {
+        run_one(op);
+        continue;
+      }
+      if (parked_.empty()) return;
+      const bool moved = poll_parked();
+      if (!settle) return;
+      if (moved) nap.reset();
+      else if (!target || !target->done.load(std::memory_order_acquire)) rest(nap);
     }
+  }
+  // Runs a popped operation, parking it if it only started.
+  void run_one(const std::shared_ptr<async_op>& op) noexcept {
+    if (!start(*op)) {
+      parked_.push_back(op);
+      parked_count_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    // Done before idle: a caller that sees idle() also sees the op's writes.
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  // Polls every parked transfer once, in the order they started; true when
+  // one finished. The caller holds `busy_` (or the engine is deferred).
+  bool poll_parked() noexcept {
+    bool moved = false;
+    for (std::size_t i = 0; i < parked_.size();) {
+      async_op& op = *parked_[i];
+      if (!polled(op)) {
+        ++i;
+        continue;
+      }
+      finish(op);
+      parked_.erase(parked_.begin() + static_cast<std::ptrdiff_t>(i));
+      parked_count_.fetch_sub(1, std::memory_order_release);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      moved = true;
+    }
+    if (moved) done_bell_.notify();
+    return moved;
+  }
+  // How a caller polls parked transfers without the transport's
+  // `await_progress`: 64 polls, then yields for a while before the sleeps (a
+  // rendezvous over MPI moves only while its ranks poll: with 256 yields
+  // before 20 us sleeps a 2 MiB exchange of two MPI ranks took 1.6-2.6x
+  // MPI_Sendrecv's time, with 2048 1.1-1.6x).
+  static backoff parked_backoff() noexcept { return backoff(64, 2048); }
+  // Waits a little for a parked transfer to move.
+  void rest(backoff& b) {
+    if (fibers_) fibers_->yield();
+    else if (nap_) nap_();
+    else b.pause();
   }
 
   /// The worker leaves a freshly queued operation alone this long, so a
@@ -258,20 +352,28 @@ class progress_engine {
   static constexpr std::chrono::microseconds poll{500};
   static constexpr std::chrono::milliseconds busy_poll{2};
   static constexpr std::chrono::milliseconds doze_after{200};
+  /// How often the worker looks at parked transfers: every 20 us after one
+  /// moved, doubling to 1 ms while none does (a caller that waits for one
+  /// polls it itself).
+  static constexpr std::chrono::steady_clock::duration parked_look_min = std::chrono::microseconds(20),
+                                                       parked_look_max = std::chrono::milliseconds(1);
 
   // The worker never spins (on an oversubscribed machine a spinning worker
   // takes the core a rank needs) and runs everything queued once it holds
   // `busy_`.
   void work() {
     auto last_work = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::duration look = parked_look_min;
+    auto next_look = last_work;
     for (;;) {
       const auto ticket = work_bell_.prepare();
       const auto now = std::chrono::steady_clock::now();
       auto wake = now + poll;
       bool ripe = false, empty = true;
+      const bool parked = parked_count_.load(std::memory_order_acquire) > 0;
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (stop_ && queue_.empty()) return;
+        if (stop_ && queue_.empty() && !parked) return;
         if (!queue_.empty()) {
           empty = false;
           const auto due = queue_.front()->submitted + grace;
@@ -279,17 +381,33 @@ class progress_engine {
           if (!ripe) wake = due;
         }
       }
+      if (parked && now >= next_look && !busy_.exchange(true, std::memory_order_acquire)) {
+        // Parked transfers: looked at every `look` (20 us after one moved,
+        // doubling to 1 ms while none does), the queue run first when ripe.
+        while (ripe) {
+          auto op = pop();
+          if (!op) break;
+          run_one(op);
+          done_bell_.notify();
+        }
+        look = poll_parked() || parked_count_.load(std::memory_order_acquire) == 0
+                   ? parked_look_min
+                   : std::min<std::chrono::steady_clock::duration>(2 * look, parked_look_max);
+        busy_.store(false, std::memory_order_release);
+        last_work = std::chrono::steady_clock::now();
+        next_look = last_work + look;
+        continue;  // then waits below until the next look or the queue is ripe
+      }
       if (ripe && !busy_.exchange(true, std::memory_order_acquire)) {
         while (auto op = pop()) {
-          execute(*op);
-          // Done before idle: a caller that sees idle() also sees the op's writes.
-          pending_.fetch_sub(1, std::memory_order_acq_rel);
+          run_one(op);
           done_bell_.notify();
         }
         busy_.store(false, std::memory_order_release);
         last_work = std::chrono::steady_clock::now();
         continue;  // re-check: an op queued while we released is ours again
       }
+      if (parked) wake = std::min(wake, next_look);
       if (!empty) last_work = now;
       // While a caller runs collectives itself, look again only every
       // `busy_poll` (a caller that leaves work behind rings work_bell_);
@@ -299,7 +417,7 @@ class progress_engine {
         continue;
       }
       // Doze until a submit wakes us when nothing happened for a while.
-      if (empty && now - last_work > doze_after) {
+      if (empty && !parked && now - last_work > doze_after) {
         dozing_.store(true, std::memory_order_release);
         // re-check after announcing, so a submit in between is not missed
         bool queued = false;
@@ -339,10 +457,13 @@ class progress_engine {
   void fiber_run(async_op* target) {
     busy_.store(true, std::memory_order_relaxed);
     while (!target || !target->done.load(std::memory_order_acquire)) {
-      auto op = pop();
-      if (!op) break;
-      execute(*op);
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      if (auto op = pop()) {
+        run_one(op);
+      } else if (parked_.empty()) {
+        break;
+      } else if (!poll_parked()) {
+        fibers_->yield();  // lets the peers' fibers, and virtual time, move
+      }
       resume_done_waiters();
     }
     busy_.store(false, std::memory_order_relaxed);
@@ -365,7 +486,7 @@ class progress_engine {
   }
   void fiber_work() {
     for (;;) {
-      const bool empty = queue_empty();
+      const bool empty = queue_empty() && parked_.empty();
       if (stop_ && empty) break;
       if (!empty && !busy_.load(std::memory_order_relaxed)) {
         fiber_run(nullptr);
@@ -386,11 +507,16 @@ class progress_engine {
   std::vector<int> done_waiters_;
   std::mutex mutex_;
   std::deque<std::shared_ptr<async_op>> queue_;
+  // Started transfers (see `async_op::poll`), touched only by whoever holds
+  // `busy_`; their count is read by the worker without it.
+  std::vector<std::shared_ptr<async_op>> parked_;
+  std::atomic<std::size_t> parked_count_{0};
   std::atomic<std::size_t> pending_{0};
   std::atomic<bool> busy_{false};  ///< someone (worker or a waiting caller) is running operations
   std::atomic<bool> dozing_{false};  ///< the worker sleeps until woken (see `poll`)
   bool stop_ = false;
   event_count work_bell_, done_bell_;
+  std::function<void()> nap_;
   std::thread worker_;
 };
 

@@ -818,16 +818,16 @@ class mpi_transport {
   // bit), its 16-bit stamp, the phase and the low `call_bits_` bits of the
   // call number. Calls on one communicator run one at a time, so wrapping
   // the call number is safe. Below 2^25 the stamp does not fit and is left
-  // out (mismatched calls are then not told apart by their tags).
+  // out (mismatched calls are then not told apart by their tags). A
+  // program's own tags (the communicator's `send`/`recv`) keep the top bit
+  // clear, so they never meet a call's.
   int mpi_tag(tag t) const {
-    const std::uint64_t phase = t & 0xffu;
+    const std::uint64_t phase = t & 0xffu, top = std::uint64_t{1} << (tag_bits_ - 1);
     if (detail::is_stamped(t) && call_bits_ >= 1)
-      return static_cast<int>(std::uint64_t{1} << (tag_bits_ - 1) |
-                              std::uint64_t{detail::stamp_of(t)} << (8 + call_bits_) |
+      return static_cast<int>(top | std::uint64_t{detail::stamp_of(t)} << (8 + call_bits_) |
                               (detail::call_of(t) & ((std::uint64_t{1} << call_bits_) - 1)) << 8 | phase);
-    if (detail::is_stamped(t))
-      return static_cast<int>(((detail::call_of(t) << 8) | phase) % (std::uint64_t{1} << (tag_bits_ - 1)));
-    return static_cast<int>(t % (std::uint64_t{1} << (tag_bits_ - 1)));  // a program's own tag: top bit clear
+    if (detail::is_stamped(t)) return static_cast<int>(top | ((detail::call_of(t) << 8) | phase) % top);
+    return static_cast<int>(t % top);  // a program's own tag: top bit clear
   }
   // The inverse, as far as it goes: a stamped tag with the call number's low bits.
   tag unpack(int m) const {
