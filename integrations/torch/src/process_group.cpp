@@ -7,11 +7,11 @@
 // group's store (any torch rank order, any subset of the MPI job's ranks).
 // all_reduce (and allreduce_coalesced), broadcast, all_gather, reduce_scatter
 // (list and flat forms), all_to_all (list and flat forms, split sizes),
-// barrier, reduce, gather and scatter. One
+// barrier, reduce, gather, scatter, and send and recv. One
 // dense, contiguous CPU tensor per call; reductions take float32, float64,
 // float16, bfloat16, int32, int64 and SUM, AVG, PRODUCT, MIN, MAX; calls
-// that only move data take any dtype. Anything else (send, recv) raises
-// RuntimeError naming what is not supported.
+// that only move data take any dtype. Anything else (a receive from any
+// source) raises RuntimeError naming what is not supported.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/python.h>
@@ -484,6 +484,24 @@ class process_group : public c10d::ProcessGroup {
     return all_to_all_packed(c10d::OpType::ALLTOALL, inputs, outputs, outputs, call);
   }
 
+  // Point-to-point (a pipeline's hand-offs between stages): ddl's
+  // asynchronous send and recv, which take their place among the group's
+  // calls in issue order without holding later ones up. Any dtype: those ddl
+  // does not reduce move as their bytes in int32 words through scratch.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override {
+    return transfer(c10d::OpType::SEND, single(tensors, "send"), false, "send", [&](const ddl::buffer_view& v, auto done) {
+      return comm_->send_async(v, dstRank, tag, done);
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override {
+    return transfer(c10d::OpType::RECV, single(tensors, "recv"), true, "recv", [&](const ddl::buffer_view& v, auto done) {
+      return comm_->recv_async(v, srcRank, tag, done);
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override {
+    TORCH_CHECK(false, "ddl backend: recv from any source is not supported: pass src (the sending rank)");
+  }
+
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
     return start(c10d::OpType::BARRIER, {}, [&](auto done) { return comm_->barrier_async(done); });
   }
@@ -645,6 +663,28 @@ class process_group : public c10d::ProcessGroup {
       }
     };
     return launch(w, [&](auto done) { return comm_->all_to_all_async(iv, sends, ov, recvs, done); });
+  }
+  // A send or receive of `t` (`incoming`: a receive): `issue(view, done)`
+  // starts it on the tensor where ddl takes its dtype, else on its bytes in
+  // a scratch buffer of int32 words (copied in before a send, out after a
+  // receive; busy until the transfer has finished).
+  template <class Issue>
+  c10::intrusive_ptr<c10d::Work> transfer(c10d::OpType type, const at::Tensor& t, bool incoming, const char* call,
+                                          Issue&& issue) {
+    check_dense(t, call);
+    auto w = make(type, {t});
+    if (native(t)) {
+      const ddl::buffer_view v = view_of(t, call);
+      return launch(w, [&](auto done) { return issue(v, done); });
+    }
+    const int64_t bytes = t.numel() * static_cast<int64_t>(t.element_size());
+    at::Tensor words = words_for(1, bytes);
+    if (!incoming) part_bytes(words, 1, 0, bytes).copy_(bytes_of(t));
+    const ddl::buffer_view v = view_of(words, call);
+    w->then_ = [words, t, bytes, incoming] {
+      if (incoming) bytes_of(t).copy_(part_bytes(words, 1, 0, bytes));
+    };
+    return launch(w, [&](auto done) { return issue(v, done); });
   }
   // int32 words that hold `bytes` bytes.
   static int64_t words_in(int64_t bytes) { return (bytes + 3) / 4; }

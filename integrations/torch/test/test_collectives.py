@@ -1,6 +1,8 @@
 """Every collective the "ddl" backend offers, against gloo's result on the
-same inputs in the same job; then the calls it does not offer and a dtype it
-does not take must raise clear errors. Run under mpiexec (-n 2, -n 4).
+same inputs in the same job (or, for the calls that only move data and for
+send/recv, against what every rank can compute of every rank's input); then
+the calls it does not offer and a dtype it does not take must raise clear
+errors. Run under mpiexec (-n 2, -n 4).
 Prints "torch collectives: N failed" on rank 0; exits non-zero on failure."""
 import os
 import sys
@@ -300,6 +302,41 @@ def all_to_all_checks(group, members, tag):
                   all(torch.equal(outs[j], part(dtype, members[j], rank, size_of(members[j], rank))) for j in range(m)))
 
 
+# send and recv: every rank hands its successor in the group tensors of
+# every dtype (what each sends, every rank can make: `anyt`), asynchronous
+# under two tags posted in the other order, blocking (the first member sends
+# first, the others receive first), and through batch_isend_irecv.
+def p2p_checks(group, members, tag):
+    m, me = len(members), members.index(rank)
+    if m < 2:
+        return
+    nxt, prv = members[(me + 1) % m], members[(me - 1) % m]
+    for dtype in dtypes + [torch.uint8, torch.bool, torch.int16, torch.complex64]:
+        for n in (0, 1, 7, 1001):
+            mine = lambda k: anyt(dtype, n + k, rank, 9000 + 100 * k + n)
+            theirs = lambda k: anyt(dtype, n + k, prv, 9000 + 100 * k + n)
+            got = [torch.zeros(n + k, dtype=dtype) for k in range(3)]
+            works = [dist.irecv(got[1], src=prv, group=group, tag=2), dist.irecv(got[0], src=prv, group=group, tag=1),
+                     dist.isend(mine(0), dst=nxt, group=group, tag=1), dist.isend(mine(1), dst=nxt, group=group, tag=2)]
+            for w in works:
+                w.wait()
+            if me == 0:
+                dist.send(mine(2), dst=nxt, group=group)
+                dist.recv(got[2], src=prv, group=group)
+            else:
+                dist.recv(got[2], src=prv, group=group)
+                dist.send(mine(2), dst=nxt, group=group)
+            check(f"{tag} isend/irecv {dtype} n={n}", torch.equal(got[0], theirs(0)) and torch.equal(got[1], theirs(1)))
+            check(f"{tag} send/recv {dtype} n={n}", torch.equal(got[2], theirs(2)))
+            back = torch.zeros(n, dtype=dtype)
+            ops = [dist.P2POp(dist.isend, mine(0), prv, group), dist.P2POp(dist.irecv, back, nxt, group)]
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+            check(f"{tag} batch_isend_irecv {dtype} n={n}", torch.equal(back, anyt(dtype, n, nxt, 9000 + n)))
+
+
+p2p_checks(ddl, list(range(size)), "whole job")
+p2p_checks(sub, members, f"subgroup {members}")
 all_to_all_checks(ddl, list(range(size)), "whole job")
 all_to_all_checks(sub, members, f"subgroup {members}")
 
@@ -328,7 +365,9 @@ def raises(name, fn, words):
         failures.append(name + " did not raise")
 
 
-raises("send", lambda: dist.send(torch.zeros(3), dst=(rank + 1) % size, group=ddl), ["ddl", "send"])
+raises("recv from any source", lambda: dist.recv(torch.zeros(3), group=ddl), ["ddl", "any source", "src"])
+raises("send tag", lambda: dist.send(torch.zeros(3), dst=(rank + 1) % size, group=ddl, tag=20000),
+       ["send", "tag 20000"])
 raises("all_to_all split sizes", lambda: dist.all_to_all_single(torch.zeros(size + 1), torch.zeros(size + 1),
                                                                  group=ddl), ["rows", "equal parts"])
 raises("uint8", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.uint8), group=ddl), ["dtype", "Byte"])
