@@ -135,6 +135,29 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
                      op, 0);
       };
       break;
+    // A ring shift: the whole buffer to rank r + 1, rank r - 1's into `out`;
+    // in place into a buffer of the call's size (grown and touched before
+    // each size, untimed), then copied back, as MPI_Sendrecv_replace does.
+    case collective::sendrecv: {
+      if (n < 2) throw ddl::invalid_argument("--collective sendrecv needs 2 ranks or more");
+      const int next = (r + 1) % n, prev = (r + n - 1) % n;
+      m.oop = [comm, dt, next, prev](const std::byte* in, std::byte* out, std::size_t c) {
+        auto got = comm->recv_async(ddl::buffer_view{out, c, dt, {}}, prev, 0);
+        comm->send(ddl::const_buffer_view{in, c, dt, {}}, next, 0);
+        got.wait();
+      };
+      auto spare = std::make_shared<std::vector<std::byte>>();
+      m.prepare = [spare, es](std::byte*, std::size_t c) {
+        if (spare->size() < c * es) spare->resize(c * es);
+      };
+      m.ip = [comm, dt, next, prev, spare, es](std::byte* buf, std::size_t c) {
+        auto got = comm->recv_async(ddl::buffer_view{spare->data(), c, dt, {}}, prev, 0);
+        comm->send(ddl::const_buffer_view{buf, c, dt, {}}, next, 0);
+        got.wait();
+        std::memcpy(buf, spare->data(), c * es);
+      };
+      break;
+    }
     case collective::scatter:
       m.oop = [comm, dt, n, r](const std::byte* in, std::byte* out, std::size_t c) {
         comm->scatter(r == 0 ? ddl::const_buffer_view{in, c, dt, {}} : ddl::const_buffer_view{},
@@ -213,9 +236,10 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
     return impls;
   }
   // So are the all-to-all, gather, scatter and reduce (one algorithm each;
-  // the reduce on auto's reduce-scatter above the stages' sizes).
+  // the reduce on auto's reduce-scatter above the stages' sizes), and the
+  // point-to-point ring shift.
   if (s.coll == collective::all_to_all || s.coll == collective::gather || s.coll == collective::scatter ||
-      s.coll == collective::reduce) {
+      s.coll == collective::reduce || s.coll == collective::sendrecv) {
     impls.push_back(make_impl(std::string("ddl:") + s.coll_name(), t, ddl::auto_strategy(topo), opts, s));
     return impls;
   }
@@ -326,7 +350,7 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
       // (all-reduce, reduce-scatter), its owner's input (all-gather), the
       // root's input (broadcast, scatter), element q of rank j's block for
       // this rank (all-to-all: i = j * per_rank + q; this rank's own
-      // expectation).
+      // expectation), the previous rank's input (sendrecv; its own too).
       const std::size_t per_rank = count / static_cast<std::size_t>(n);
       auto want = [&](std::size_t i) -> T {
         switch (s.coll) {
@@ -338,6 +362,8 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
                 s.type, s.oper, static_cast<int>(i / per_rank), static_cast<std::size_t>(r) * per_rank + i % per_rank));
           case collective::broadcast:
           case collective::scatter: return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, 0, i));
+          case collective::sendrecv:
+            return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, (r + n - 1) % n, i));
           default: return ddl::testing::expected_value<T>(s.oper, n, i);
         }
       };
@@ -407,9 +433,9 @@ inline std::vector<row> run_local(const settings& s, const ddl::topology& topo, 
   if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
   const auto sizes = sweep(s, s.ranks);
   // One expected array the threads fill together, except for the
-  // all-to-all, whose ranks each expect something else.
-  std::unique_ptr<std::byte[]> expected(s.coll == collective::all_to_all ? nullptr
-                                                                          : new std::byte[sizes.empty() ? 8 : sizes.back()]);
+  // all-to-all and sendrecv, whose ranks each expect something else.
+  const bool own = s.coll == collective::all_to_all || s.coll == collective::sendrecv;
+  std::unique_ptr<std::byte[]> expected(own ? nullptr : new std::byte[sizes.empty() ? 8 : sizes.back()]);
   ddl::thread_barrier bar(s.ranks);
   std::vector<std::vector<row>> per_rank(static_cast<std::size_t>(s.ranks));
   std::mutex m;

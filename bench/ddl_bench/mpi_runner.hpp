@@ -216,6 +216,18 @@ inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& lab
           };
           break;
         }
+        case collective::sendrecv: {  // the ring shift ddl-bench's ddl row runs
+          const int r = t.rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
+          m.label = "MPI_Sendrecv";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            MPI_Sendrecv(in, static_cast<int>(c), dt, next, 0, out, static_cast<int>(c), dt, prev, 0, comm,
+                         MPI_STATUS_IGNORE);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            MPI_Sendrecv_replace(buf, static_cast<int>(c), dt, next, 0, prev, 0, comm, MPI_STATUS_IGNORE);
+          };
+          break;
+        }
         case collective::scatter: {
           const int r = t.rank();
           m.label = "MPI_Scatter";

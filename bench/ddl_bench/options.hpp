@@ -15,9 +15,12 @@
 
 namespace ddl_bench {
 
-const char* const collective_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                        "all_to_all", "gather",         "scatter",    "reduce"};
-enum class collective { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather, scatter, reduce };
+const char* const collective_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all",
+                                        "gather",     "scatter",        "reduce",     "sendrecv"};
+/// `sendrecv`: point-to-point, not a collective: every rank sends its
+/// buffer to the next rank and receives the previous one's (a ring shift,
+/// nccl-tests' sendrecv), beside `MPI_Sendrecv`.
+enum class collective { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather, scatter, reduce, sendrecv };
 
 const char* const strategy_names[] = {"ring",     "multi_ring", "pipelined", "direct_first", "recursive_doubling",
                                       "halving_doubling", "one_shot", "two_shot", "two_shot_read", "auto"};
@@ -52,7 +55,8 @@ inline double bus_factor(collective c, int n) {
     case collective::gather:
     case collective::scatter: return 1.0 * (n - 1) / n;
     case collective::broadcast:
-    case collective::reduce: return 1;
+    case collective::reduce:
+    case collective::sendrecv: return 1;
   }
   return 0;
 }
@@ -62,7 +66,7 @@ inline double bus_factor(collective c, int n) {
                "ddl-bench: %s\n"
                "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo]\n"
                "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all|\n"
-               "                               gather|scatter|reduce]\n"
+               "                               gather|scatter|reduce|sendrecv]\n"
                "                 [--strategy ring|multi_ring|pipelined|direct_first|recursive_doubling|halving_doubling|one_shot|two_shot|two_shot_read|auto|all[,...]]\n"
                "                 [--dims AxBx...] [--segments K] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--batch K] [-c 0|1]\n"
@@ -76,7 +80,9 @@ inline double bus_factor(collective c, int n) {
                "before each sample every rank writes its input afresh (into the input buffer out of place, the\n"
                "output in place), so both placements read memory just written, as a trainer's gradients;\n"
                "--shared-buffers allocates every implementation's buffers as ddl::shared_buffer (MPI ranks of\n"
-               "one machine read a peer's buffer where it lies instead of a copy in its stage)\n",
+               "one machine read a peer's buffer where it lies instead of a copy in its stage);\n"
+               "sendrecv sends every rank's buffer to the next rank, received from the previous one (in place:\n"
+               "into a buffer of the size, then copied back, as MPI_Sendrecv_replace does; 2 ranks or more)\n",
                error.c_str());
   std::exit(2);
 }
@@ -116,7 +122,7 @@ inline settings parse(int argc, char** argv) {
         const std::string v = value();
         const auto* c = std::find(std::begin(collective_names), std::end(collective_names), v);
         if (c == std::end(collective_names))
-          usage("unknown collective '" + v + "' (available: all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather, scatter, reduce)");
+          usage("unknown collective '" + v + "' (available: all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather, scatter, reduce, sendrecv)");
         s.coll = static_cast<collective>(c - std::begin(collective_names));
       }
       else if (a == "--dims") {
