@@ -394,6 +394,9 @@ class progress_engine {
                    ? parked_look_min
                    : std::min<std::chrono::steady_clock::duration>(2 * look, parked_look_max);
         busy_.store(false, std::memory_order_release);
+        // A caller waiting for a transfer still parked polls it itself now
+        // (it sleeps on done_bell_ while the worker holds busy_).
+        if (parked_count_.load(std::memory_order_acquire) > 0) done_bell_.notify();
         last_work = std::chrono::steady_clock::now();
         next_look = last_work + look;
         continue;  // then waits below until the next look or the queue is ripe
@@ -404,6 +407,7 @@ class progress_engine {
           done_bell_.notify();
         }
         busy_.store(false, std::memory_order_release);
+        if (parked_count_.load(std::memory_order_acquire) > 0) done_bell_.notify();  // as above
         last_work = std::chrono::steady_clock::now();
         continue;  // re-check: an op queued while we released is ours again
       }
