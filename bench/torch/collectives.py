@@ -4,10 +4,12 @@ tensors, same job: median time per size (the slowest rank's) and the ratio.
     mpiexec -n 4 python3 bench/torch/collectives.py [--collective all_reduce] [-b 1M] [-e 256M] [-n 10] [-w 2]
 
 --collective: all_reduce (sum, in place), broadcast, reduce (sum), gather,
-scatter (root 0), all_gather (into a list) or all_to_all (all_to_all_single,
-equal parts); the size is each rank's tensor (a gather's and an
-all_gather's part, a scatter's output, an all-to-all's input and output). Every
-call's result is checked after the timed ones.
+scatter (root 0), all_gather (into a list), all_to_all (all_to_all_single,
+equal parts) or sendrecv (point-to-point: every rank's tensor to the next rank,
+irecv from the previous one then isend, both waited for); the size is each
+rank's tensor (a gather's and an all_gather's part, a scatter's output, an
+all-to-all's input and output, a transfer). Every call's result is checked
+after the timed ones.
 """
 import argparse
 import os
@@ -29,7 +31,8 @@ def parse_bytes(s):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--collective", default="all_reduce",
-                   choices=["all_reduce", "broadcast", "reduce", "gather", "scatter", "all_gather", "all_to_all"])
+                   choices=["all_reduce", "broadcast", "reduce", "gather", "scatter", "all_gather", "all_to_all",
+                            "sendrecv"])
     p.add_argument("-b", default="1M")
     p.add_argument("-e", default="256M")
     p.add_argument("-f", type=int, default=4)
@@ -45,7 +48,8 @@ def main():
     c = a.collective
     if rank == 0:
         how = {"all_reduce": "sum, in place", "reduce": "sum, root 0", "all_gather": "into a list",
-               "all_to_all": "all_to_all_single, equal parts, out of place"}.get(c, "root 0")
+               "all_to_all": "all_to_all_single, equal parts, out of place",
+               "sendrecv": "isend to the next rank, irecv from the previous"}.get(c, "root 0")
         print(f"# torch.distributed {c} ({how}, float32), {size} ranks, median of {a.n}, "
               f"slowest rank; torch {torch.__version__}")
         print(f"{'size':>8} {'ddl (ms)':>10} {'ddl GB/s':>9} {'gloo (ms)':>10} {'gloo GB/s':>10} {'gloo/ddl':>9}")
@@ -53,12 +57,16 @@ def main():
     most = parse_bytes(a.e) // 4
     buf = torch.ones(most)  # allocated once, reused at every size (fresh pages are slow here)
     many = [torch.zeros(most) for _ in range(size)] if c in ("gather", "scatter", "all_gather") else []
-    many = [torch.zeros(most)] if c == "all_to_all" else many  # the all-to-all's output
+    many = [torch.zeros(most)] if c in ("all_to_all", "sendrecv") else many  # the all-to-all's output, the receive
     while size_b <= parse_bytes(a.e):
         n = size_b // 4 // size * size if c == "all_to_all" else size_b // 4
         t, parts = buf[:n], [m[:n] for m in many]
 
         def fill():  # the inputs; the outputs hold something else
+            if c == "sendrecv":
+                t.fill_(float(rank + 1))
+                parts[0].fill_(-1.0)
+                return
             if c == "all_to_all":  # part k for rank k: rank * size + k + 1
                 t.view(size, -1).copy_(torch.arange(size).float().add_(rank * size + 1).view(size, 1))
                 parts[0].fill_(-1.0)
@@ -84,6 +92,10 @@ def main():
                 dist.scatter(t, parts if rank == 0 else None, src=0, group=g)
             elif c == "all_to_all":
                 dist.all_to_all_single(parts[0], t, group=g)
+            elif c == "sendrecv":
+                got = dist.irecv(parts[0], src=(rank + size - 1) % size, group=g)
+                dist.isend(t, dst=(rank + 1) % size, group=g).wait()
+                got.wait()
             else:
                 dist.all_gather(parts, t, group=g)
 
@@ -97,6 +109,8 @@ def main():
             if c == "all_to_all":  # part j from rank j: j * size + rank + 1
                 want = torch.arange(size).float().mul_(size).add_(rank + 1).view(size, 1)
                 return bool(torch.all(parts[0].view(size, -1) == want))
+            if c == "sendrecv":  # the previous rank's
+                return bool(torch.all(parts[0] == float((rank + size - 1) % size + 1)))
             if c == "all_gather" or (c == "gather" and rank == 0):
                 return all(bool(torch.all(q == float(i + 1))) for i, q in enumerate(parts))
             return True
