@@ -1186,6 +1186,21 @@ TEST_CASE("send and recv: a transfer waiting for its peer does not hold the call
           if (theirs.front() != static_cast<float>(2 - r) || theirs.back() != static_cast<float>(2 - r))
             log.add("exchange: wrong data");
         }
+        // Transfers the caller only tests complete too: on the worker
+        // (thread), or in `test` itself (deferred).
+        std::vector<int> in(33, -1), out(33, r);
+        auto a = comm.recv_async(ddl::host_view(in), prev, 3);
+        auto b = comm.send_async(ddl::host_view(std::as_const(out)), next, 3);
+        for (const auto t0 = clock_type::now(); !(a.test() && b.test());) {
+          if (clock_type::now() - t0 > std::chrono::seconds(20)) {
+            log.add("rank " + std::to_string(r) + ": transfers only tested did not complete");
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        a.wait();
+        b.wait();
+        if (in.front() != prev || in.back() != prev) log.add("tested transfer: wrong data");
         if (comm.pending()) log.add("pending after every request was waited for");
       });
       CHECK_MESSAGE(log.count() == 0, log.summary());

@@ -274,7 +274,9 @@ class progress_engine {
       std::lock_guard<std::mutex> lock(mutex_);
       left = !queue_.empty();
     }
-    if (left) work_bell_.notify();  // the worker resumes what is left
+    // The worker resumes what is left: the queue, or transfers still parked
+    // (it may doze, having found none parked before this caller parked one).
+    if (left || parked_count_.load(std::memory_order_acquire) > 0) work_bell_.notify();
     return true;
   }
 
