@@ -478,8 +478,8 @@ class communicator {
   collective_request send_async(const_buffer_view data, int peer, int message_tag, completion done = {}) {
     check_transfer("send", data, peer, message_tag);
     const const_bytes bytes{data.byte_data(), data.bytes()};
-    return transfer("send", peer, message_tag, [this, bytes, peer, message_tag] { return transport_->isend(peer, bytes, tag_of(message_tag)); },
-                    std::move(done));
+    auto post = [this, bytes, peer, message_tag] { return transport_->isend(peer, bytes, tag_of(message_tag)); };
+    return transfer("send", "to", peer, message_tag, std::move(post), std::move(done));
   }
   /// Receives into `data` from rank `peer` under `message_tag` (`MPI_Recv`): exactly
   /// `data.bytes()` bytes, from the matching `send` (see there).
@@ -488,8 +488,8 @@ class communicator {
   collective_request recv_async(buffer_view data, int peer, int message_tag, completion done = {}) {
     check_transfer("recv", data, peer, message_tag);
     const mutable_bytes bytes{data.byte_data(), data.bytes()};
-    return transfer("recv", peer, message_tag, [this, bytes, peer, message_tag] { return transport_->irecv(peer, bytes, tag_of(message_tag)); },
-                    std::move(done));
+    auto post = [this, bytes, peer, message_tag] { return transport_->irecv(peer, bytes, tag_of(message_tag)); };
+    return transfer("recv", "from", peer, message_tag, std::move(post), std::move(done));
   }
 
  private:
@@ -592,7 +592,8 @@ class communicator {
   void check_transfer(const char* what, const const_buffer_view& data, int peer, int message_tag) const {
     if (peer < 0 || peer >= size() || peer == rank())
       throw invalid_argument(std::string(what) + ": peer " + std::to_string(peer) +
-                             (peer == rank() ? " is this rank" : " is not a rank of the group of " + std::to_string(size())) +
+                             (peer == rank() ? " is this rank" : " is not a rank of the group of " +
+                                                                     std::to_string(size())) +
                              " (a transfer goes to or from another rank)");
     if (message_tag < 0 || message_tag > max_tag)
       throw invalid_argument(std::string(what) + ": tag " + std::to_string(message_tag) + " is outside [0, " +
@@ -945,7 +946,7 @@ class communicator {
   // (parked: later calls run meanwhile) until it completes or its deadline,
   // counted from its start, passes. No call number: only two ranks take part.
   template <class Post>
-  collective_request transfer(const char* what, int peer, int t, Post post, completion done) {
+  collective_request transfer(const char* what, const char* toward, int peer, int t, Post post, completion done) {
     static_assert(has_test_v<Transport>, "ddl: send and recv need a transport with 'bool test(request&)'");
     static_assert(!accepts_device_memory_v<Transport>,
                   "ddl: send and recv are offered on host transports only (not on device transports yet)");
@@ -958,13 +959,14 @@ class communicator {
       s->started = std::chrono::steady_clock::now();
       s->req = post();
     };
-    auto poll = [this, s, what, peer, t]() -> bool {
+    auto poll = [this, s, what, toward, peer, t]() -> bool {
       if (transport_->test(s->req)) return true;
       const auto now = std::chrono::steady_clock::now();
       if (now - s->started < opts_.timeout) return false;
       s->req = typename Transport::request{};  // withdrawn: nothing touches the buffer afterwards
-      throw timeout_error(peer, std::string(what) + (what[0] == 's' ? " to" : " from") + " rank " +
-                                    std::to_string(peer) + " under tag " + std::to_string(t),
+      throw timeout_error(peer,
+                          std::string(what) + " " + toward + " rank " + std::to_string(peer) + " under tag " +
+                              std::to_string(t),
                           "", std::chrono::duration<double>(now - s->started).count());
     };
     auto op = engine().submit(what, guarded(std::move(run)), std::move(done), guarded(std::move(poll)));
