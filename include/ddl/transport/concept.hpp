@@ -29,8 +29,9 @@
 ///     peer's buffer directly instead of copying it first;
 ///   - `bool test(request&)` — completes `request` if it can without
 ///     blocking (true when done), and throws as `wait` would when the group
-///     is broken; needed by transports layered on others and by the
-///     multi-ring pipelined across levels (`strategy/pipeline.hpp`);
+///     is broken; needed by transports layered on others, by the
+///     multi-ring pipelined across levels (`strategy/pipeline.hpp`) and by
+///     the communicator's `send`/`recv` (polled while parked);
 ///   - `void await_progress()` — blocks until one of this rank's requests
 ///     may have completed (threads: a peer's doorbell, at most 2 ms; the
 ///     simulator: its ranks are fibers in virtual time); transports without
