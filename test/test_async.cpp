@@ -733,9 +733,10 @@ TEST_CASE("broadcast: priced on the strategy's topology (its slowest level), els
 // dtype at every count its checks took four minutes of CI's test run (the
 // reduce's alone 96 s). The races they look for do not depend on the element
 // type, and show at 3 ranks; so there 1, 2, 3, 5 and 8 ranks keep one, odd,
-// prime and even counts, and each (mode, rank count) runs two dtypes in turn,
-// every dtype in both modes and at 3 ranks in one of them. async, without
-// the sanitizer, runs every dtype at every count.
+// prime and even counts, and each (mode, rank count) runs two dtypes in turn:
+// every dtype in both modes, and at an odd count of 3 or more (3 or 5 ranks)
+// in one of them. async, without the sanitizer, runs every dtype at every
+// count.
 #if defined(__SANITIZE_THREAD__)
 constexpr int mode_rank_counts[] = {1, 2, 3, 5, 8};
 constexpr std::size_t dtypes_per_turn = 2;
