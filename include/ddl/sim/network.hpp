@@ -12,7 +12,6 @@
 #include <functional>
 #include <limits>
 #include <optional>
-#include <queue>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -59,6 +58,8 @@ namespace detail {
 
 /// Virtual time and what happens next: messages becoming active after their
 /// latency, messages finishing, fibers' timers. Ties keep posting order.
+/// Events made stale (a message rescheduled at a new rate) stay queued until
+/// popped, or until the owner drops them all at once (`drop_if`).
 class sim_clock {
  public:
   struct event {
@@ -70,24 +71,34 @@ class sim_clock {
   };
   double now() const noexcept { return now_; }
   void push(event::kind_t k, double t, std::uint32_t id, std::uint32_t version = 0) {
-    events_.push(event{k, t, seq_++, id, version});
+    events_.push_back(event{k, t, seq_++, id, version});
+    std::push_heap(events_.begin(), events_.end(), std::greater<event>{});
   }
   bool empty() const noexcept { return events_.empty(); }
+  std::size_t size() const noexcept { return events_.size(); }
   /// The next event; virtual time moves to it.
   event pop() {
-    const event e = events_.top();
-    events_.pop();
+    std::pop_heap(events_.begin(), events_.end(), std::greater<event>{});
+    const event e = events_.back();
+    events_.pop_back();
     now_ = e.time;
     return e;
   }
+  /// Forgets the events `stale(e)` names; the others keep their order (time,
+  /// then posting order), so what pops next is what would have.
+  template <class Stale>
+  void drop_if(Stale stale) {
+    events_.erase(std::remove_if(events_.begin(), events_.end(), stale), events_.end());
+    std::make_heap(events_.begin(), events_.end(), std::greater<event>{});
+  }
   void reset() {
-    events_ = decltype(events_)();
+    events_.clear();
     now_ = 0;
     seq_ = 0;
   }
 
  private:
-  std::priority_queue<event, std::vector<event>, std::greater<event>> events_;
+  std::vector<event> events_;  // a heap, earliest on top
   double now_ = 0;
   std::uint64_t seq_ = 0;
 };
@@ -133,6 +144,7 @@ class flow_network {
     top_.assign(topo_.count(), {0, 0.0});
     top_seconds_.assign(topo_.count(), 0.0);
     stamp_ = 0;
+    compact_at_ = 4096;
     messages_ = 0;
     bytes_ = 0;
   }
@@ -304,9 +316,22 @@ class flow_network {
       msg_rec& mr = msgs_[m];
       mr.remaining = std::max(0.0, mr.remaining - mr.rate * (now - mr.last));
       mr.last = now;
+      // At an unchanged rate the finish already queued still holds: most
+      // connections a join or leave refreshes keep theirs, and the stale
+      // events would fill the queue.
+      if (per == mr.rate) continue;
       mr.rate = per;
       ++mr.version;
       clock_.push(sim_clock::event::finish, now + mr.remaining / per, m, mr.version);
+    }
+    // Links shared by many connections reschedule them all at every join and
+    // leave: drop the stale events once they outnumber the live ones, before
+    // the queue grows to many times what is in flight.
+    if (clock_.size() > compact_at_) {
+      clock_.drop_if([this](const sim_clock::event& e) {
+        return e.kind != sim_clock::event::timer && (msgs_[e.id].version != e.version || !msgs_[e.id].live);
+      });
+      compact_at_ = 2 * clock_.size() + 4096;
     }
   }
   void refresh_around(std::uint32_t ci) {
@@ -346,6 +371,7 @@ class flow_network {
   std::size_t messages_ = 0;
   double bytes_ = 0;
   std::uint64_t stamp_ = 0;
+  std::size_t compact_at_ = 4096;  // queue length that triggers dropping stale events
   std::vector<msg_rec> msgs_;
   std::vector<std::uint32_t> free_msgs_;
   std::vector<conn_rec> conns_;
