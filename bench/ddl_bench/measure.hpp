@@ -140,7 +140,8 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
     // each size, untimed), then copied back, as MPI_Sendrecv_replace does.
     case collective::sendrecv: {
       if (n < 2) throw ddl::invalid_argument("--collective sendrecv needs 2 ranks or more");
-      const int next = (r + 1) % n, prev = (r + n - 1) % n;
+      const ring_peers peers(r, n);
+      const int next = peers.next, prev = peers.prev;
       m.oop = [comm, dt, next, prev](const std::byte* in, std::byte* out, std::size_t c) {
         auto got = comm->recv_async(ddl::buffer_view{out, c, dt, {}}, prev, 0);
         comm->send(ddl::const_buffer_view{in, c, dt, {}}, next, 0);
@@ -363,7 +364,7 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
           case collective::broadcast:
           case collective::scatter: return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, 0, i));
           case collective::sendrecv:
-            return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, (r + n - 1) % n, i));
+            return ddl::testing::to_element<T>(ddl::testing::input_value(s.type, s.oper, ring_peers(r, n).prev, i));
           default: return ddl::testing::expected_value<T>(s.oper, n, i);
         }
       };

@@ -217,7 +217,8 @@ inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& lab
           break;
         }
         case collective::sendrecv: {  // the ring shift ddl-bench's ddl row runs
-          const int r = t.rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
+          const ring_peers peers(t.rank(), n);
+          const int next = peers.next, prev = peers.prev;
           m.label = "MPI_Sendrecv";
           m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
             MPI_Sendrecv(in, static_cast<int>(c), dt, next, 0, out, static_cast<int>(c), dt, prev, 0, comm,

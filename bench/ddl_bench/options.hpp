@@ -44,6 +44,13 @@ struct settings : sweep_flags {  // -b -e -f -n
   const char* coll_name() const { return collective_names[static_cast<int>(coll)]; }
 };
 
+// The ring shift of `--collective sendrecv`, every row alike: rank r sends
+// to `next` and receives from `prev`.
+struct ring_peers {
+  int next, prev;
+  ring_peers(int r, int n) : next((r + 1) % n), prev((r + n - 1) % n) {}
+};
+
 // nccl-tests' bus-bandwidth factor of the collective over n ranks.
 inline double bus_factor(collective c, int n) {
   if (n < 2) return 0;
