@@ -220,6 +220,23 @@ TEST_CASE("host::copy: every distance between source and destination, overlappin
   CHECK(wrong == 0);
 }
 
+#if DDL_HAVE_X86_DISPATCH && defined(__GNUC__) && !defined(__clang__)
+TEST_CASE("x86 features: what CPUID and XGETBV say, as GCC's __builtin_cpu_supports reads them") {
+  // The kernels dispatch on ddl's own reading (Clang 14 has no "f16c" for the
+  // builtin); GCC's libgcc reads the same bits its own way.
+  const auto& f = ddl::host::detail::x86_features::here();
+  __builtin_cpu_init();
+  CHECK(f.avx == bool(__builtin_cpu_supports("avx")));
+  CHECK(f.f16c == (bool(__builtin_cpu_supports("f16c")) && bool(__builtin_cpu_supports("avx"))));
+  CHECK(f.avx2 == bool(__builtin_cpu_supports("avx2")));
+  CHECK(f.avx512f == bool(__builtin_cpu_supports("avx512f")));
+  CHECK(f.avx512dq == bool(__builtin_cpu_supports("avx512dq")));
+  CHECK(f.avx512bf16 == (bool(__builtin_cpu_supports("avx512bf16")) && bool(__builtin_cpu_supports("avx512f"))));
+  MESSAGE("avx " << f.avx << " f16c " << f.f16c << " avx2 " << f.avx2 << " avx512f " << f.avx512f << " avx512dq "
+                 << f.avx512dq << " avx512bf16 " << f.avx512bf16);
+}
+#endif
+
 TEST_CASE("dtype and op names parse back, unknown names are named in the error") {
   for (ddl::dtype t : ddl::all_dtypes) CHECK(ddl::parse_dtype(ddl::name_of(t)) == t);
   for (ddl::op o : ddl::all_ops) CHECK(ddl::parse_op(ddl::name_of(o)) == o);

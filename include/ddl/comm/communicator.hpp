@@ -955,7 +955,7 @@ class communicator {
       std::chrono::steady_clock::time_point started{};
     };
     auto s = std::make_shared<state>();
-    auto run = [this, s, post] {
+    auto run = [s, post] {
       s->started = std::chrono::steady_clock::now();
       s->req = post();
     };

@@ -241,7 +241,7 @@ class progress_engine {
     // request's owner may live in one of them, and its destructor waits for
     // this very operation.
     auto run = std::move(op.run);
-    auto poll = std::move(op.poll);
+    auto poller = std::move(op.poll);
     auto on_complete = std::move(op.on_complete);
     if (on_complete) {
       completing_here() = &op;

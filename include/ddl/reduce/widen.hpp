@@ -24,6 +24,7 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(__CUDA_ARCH__) && !defined(DDL_NO_X86_DISPATCH)
 #define DDL_HAVE_X86_DISPATCH 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define DDL_HAVE_X86_DISPATCH 0
@@ -51,7 +52,11 @@ __attribute__((target("avx,f16c"))) inline void narrow_x86(const float* s, half*
   for (; i + 8 <= n; i += 8)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
                      _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  for (; i < n; ++i) d[i].bits = _cvtss_sh(s[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // (One at a time through the 4-wide form: Clang's `_cvtss_sh` is a macro
+  // with a compound literal, which -Wpedantic rejects in C++.)
+  for (; i < n; ++i)
+    d[i].bits = static_cast<std::uint16_t>(
+        _mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(s[i]), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 0));
 }
 
 __attribute__((target("avx2"))) inline void widen_x86(const bfloat16* s, float* d, std::size_t n) {
@@ -206,17 +211,49 @@ __attribute__((target(DDL_X86_BF16_TARGET))) std::size_t combine_many16_x86(bflo
 #undef DDL_X86_BF16_TARGET
 #endif
 
+#if DDL_HAVE_X86_DISPATCH
+/// The x86 features the kernels dispatch on, as the CPU and the operating
+/// system offer them (CPUID, and XGETBV for the register state the OS
+/// saves). Read from CPUID rather than `__builtin_cpu_supports`, whose
+/// feature names differ between compilers (Clang 14 refuses "f16c").
+struct x86_features {
+  bool avx = false, f16c = false, avx2 = false, avx512f = false, avx512dq = false, avx512bf16 = false;
+  static const x86_features& here() {
+    static const x86_features f = read();
+    return f;
+  }
+
+ private:
+  static x86_features read() {
+    x86_features f;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    const bool osxsave = (c >> 27) & 1;
+    if (!osxsave) return f;
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    const bool ymm = (lo & 0x6) == 0x6;            // SSE and AVX state
+    const bool zmm = ymm && (lo & 0xe0) == 0xe0;   // opmask and ZMM state
+    f.avx = ymm && ((c >> 28) & 1);
+    f.f16c = f.avx && ((c >> 29) & 1);
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+      f.avx2 = f.avx && ((b >> 5) & 1);
+      f.avx512f = zmm && ((b >> 16) & 1);
+      f.avx512dq = f.avx512f && ((b >> 17) & 1);
+      const unsigned leaves = a;  // highest subleaf of leaf 7
+      if (leaves >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = f.avx512f && ((a >> 5) & 1);
+    }
+    return f;
+  }
+};
+#endif
+
 /// Whether `widen` and `narrow` of T use the 8-wide instructions here.
 template <class T>
 bool have_x86_conversions() noexcept {
 #if DDL_HAVE_X86_DISPATCH
-  if constexpr (std::is_same_v<T, half>) {
-    static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-    return yes;
-  } else {
-    static const bool yes = __builtin_cpu_supports("avx2");
-    return yes;
-  }
+  if constexpr (std::is_same_v<T, half>) return x86_features::here().f16c;
+  else return x86_features::here().avx2;
 #else
   return false;
 #endif
@@ -245,8 +282,7 @@ void narrow(const float* s, T* d, std::size_t n, bool portable = false) {
 /// Whether the fused kernels run here (AVX2 and F16C).
 inline bool have_x86_fused() noexcept {
 #if DDL_HAVE_X86_DISPATCH
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  return yes;
+  return x86_features::here().avx2 && x86_features::here().f16c;
 #else
   return false;
 #endif
@@ -256,9 +292,8 @@ inline bool have_x86_fused() noexcept {
 /// CPU's own instruction (AVX-512 F, DQ and BF16, besides AVX2 and F16C).
 inline bool have_x86_bf16_native() noexcept {
 #if DDL_HAVE_X86_BF16_NATIVE
-  static const bool yes = have_x86_fused() && __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16");
-  return yes;
+  const x86_features& f = x86_features::here();
+  return have_x86_fused() && f.avx512f && f.avx512dq && f.avx512bf16;
 #else
   return false;
 #endif
