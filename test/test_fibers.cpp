@@ -137,20 +137,18 @@ TEST_CASE("fibers: each keeps its own rounding mode; the scheduler keeps its own
   const int mine = std::fegetround();
   volatile double one = 1.0, three = 3.0;
   double up = 0, down = 0, up_again = 0, down_again = 0;
-  pool.spawn([&] {
-    std::fesetround(FE_UPWARD);
-    up = one / three;
-    pool.block();
-    up_again = one / three;
-    std::fesetround(FE_TONEAREST);
-  });
-  pool.spawn([&] {
-    std::fesetround(FE_DOWNWARD);
-    down = one / three;
-    pool.block();
-    down_again = one / three;
-    std::fesetround(FE_TONEAREST);
-  });
+  // A fiber that divides in `mode`, switches out, and divides again.
+  auto divide_in = [&](int mode, double& first, double& again) {
+    return [&, mode] {
+      std::fesetround(mode);
+      first = one / three;
+      pool.block();
+      again = one / three;
+      std::fesetround(FE_TONEAREST);
+    };
+  };
+  pool.spawn(divide_in(FE_UPWARD, up, up_again));
+  pool.spawn(divide_in(FE_DOWNWARD, down, down_again));
   pool.run_ready();
   CHECK(std::fegetround() == mine);
   pool.wake_all_blocked();
