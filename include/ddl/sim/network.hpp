@@ -167,8 +167,8 @@ class flow_network {
   /// Plays out an `activate` or `finish` event; returns the message that
   /// arrived with it, if one did (its id is free for reuse afterwards).
   std::optional<std::uint32_t> handle(const sim_clock::event& e) {
+    if (stale(e)) return std::nullopt;
     msg_rec& mr = msgs_[e.id];
-    if (mr.version != e.version || !mr.live) return std::nullopt;
     if (e.kind == sim_clock::event::activate) {
       if (mr.bytes == 0) return arrive(e.id);
       conn_rec& c = conns_[mr.conn];
@@ -227,6 +227,11 @@ class flow_network {
     double busy_since = 0;
   };
 
+  /// A message's event made out of date (rescheduled, or the message gone).
+  bool stale(const sim_clock::event& e) const {
+    const msg_rec& mr = msgs_[e.id];
+    return mr.version != e.version || !mr.live;
+  }
   std::uint32_t arrive(std::uint32_t m) {
     msg_rec& mr = msgs_[m];
     mr.live = false;
@@ -325,12 +330,11 @@ class flow_network {
       clock_.push(sim_clock::event::finish, now + mr.remaining / per, m, mr.version);
     }
     // Links shared by many connections reschedule them all at every join and
-    // leave: drop the stale events once they outnumber the live ones, before
-    // the queue grows to many times what is in flight.
+    // leave: the stale events are dropped whenever the queue has doubled
+    // (plus 4096) since the last drop, not left to grow to many times what
+    // is in flight.
     if (clock_.size() > compact_at_) {
-      clock_.drop_if([this](const sim_clock::event& e) {
-        return e.kind != sim_clock::event::timer && (msgs_[e.id].version != e.version || !msgs_[e.id].live);
-      });
+      clock_.drop_if([this](const sim_clock::event& e) { return e.kind != sim_clock::event::timer && stale(e); });
       compact_at_ = 2 * clock_.size() + 4096;
     }
   }
