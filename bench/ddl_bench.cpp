@@ -7,7 +7,7 @@
 //             [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all|gather|scatter|
 //                           reduce]
 //             [--strategy ring|multi_ring|recursive_doubling|halving_doubling|auto|all]
-//             [--dims 2x2x2] [--explain] [--transport local] [--csv] [-c 1]
+//             [--dims 2x2x2] [--explain] [--transport local|mpi] [--baseline mpi,gloo,ring] [--csv] [-c 1]
 //
 // size is the whole vector S: the all-reduce's buffer, the reduce-scatter's
 // input, the all-gather's output, the broadcast's buffer, the all-to-all's
@@ -32,6 +32,7 @@
 
 #include <unistd.h>
 
+#include "ddl_bench/local_runner.hpp"
 #include "ddl_bench/measure.hpp"
 #include "ddl_bench/mpi_runner.hpp"
 #include "ddl_bench/options.hpp"
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
 #endif
     } else {
       topo = bench_topology(s);
-      rows = run_local(s, topo, labels);
+      rows = run_local(s, topo, labels, found);
     }
   } catch (const ddl::error& e) {
     std::fprintf(stderr, "ddl-bench: %s\n", e.what());

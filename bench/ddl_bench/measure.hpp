@@ -1,8 +1,7 @@
 #pragma once
 // ddl-bench's measurement: each implementation (a ddl strategy, or a
-// baseline) behind two calls, one rank's sweep over all of them on buffers
-// allocated and touched once, with every result checked, and the sweep on
-// in-process ranks.
+// baseline) behind two calls, and one rank's sweep over all of them on
+// buffers allocated and touched once, with every result checked.
 #include <ddl.hpp>
 #include <ddl/testing.hpp>
 
@@ -10,7 +9,6 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -427,31 +425,6 @@ inline void add_wrong(std::vector<row>& into, const std::vector<row>& from) {
       into[k].impls[j].wrong_oop += from[k].impls[j].wrong_oop;
       into[k].impls[j].wrong_ip += from[k].impls[j].wrong_ip;
     }
-}
-
-inline std::vector<row> run_local(const settings& s, const ddl::topology& topo, std::vector<std::string>& labels) {
-  ddl::options opts = ddl::options::from_env();
-  if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
-  const auto sizes = sweep(s, s.ranks);
-  // One expected array the threads fill together, except for the
-  // all-to-all and sendrecv, whose ranks each expect something else.
-  const bool own = s.coll == collective::all_to_all || s.coll == collective::sendrecv;
-  std::unique_ptr<std::byte[]> expected(own ? nullptr : new std::byte[sizes.empty() ? 8 : sizes.back()]);
-  ddl::thread_barrier bar(s.ranks);
-  std::vector<std::vector<row>> per_rank(static_cast<std::size_t>(s.ranks));
-  std::mutex m;
-  ddl::local_fabric::run(s.ranks, [&](ddl::local_transport& t) {
-    auto impls = ddl_impls(t, s, topo, opts);
-    if (t.rank() == 0) {
-      std::lock_guard<std::mutex> lock(m);
-      for (const auto& i : impls) labels.push_back(i.label);
-    }
-    per_rank[static_cast<std::size_t>(t.rank())] =
-        rank_sweep(t.rank(), t.size(), s, impls, [&] { bar.arrive_and_wait(); }, expected.get());
-  });
-  std::vector<row> rows = per_rank[0];
-  for (std::size_t r = 1; r < per_rank.size(); ++r) add_wrong(rows, per_rank[r]);
-  return rows;
 }
 
 }  // namespace ddl_bench

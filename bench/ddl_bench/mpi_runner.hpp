@@ -1,6 +1,7 @@
 #pragma once
 // ddl-bench over MPI: the ranks' sweep with the MPI call doing the same job
-// (and Gloo's all-reduce) as extra rows. Only with DDL_BENCH_MPI.
+// (and Gloo's all-reduce, and the hand-written ring on MPI_Sendrecv) as extra
+// rows. Only with DDL_BENCH_MPI.
 #ifdef DDL_BENCH_MPI
 #include <ddl/mpi.hpp>
 
@@ -20,6 +21,7 @@
 #include <gloo/transport/tcp/device.h>
 #endif
 
+#include "hand_ring.hpp"
 #include "measure.hpp"
 
 namespace ddl_bench {
@@ -245,6 +247,18 @@ inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& lab
         }
       }
       impls.push_back(std::move(m));
+    } else if (b == "ring") {
+      if (const std::string no = hand_ring_refusal(s); !no.empty()) {
+        found += "; hand:ring not compared: " + no;
+        continue;
+      }
+      const ring_peers peers(t.rank(), t.size());
+      impls.push_back(hand_ring_impl(s, t.rank(), t.size(),
+                                     [comm, peers](const std::byte* send, std::size_t sn, std::byte* recv, std::size_t rn) {
+                                       MPI_Sendrecv(send, static_cast<int>(sn), MPI_BYTE, peers.next, 0, recv,
+                                                    static_cast<int>(rn), MPI_BYTE, peers.prev, 0, comm,
+                                                    MPI_STATUS_IGNORE);
+                                     }));
     } else {
       if (s.coll != collective::all_reduce) {
         found += "; gloo not compared: all_reduce only";

@@ -39,7 +39,7 @@ struct settings : sweep_flags {  // -b -e -f -n
   ddl::dtype type = ddl::dtype::float32;
   ddl::op oper = ddl::op::sum;
   std::size_t chunk_bytes = 0;  // 0: the library default
-  std::vector<std::string> baselines;  // mpi, gloo
+  std::vector<std::string> baselines;  // mpi, gloo, ring
   collective coll = collective::all_reduce;
   const char* coll_name() const { return collective_names[static_cast<int>(coll)]; }
 };
@@ -71,7 +71,7 @@ inline double bus_factor(collective c, int n) {
 [[noreturn]] inline void usage(const std::string& error) {
   std::fprintf(stderr,
                "ddl-bench: %s\n"
-               "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo]\n"
+               "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo,ring]\n"
                "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all|\n"
                "                               gather|scatter|reduce|sendrecv]\n"
                "                 [--strategy ring|multi_ring|pipelined|direct_first|recursive_doubling|halving_doubling|one_shot|two_shot|two_shot_read|auto|all[,...]]\n"
@@ -89,7 +89,10 @@ inline double bus_factor(collective c, int n) {
                "--shared-buffers allocates every implementation's buffers as ddl::shared_buffer (MPI ranks of\n"
                "one machine read a peer's buffer where it lies instead of a copy in its stage);\n"
                "sendrecv sends every rank's buffer to the next rank, received from the previous one (in place:\n"
-               "into a buffer of the size, then copied back, as MPI_Sendrecv_replace does; 2 ranks or more)\n",
+               "into a buffer of the size, then copied back, as MPI_Sendrecv_replace does; 2 ranks or more);\n"
+               "--baseline ring adds hand:ring, a ring written by hand (one blocking exchange a step: MPI_Sendrecv\n"
+               "over MPI, isend/irecv on threads; a plain loop reduces): all_reduce, reduce_scatter, all_gather;\n"
+               "int32, int64, float, double; sum, prod, min, max\n",
                error.c_str());
   std::exit(2);
 }
@@ -162,9 +165,11 @@ inline settings parse(int argc, char** argv) {
     }
   }
   if (s.transport != "local" && s.transport != "mpi") usage("unknown transport '" + s.transport + "' (available: local, mpi)");
-  for (const auto& b : s.baselines)
-    if (b != "mpi" && b != "gloo") usage("unknown baseline '" + b + "' (available: mpi, gloo; they need --transport mpi)");
-  if (!s.baselines.empty() && s.transport != "mpi") usage("--baseline needs --transport mpi (run under mpirun)");
+  for (const auto& b : s.baselines) {
+    if (b != "mpi" && b != "gloo" && b != "ring")
+      usage("unknown baseline '" + b + "' (available: mpi, gloo (both --transport mpi), ring)");
+    if (b != "ring" && s.transport != "mpi") usage("--baseline " + b + " needs --transport mpi (run under mpirun)");
+  }
   s.all_strategies = s.strategies.size() == 1 && s.strategies[0] == "all";
   if (s.all_strategies) s.strategies.assign(std::begin(strategy_names), std::end(strategy_names));
   for (const auto& name : s.strategies)

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Speed-up of ddl over its baselines, from ddl-bench runs over MPI.
 
-usage: mpi_ratios.py [--impl ddl:NAME] RUN1.txt RUN2.txt ...   (same configuration, repeated)
+usage: mpi_ratios.py [--impl ddl:NAME] [--baseline ROW] RUN1.txt RUN2.txt ...   (same configuration, repeated)
 
 --impl picks the ddl row compared (default ddl:auto, else the first ddl row:
-ddl:broadcast, ddl:all_to_all).
+ddl:broadcast, ddl:all_to_all). --baseline picks the row it is compared with
+(default the MPI call's; hand:ring for `--baseline ring` runs, threads too).
 
 Works for every --collective: the MPI baseline is the row whose impl starts
 with MPI_ (MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast,
@@ -24,16 +25,21 @@ def fmt(v):
     return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
 
 args = sys.argv[1:]
-chosen = None
-if "--impl" in args:
-    i = args.index("--impl")
-    chosen = args[i + 1]
+def take(flag):
+    if flag not in args:
+        return None
+    i = args.index(flag)
+    v = args[i + 1]
     del args[i:i + 2]
+    return v
+
+chosen = take("--impl")
+baseline = take("--baseline")
 runs = [parse(p) for p in args]
 sizes = sorted({k[0] for r in runs for k in r})
 ddl_rows = [k[1] for r in runs for k in r if k[1].startswith("ddl:")]
 ddl_impl = chosen or ("ddl:auto" if "ddl:auto" in ddl_rows else (ddl_rows[0] if ddl_rows else "ddl:broadcast"))
-mpi_impl = next((k[1] for r in runs for k in r if k[1].startswith("MPI_")), "MPI_Allreduce")
+mpi_impl = baseline or next((k[1] for r in runs for k in r if k[1].startswith("MPI_")), "MPI_Allreduce")
 print(f"| size | {ddl_impl} in-place us (median) | {mpi_impl} / ddl, in-place | {mpi_impl} / ddl, out-of-place | best Gloo / ddl, in-place |")
 print("|---|---|---|---|---|")
 for s in sizes:
