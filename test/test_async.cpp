@@ -636,8 +636,6 @@ namespace {
 // engine promises that only one thread drives a transport at any moment.
 struct exclusive_transport {
   using request = ddl::local_transport::request;
-  static constexpr double default_bandwidth = ddl::local_transport::default_bandwidth;
-  static constexpr double default_latency = ddl::local_transport::default_latency;
   ddl::local_transport* t;
   std::atomic<int>* overlaps;
   std::atomic<int> inside{0};
