@@ -2,10 +2,12 @@
 """Plots MPI's time / ddl's time against message size, in place, one line
 per configuration (the median over its repeated runs), with gnuplot.
 
-usage: plot_mpi_ratios.py [--pairs] OUT.png "LABEL=GLOB" ["LABEL=GLOB" ...]
+usage: plot_mpi_ratios.py [--pairs] [--impl ddl:NAME] [--baseline ROW] OUT.png "LABEL=GLOB" ["LABEL=GLOB" ...]
 
 --pairs: consecutive configurations share a colour, the second dashed (a
-change against what it replaced).
+change against what it replaced). --impl and --baseline as mpi_ratios.py
+takes them: the ddl row (default ddl:auto) and the row it is compared with
+(default the MPI call's; hand:ring for `--baseline ring` runs).
 
 Each GLOB names the ddl-bench runs of one configuration (as mpi_ratios.py
 takes them); the ratio per size is taken inside each run, then the median
@@ -20,10 +22,9 @@ import sys
 from bench_table import times as parse
 
 
-def ratios(files):
+def ratios(files, ddl="ddl:auto", baseline=None):
     runs = [parse(p) for p in files]
-    ddl = "ddl:auto"
-    mpi = next((k[1] for r in runs for k in r if k[1].startswith("MPI_")), "MPI_Allreduce")
+    mpi = baseline or next((k[1] for r in runs for k in r if k[1].startswith("MPI_")), "MPI_Allreduce")
     out = {}
     for s in sorted({k[0] for r in runs for k in r}):
         v = [r[(s, mpi)][1] / r[(s, ddl)][1] for r in runs if (s, ddl) in r and (s, mpi) in r and r[(s, ddl)][1] > 0]
@@ -35,6 +36,17 @@ def ratios(files):
 def main(argv):
     pairs = "--pairs" in argv
     argv = [a for a in argv if a != "--pairs"]
+
+    def take(flag, default):
+        if flag not in argv:
+            return default
+        i = argv.index(flag)
+        v = argv[i + 1]
+        del argv[i:i + 2]
+        return v
+
+    ddl = take("--impl", "ddl:auto")
+    baseline = take("--baseline", None)
     if len(argv) < 3:
         sys.exit(__doc__)
     png = argv[1]
@@ -45,7 +57,7 @@ def main(argv):
         files = sorted(glob.glob(pattern))
         if not files:
             sys.exit(f"plot_mpi_ratios.py: no files match {pattern}")
-        series.append((label, *ratios(files)))
+        series.append((label, *ratios(files, ddl, baseline)))
     mpi = series[0][2]
     with open(stem + ".dat", "w") as f:
         for label, r, _ in series:
@@ -65,7 +77,7 @@ set output '{png}'
 set logscale x 2
 set format x '%.0b%B'
 set xlabel 'message size (bytes per rank)'
-set ylabel '{mpi} time / ddl auto time (in place)'
+set ylabel '{mpi} time / {ddl} time (in place)'
 set grid
 set key top left
 set yrange [0:*]
