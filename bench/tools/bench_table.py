@@ -1,15 +1,20 @@
 """Reading ddl-bench's table output (shared by the summary scripts here)."""
 
 
+def take(argv, flag, default=None):
+    """Removes `flag VALUE` from argv (a list, changed in place); VALUE, or default."""
+    if flag not in argv:
+        return default
+    i = argv.index(flag)
+    value = argv[i + 1]
+    del argv[i:i + 2]
+    return value
+
+
 def placement(argv):
-    """Removes `--placement oop|ip` from argv; True when in-place was asked for."""
+    """Removes `--placement oop|ip` from a copy of argv; True when in-place was asked for."""
     argv = list(argv)
-    in_place = False
-    if "--placement" in argv:
-        i = argv.index("--placement")
-        in_place = argv[i + 1] == "ip"
-        del argv[i:i + 2]
-    return in_place, argv
+    return take(argv, "--placement") == "ip", argv
 
 
 def rows(path):

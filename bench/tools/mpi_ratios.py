@@ -19,22 +19,14 @@ in-place column; the out-of-place ddl vs MPI_Allreduce ratio is given too.
 import statistics
 import sys
 
-from bench_table import times as parse
+from bench_table import take, times as parse
 
 def fmt(v):
     return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
 
 args = sys.argv[1:]
-def take(flag):
-    if flag not in args:
-        return None
-    i = args.index(flag)
-    v = args[i + 1]
-    del args[i:i + 2]
-    return v
-
-chosen = take("--impl")
-baseline = take("--baseline")
+chosen = take(args, "--impl")
+baseline = take(args, "--baseline")
 runs = [parse(p) for p in args]
 sizes = sorted({k[0] for r in runs for k in r})
 ddl_rows = [k[1] for r in runs for k in r if k[1].startswith("ddl:")]

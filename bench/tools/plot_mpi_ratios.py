@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 
-from bench_table import times as parse
+from bench_table import take, times as parse
 
 
 def ratios(files, ddl="ddl:auto", baseline=None):
@@ -36,17 +36,8 @@ def ratios(files, ddl="ddl:auto", baseline=None):
 def main(argv):
     pairs = "--pairs" in argv
     argv = [a for a in argv if a != "--pairs"]
-
-    def take(flag, default):
-        if flag not in argv:
-            return default
-        i = argv.index(flag)
-        v = argv[i + 1]
-        del argv[i:i + 2]
-        return v
-
-    ddl = take("--impl", "ddl:auto")
-    baseline = take("--baseline", None)
+    ddl = take(argv, "--impl", "ddl:auto")
+    baseline = take(argv, "--baseline")
     if len(argv) < 3:
         sys.exit(__doc__)
     png = argv[1]
