@@ -157,6 +157,17 @@ inline impl hand_ring_impl(const settings& s, int rank, int size, ring_exchange 
   return m;
 }
 
+// `--baseline ring` on one rank: the `hand:ring` row appended to `impls`, or,
+// where it cannot run this setting, why in `found` (rank 0 writes it).
+inline void add_hand_ring(std::vector<impl>& impls, std::string& found, const settings& s, int rank, int size,
+                          ring_exchange x) {
+  if (const std::string no = hand_ring_refusal(s); !no.empty()) {
+    if (rank == 0) found += std::string(found.empty() ? "" : "; ") + "hand:ring not compared: " + no;
+    return;
+  }
+  impls.push_back(hand_ring_impl(s, rank, size, std::move(x)));
+}
+
 // The in-process transport's exchange for `hand_ring`: an isend, an irecv
 // and their waits (a program's own tag: never a ddl call's).
 inline ring_exchange local_ring_exchange(ddl::local_transport& t) {

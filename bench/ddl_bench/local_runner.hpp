@@ -28,13 +28,7 @@ inline std::vector<row> run_local(const settings& s, const ddl::topology& topo, 
   ddl::local_fabric::run(s.ranks, [&](ddl::local_transport& t) {
     auto impls = ddl_impls(t, s, topo, opts);
     for (const auto& b : s.baselines)  // `parse` lets only `ring` through without MPI
-      if (b == "ring") {
-        if (const std::string no = hand_ring_refusal(s); !no.empty()) {
-          if (t.rank() == 0) found += "hand:ring not compared: " + no;
-        } else {
-          impls.push_back(hand_ring_impl(s, t.rank(), t.size(), local_ring_exchange(t)));
-        }
-      }
+      if (b == "ring") add_hand_ring(impls, found, s, t.rank(), t.size(), local_ring_exchange(t));
     if (t.rank() == 0) {
       std::lock_guard<std::mutex> lock(m);
       for (const auto& i : impls) labels.push_back(i.label);

@@ -248,17 +248,12 @@ inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& lab
       }
       impls.push_back(std::move(m));
     } else if (b == "ring") {
-      if (const std::string no = hand_ring_refusal(s); !no.empty()) {
-        found += "; hand:ring not compared: " + no;
-        continue;
-      }
       const ring_peers peers(t.rank(), t.size());
-      impls.push_back(hand_ring_impl(s, t.rank(), t.size(),
-                                     [comm, peers](const std::byte* send, std::size_t sn, std::byte* recv, std::size_t rn) {
-                                       MPI_Sendrecv(send, static_cast<int>(sn), MPI_BYTE, peers.next, 0, recv,
-                                                    static_cast<int>(rn), MPI_BYTE, peers.prev, 0, comm,
-                                                    MPI_STATUS_IGNORE);
-                                     }));
+      auto exchange = [comm, peers](const std::byte* send, std::size_t sn, std::byte* recv, std::size_t rn) {
+        MPI_Sendrecv(send, static_cast<int>(sn), MPI_BYTE, peers.next, 0, recv, static_cast<int>(rn), MPI_BYTE,
+                     peers.prev, 0, comm, MPI_STATUS_IGNORE);
+      };
+      add_hand_ring(impls, found, s, t.rank(), t.size(), exchange);
     } else {
       if (s.coll != collective::all_reduce) {
         found += "; gloo not compared: all_reduce only";

@@ -109,7 +109,8 @@ class fiber_pool {
     }
     mprotect(f.stack, page, PROT_NONE);  // guard page: an overflow faults
 #ifdef DDL_VALGRIND
-    f.valgrind_id = VALGRIND_STACK_REGISTER(static_cast<char*>(f.stack) + page, static_cast<char*>(f.stack) + f.stack_size);
+    f.valgrind_id =
+        VALGRIND_STACK_REGISTER(static_cast<char*>(f.stack) + page, static_cast<char*>(f.stack) + f.stack_size);
 #endif
 #ifdef DDL_SIM_UCONTEXT
     getcontext(&f.ctx);
