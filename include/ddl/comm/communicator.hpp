@@ -211,8 +211,9 @@ class communicator {
     const bool background = progress_thread_allowed(*transport_) || cooperative_of(*transport_) != nullptr;
     return opts_.async_progress == progress::thread && background ? progress::thread : progress::deferred;
   }
-  /// Collectives issued and not yet finished.
-  bool pending() const noexcept { return engine_ && !engine_->idle(); }
+  /// Collectives issued and not yet finished: false once every request's
+  /// `wait` has returned (or `wait_all`).
+  bool pending() const noexcept { return engine_ && engine_->unfinished(); }
   /// Waits until every collective issued so far has finished. Errors stay
   /// with the requests (their `wait` re-throws them).
   void wait_all() noexcept { finish_pending(); }

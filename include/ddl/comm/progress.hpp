@@ -114,6 +114,11 @@ class progress_engine {
   progress mode() const noexcept { return mode_; }
   /// True when nothing is queued or running: the caller may use the transport.
   bool idle() const noexcept { return pending_.load(std::memory_order_acquire) == 0; }
+  /// True while an operation has not reached its `done`: false as soon as the
+  /// last one's waiter can return. (`idle()` turns true a moment later, once
+  /// the engine has let go of that operation, so a caller who has waited for
+  /// every request may still see `idle()` false for that moment.)
+  bool unfinished() const noexcept { return unfinished_.load(std::memory_order_acquire) != 0; }
 
   /// Runs `job` on the caller's thread. \pre `idle()`: nothing queued. The
   /// worker may still hold `busy_` for a moment after its last operation (it
@@ -148,6 +153,7 @@ class progress_engine {
     op->what = what;
     op->submitted = std::chrono::steady_clock::now();
     pending_.fetch_add(1, std::memory_order_acq_rel);
+    unfinished_.fetch_add(1, std::memory_order_acq_rel);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(op);
@@ -217,7 +223,7 @@ class progress_engine {
  private:
   // Runs `op`: true once it has finished, false when it only started (a
   // transfer, now to be parked; `poll` finishes it).
-  static bool start(async_op& op) noexcept {
+  bool start(async_op& op) noexcept {
     try {
       op.run();
     } catch (...) {
@@ -236,10 +242,12 @@ class progress_engine {
       return true;
     }
   }
-  static void finish(async_op& op) noexcept {
+  void finish(async_op& op) noexcept {
     // The closures die only after `done` is set: the last reference to the
     // request's owner may live in one of them, and its destructor waits for
-    // this very operation.
+    // this very operation. `unfinished_` is left before `done` is set, so a
+    // caller whose wait has returned sees the count without it; `pending_`
+    // after, by the caller (a caller that sees idle() also sees `done`).
     auto run = std::move(op.run);
     auto poller = std::move(op.poll);
     auto on_complete = std::move(op.on_complete);
@@ -252,6 +260,7 @@ class progress_engine {
       }
       completing_here() = nullptr;
     }
+    unfinished_.fetch_sub(1, std::memory_order_acq_rel);
     op.done.store(true, std::memory_order_release);
   }
 
@@ -530,7 +539,7 @@ class progress_engine {
   // `busy_`; their count is read by the worker without it.
   std::vector<std::shared_ptr<async_op>> parked_;
   std::atomic<std::size_t> parked_count_{0};
-  std::atomic<std::size_t> pending_{0};
+  std::atomic<std::size_t> pending_{0}, unfinished_{0};
   std::atomic<bool> busy_{false};  ///< someone (worker or a waiting caller) is running operations
   std::atomic<bool> dozing_{false};  ///< the worker sleeps until woken (see `poll`)
   bool stop_ = false;
