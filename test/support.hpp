@@ -184,6 +184,86 @@ void check_transfers(Comm& comm, int r, int n, std::size_t per, bool async, fail
     }
 }
 
+// One rank's part of a check of receives from any rank (`recv_any`): every
+// rank but 0 sends rank 0 a message of `per` elements under tag 4; rank 0
+// takes the n - 1 of them with receives from any rank (blocking and
+// asynchronous in turn) and must get each rank's message once, the request
+// naming its sender, bit for bit. Then ranks 0 and 1: rank 1 sends three
+// messages under tag 9, which rank 0 takes with a receive from rank 1, one
+// from any rank and one from rank 1 again, posted in that order: a message
+// goes to the oldest receive it fits, so message k lands in receive k. And a
+// receive from any rank under tag 10 leaves a message under tag 11, sent
+// before, to the receive that names it. Ends with a barrier, so a rank's
+// next round cannot meet this round's receives from any rank.
+template <class T, class Comm>
+void check_any_source(Comm& comm, int r, int n, std::size_t per, failure_log& log, const std::string& where) {
+  if (n < 2) return;
+  const auto fill = [per](int from, int k) {
+    std::vector<T> v(per);
+    for (std::size_t i = 0; i < per; ++i) v[i] = transfer_value<T>(from, k, i);
+    return v;
+  };
+  const auto same = [per](const std::vector<T>& a, const std::vector<T>& b) {
+    return per == 0 || std::memcmp(a.data(), b.data(), per * sizeof(T)) == 0;
+  };
+  const std::string at = where + " rank " + std::to_string(r) + ": ";
+  if (r == 0) {
+    std::vector<int> seen(static_cast<std::size_t>(n), 0);
+    std::vector<T> got(per);
+    for (int k = 1; k < n; ++k) {
+      int from = -1;
+      if (k % 2) {
+        from = comm.recv_any(ddl::host_view(got), 4);
+      } else {
+        auto q = comm.recv_any_async(ddl::host_view(got), 4);
+        q.wait();
+        from = q.peer();
+      }
+      if (from < 1 || from >= n) {
+        log.add(at + "a receive from any rank names sender " + std::to_string(from));
+        return;
+      }
+      if (seen[static_cast<std::size_t>(from)]++)
+        log.add(at + "rank " + std::to_string(from) + "'s message taken twice");
+      if (!same(got, fill(from, 3))) log.add(at + "the message named rank " + std::to_string(from) + " is not its");
+    }
+  } else {
+    const std::vector<T> mine = fill(r, 3);
+    comm.send(ddl::host_view(mine), 0, 4);
+  }
+  if (r == 0) {
+    std::vector<std::vector<T>> in(3, std::vector<T>(per));
+    auto a = comm.recv_async(ddl::host_view(in[0]), 1, 9);
+    auto b = comm.recv_any_async(ddl::host_view(in[1]), 9);
+    auto c = comm.recv_async(ddl::host_view(in[2]), 1, 9);
+    a.wait();
+    b.wait();
+    c.wait();
+    for (int k = 0; k < 3; ++k)
+      if (!same(in[static_cast<std::size_t>(k)], fill(1, 10 + k)))
+        log.add(at + "receive " + std::to_string(k) + " of three under one tag did not get message " +
+                std::to_string(k));
+    if (b.peer() != 1 || a.peer() != 1)
+      log.add(at + "the requests name senders " + std::to_string(a.peer()) + " and " + std::to_string(b.peer()));
+    std::vector<T> ten(per), eleven(per);
+    if (comm.recv_any(ddl::host_view(ten), 10) != 1 || !same(ten, fill(1, 20)))
+      log.add(at + "the receive from any rank under tag 10 did not get tag 10's message");
+    comm.recv(ddl::host_view(eleven), 1, 11);
+    if (!same(eleven, fill(1, 21))) log.add(at + "tag 11's message is wrong");
+  } else if (r == 1) {
+    for (int k = 0; k < 3; ++k) {
+      const std::vector<T> m = fill(1, 10 + k);
+      comm.send(ddl::host_view(m), 0, 9);
+    }
+    const std::vector<T> eleven = fill(1, 21), ten = fill(1, 20);
+    auto e = comm.send_async(ddl::host_view(eleven), 0, 11);
+    comm.send(ddl::host_view(ten), 0, 10);
+    e.wait();
+  }
+  // A fast rank's next round must not meet this round's receives from any rank.
+  comm.barrier();
+}
+
 // What a gather or scatter check varies.
 struct rooted_case {
   bool scatter = false, in_place = false, async = false;

@@ -1221,6 +1221,71 @@ TEST_CASE("send and recv: every dtype, sizes 0 to 70001, matched by tag and in o
   });
 }
 
+TEST_CASE("recv_any: each sender's message once, the sender named; matched in issue order beside receives from one "
+          "rank; by tag; every dtype, sizes 0 to 70001, odd and prime rank counts") {
+  every_mode_ranks_and_dtype([](auto& comm, int r, int n, auto tag, failure_log& log) {
+    using T = decltype(tag);
+    const std::string name = ddl::name_of(ddl::dtype_of_v<T>);
+    for (std::size_t per : {std::size_t{0}, std::size_t{1}, std::size_t{1001}})
+      check_any_source<T>(comm, r, n, per, log, name + " per " + std::to_string(per));
+    if (std::is_same_v<T, float>) check_any_source<T>(comm, r, n, 70001, log, name + " per 70001");
+  });
+}
+
+TEST_CASE("recv_any: refused on a group of one; an unmatched one times out naming the tag; a size mismatch fails "
+          "both ranks") {
+  ddl::local_fabric::run(1, [&](ddl::local_transport& t) {
+    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread, 20));
+    std::vector<float> a(4);
+    CHECK_THROWS_WITH_AS(comm.recv_any(ddl::host_view(a), 0), doctest::Contains("recv_any: no other rank"),
+                         ddl::invalid_argument);
+  });
+  for (ddl::progress mode : modes) {
+    CAPTURE(mode_name(mode));
+    failure_log log;
+    ddl::local_fabric::run(2, [&](ddl::local_transport& t) {
+      ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(mode, 0.3));
+      std::vector<float> a(4, 1.0f);
+      CHECK_THROWS_WITH_AS(comm.recv_any(ddl::host_view(a), -2), doctest::Contains("recv_any: tag -2 is outside"),
+                           ddl::invalid_argument);
+      if (t.rank() == 0) {
+        try {
+          comm.recv_any(ddl::host_view(a), 6);
+          log.add("a receive from any rank that nobody sent to returned");
+        } catch (const ddl::timeout_error& e) {
+          if (e.peer() != -1 || std::string(e.what()).find("recv_any from any rank under tag 6") == std::string::npos)
+            log.add(std::string("timeout does not say any rank and the tag: ") + e.what());
+        }
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      }
+      // Still usable: an all-reduce, then a size mismatch (both ranks fail).
+      std::vector<float> v(99, 1.0f);
+      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+      if (v[0] != 2.0f) log.add("all-reduce after the timeout is wrong");
+      try {
+        if (t.rank() == 0) {
+          comm.recv_any(ddl::host_view(a), 1);
+          log.add("rank 0: a 4-element receive from any rank of a 5-element send returned");
+        } else {
+          std::vector<float> five(5, 2.0f);
+          comm.send(ddl::host_view(std::as_const(five)), 0, 1);  // eager: it may return
+          comm.all_reduce(ddl::host_view(five), ddl::op::sum);
+          log.add("rank 1: an all-reduce after its peer's failed receive returned");
+        }
+      } catch (const ddl::transport_error& e) {
+        const std::string what = e.what();
+        if (t.rank() == 0 && what.find("size mismatch: rank 1 sent 20 bytes, rank 0 expected 16") == std::string::npos)
+          log.add("rank 0: " + what);
+        if (t.rank() == 1 && what.find("rank 0 failed") == std::string::npos &&
+            what.find("size mismatch") == std::string::npos)
+          log.add("rank 1: " + what);
+      }
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
 TEST_CASE("send and recv: a transfer waiting for its peer does not hold the calls issued after it") {
   for (ddl::progress mode : modes)
     for (int n : {2, 3, 5}) {

@@ -1131,6 +1131,39 @@ TEST_CASE("mpi: send and recv around a ring, matched by tag, beside collectives;
   CHECK(all_sum(static_cast<int>(log.count())) == 0);
 }
 
+TEST_CASE("mpi: recv_any takes each sender's message once and names it; issue order beside receives from one rank; "
+          "by tag; an unmatched one times out") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  const int n = t.size(), r = t.rank();
+  failure_log log;
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+  for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(1) << 18}) {
+    const std::string where = "per " + std::to_string(per);
+    check_any_source<double>(comm, r, n, per, log, where);
+    check_any_source<ddl::half>(comm, r, n, per, log, where);
+  }
+  if (n > 1) {
+    ddl::options o = comm.opts();
+    o.timeout = std::chrono::milliseconds(300);
+    comm.set_options(o);
+    if (r == 0) {
+      std::vector<int> got(3);
+      std::string what;
+      try {
+        comm.recv_any(ddl::host_view(got), 8);
+      } catch (const ddl::timeout_error& e) {
+        what = e.what();
+        CHECK(e.peer() == -1);
+      }
+      CHECK_MESSAGE(what.find("recv_any from any rank under tag 8") != std::string::npos, what);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    check_any_source<float>(comm, r, n, 3, log, "after the timeout");
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
+}
+
 TEST_CASE("mpi: gather and scatter, every root, in place and not, blocking and asynchronous, stages and messages") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   const int n = t.size(), r = t.rank();

@@ -492,6 +492,36 @@ class communicator {
     auto post = [this, bytes, peer, message_tag] { return transport_->irecv(peer, bytes, tag_of(message_tag)); };
     return transfer("recv", "from", peer, message_tag, std::move(post), std::move(done));
   }
+  /// Receives into `data`, under `message_tag`, the message of whichever
+  /// rank sends one first (`MPI_Recv` with `MPI_ANY_SOURCE`), and returns
+  /// that rank. Exactly `data.bytes()` bytes, as `recv`. Receives match in
+  /// issue order, from one rank and from any alike: a message goes to the
+  /// oldest receive it fits, and one rank's messages arrive in the order it
+  /// sent them. Needs a transport with `irecv_any` (threads, MPI).
+  /// Example (a parameter server takes the workers' updates as they come):
+  /// \code
+  ///   for (int k = 1; k < comm.size(); ++k) {
+  ///     const int worker = comm.recv_any(ddl::host_view(update), 0);
+  ///     apply(update, worker);
+  ///   }
+  /// \endcode
+  int recv_any(buffer_view data, int message_tag) {
+    auto r = recv_any_async(data, message_tag);
+    r.wait();
+    return r.peer();
+  }
+  /// Starts a receive from any rank, as `recv_async`; once it has completed,
+  /// the request's `peer()` is the sender (also after `wait`).
+  collective_request recv_any_async(buffer_view data, int message_tag, completion done = {}) {
+    static_assert(has_irecv_any_v<Transport>,
+                  "ddl: recv_any needs a transport with 'request irecv_any(mutable_bytes, tag)' (threads, MPI)");
+    if (size() < 2)
+      throw invalid_argument("recv_any: no other rank to receive from in a group of " + std::to_string(size()));
+    check_message("recv_any", data, message_tag);
+    const mutable_bytes bytes{data.byte_data(), data.bytes()};
+    auto post = [this, bytes, message_tag] { return transport_->irecv_any(bytes, tag_of(message_tag)); };
+    return transfer("recv_any", "from", -1, message_tag, std::move(post), std::move(done));
+  }
 
  private:
   // --- argument checks: on the caller's thread, before anything is queued ---
@@ -596,6 +626,10 @@ class communicator {
                              (peer == rank() ? " is this rank" : " is not a rank of the group of " +
                                                                      std::to_string(size())) +
                              " (a transfer goes to or from another rank)");
+    check_message(what, data, message_tag);
+  }
+  // A transfer's tag and memory (whatever its peer).
+  void check_message(const char* what, const const_buffer_view& data, int message_tag) const {
     if (message_tag < 0 || message_tag > max_tag)
       throw invalid_argument(std::string(what) + ": tag " + std::to_string(message_tag) + " is outside [0, " +
                              std::to_string(max_tag) + "]");
@@ -960,15 +994,19 @@ class communicator {
       s->started = std::chrono::steady_clock::now();
       s->req = post();
     };
-    auto poll = [this, s, what, toward, peer, t]() -> bool {
-      if (transport_->test(s->req)) return true;
+    // `peer` -1: a receive from any rank, whose sender the request names once it completes.
+    auto poll = [this, s, what, toward, peer, t](detail::async_op& op) -> bool {
+      if (transport_->test(s->req)) {
+        if constexpr (has_irecv_any_v<Transport>) op.peer = peer < 0 ? s->req.peer() : peer;
+        else op.peer = peer;
+        return true;
+      }
       const auto now = std::chrono::steady_clock::now();
       if (now - s->started < opts_.timeout) return false;
       s->req = typename Transport::request{};  // withdrawn: nothing touches the buffer afterwards
-      throw timeout_error(peer,
-                          std::string(what) + " " + toward + " rank " + std::to_string(peer) + " under tag " +
-                              std::to_string(t),
-                          "", std::chrono::duration<double>(now - s->started).count());
+      const std::string whom = peer < 0 ? "any rank" : "rank " + std::to_string(peer);
+      throw timeout_error(peer, std::string(what) + " " + toward + " " + whom + " under tag " + std::to_string(t), "",
+                          std::chrono::duration<double>(now - s->started).count());
     };
     auto op = engine().submit(what, guarded(std::move(run)), std::move(done), guarded(std::move(poll)));
     return collective_request(engine_, std::move(op));
@@ -1147,9 +1185,9 @@ class communicator {
   // awaited peer (a stalled rank is not a failed one until the deadline).
   template <class Job>
   auto guarded(Job&& job) {
-    return [this, job = std::forward<Job>(job)]() mutable {
+    return [this, job = std::forward<Job>(job)](auto&&... args) mutable {
       try {
-        return job();
+        return job(std::forward<decltype(args)>(args)...);
       } catch (const mismatch_error& e) {
         // a peer's message of this call under another stamp: the group is
         // out of step (DDL_CHECK's own mismatches leave it usable)

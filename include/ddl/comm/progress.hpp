@@ -61,11 +61,15 @@ struct async_op {
   /// Set for an operation that `run` only starts (a transfer posted to the
   /// transport): completes it if it can without blocking, true once done;
   /// throws as `run` would (its own deadline passed: `timeout_error`).
-  /// Until then the operation is parked and later ones run.
-  std::function<bool()> poll;
+  /// Until then the operation is parked and later ones run. Given the
+  /// operation, to note what it learnt (`peer`).
+  std::function<bool(async_op&)> poll;
   std::function<void(std::exception_ptr)> on_complete;  ///< optional, called where it ran
   std::chrono::steady_clock::time_point submitted{};
   const char* what = "";  ///< the collective, for messages
+  /// A transfer's peer: for a receive from any rank (`recv_any_async`), the
+  /// sender, set when it completes (before `done`); -1 for collectives.
+  int peer = -1;
   std::atomic<bool> done{false};
   std::exception_ptr error;
 };
@@ -145,7 +149,7 @@ class progress_engine {
   /// `async_op::poll`).
   std::shared_ptr<async_op> submit(const char* what, std::function<void()> f,
                                    std::function<void(std::exception_ptr)> on_complete = {},
-                                   std::function<bool()> poll_started = {}) {
+                                   std::function<bool(async_op&)> poll_started = {}) {
     auto op = std::make_shared<async_op>();
     op->run = std::move(f);
     op->poll = std::move(poll_started);
@@ -236,7 +240,7 @@ class progress_engine {
   // One look at a started transfer: true once it is done (or has failed).
   static bool polled(async_op& op) noexcept {
     try {
-      return op.poll();
+      return op.poll(op);
     } catch (...) {
       op.error = std::current_exception();
       return true;
@@ -571,6 +575,7 @@ class collective_request {
       finish_quietly();
       engine_ = std::move(o.engine_);
       op_ = std::move(o.op_);
+      peer_ = o.peer_;
     }
     return *this;
   }
@@ -582,6 +587,14 @@ class collective_request {
   bool valid() const noexcept { return op_ != nullptr; }
   /// The collective's name ("all_reduce", ...), or "" when empty.
   const char* what() const noexcept { return op_ ? op_->what : ""; }
+  /// A completed transfer's peer: the sender of a receive from any rank
+  /// (`communicator::recv_any_async`), the rank named for any other send or
+  /// receive; -1 before it has completed, after a failure, and for
+  /// collectives. Still there after `wait` has emptied the request.
+  int peer() const noexcept {
+    if (!op_) return peer_;
+    return op_->done.load(std::memory_order_acquire) ? op_->peer : -1;
+  }
 
   /// True once the collective has finished (successfully or not); never
   /// blocks on the engine's thread (a deferred engine runs the collective here).
@@ -613,6 +626,7 @@ class collective_request {
   void release_and_rethrow() {
     auto op = std::move(op_);
     engine_.reset();
+    peer_ = op->peer;
     if (op->error) std::rethrow_exception(op->error);
   }
   void finish_quietly() noexcept {
@@ -624,6 +638,7 @@ class collective_request {
 
   std::shared_ptr<detail::progress_engine> engine_;
   std::shared_ptr<detail::async_op> op_;
+  int peer_ = -1;  // `peer()` once `op_` is let go
 };
 
 /// Waits for every request in `[first, last)`, in order; re-throws the first

@@ -52,7 +52,7 @@ class timeout_error : public error {
         silent_(std::move(silent)),
         note_(std::move(note)) {}
 
-  /// Rank (in the transport's numbering) that did not answer; -1 if unknown.
+  /// Rank (in the transport's numbering) that did not answer; -1 if unknown (or any: a receive from any rank).
   int peer() const noexcept { return peer_; }
   /// Algorithm phase, e.g. "ring reduce-scatter step 3/7".
   const std::string& phase() const noexcept { return phase_; }
@@ -72,8 +72,8 @@ class timeout_error : public error {
  private:
   static std::string format(int peer, const std::string& phase, const std::string& collective,
                             double waited_s, const std::vector<int>& silent, const std::string& note) {
-    std::string s = "timeout after " + std::to_string(waited_s) + " s waiting for peer " +
-                    std::to_string(peer);
+    std::string s = "timeout after " + std::to_string(waited_s) + " s waiting for " +
+                    (peer < 0 ? std::string("any peer") : "peer " + std::to_string(peer));
     if (!phase.empty()) s += " in " + phase;
     if (!collective.empty()) s += " of " + collective;
     s += " (deadline from DDL_TIMEOUT or communicator options)";

@@ -136,6 +136,11 @@ class local_transport {
   /// directly. `dst` may equal `local`.
   /// \pre `local` is ready and `dst` unused until the request completes.
   inline request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t);
+  /// Receives exactly `data.size` bytes with tag `t` from whichever rank's
+  /// message reaches it first (the concept's `irecv_any`); once complete,
+  /// the request's `peer()` is the sender. Receives match in posting
+  /// order: a message goes to the oldest receive it fits.
+  inline request irecv_any(mutable_bytes data, tag t);
   /// Completes `req`, progressing this rank's receives meanwhile.
   /// Throws `timeout_error` after `until`, `transport_error` if the fabric was aborted.
   inline void wait(request& req, deadline until);
@@ -174,6 +179,8 @@ class local_transport {
   friend class local_fabric;
   local_transport(local_fabric* f, int r) : fabric_(f), rank_(r) {}
   inline bool progress();
+  inline request post_recv(int peer, mutable_bytes dst, const_bytes local, reduction red, tag t);
+  inline bool take(int entry, int src, bool look_for_stamps);
   inline void refuse_if_aborted() const;
   inline bool complete(const request_fields& req) const;
   inline void check_send_stamp(request_fields& req);
@@ -313,7 +320,8 @@ class local_fabric {
   struct recv_entry {
     bool done = false;
     bool fused = false;
-    int peer = -1;
+    int peer = -1;  // -1: from any rank (`irecv_any`)
+    int from = -1;  // the sender, once matched
     tag t = 0;
     mutable_bytes dst{};
     const_bytes local{};
@@ -440,6 +448,15 @@ inline local_transport::request local_transport::irecv_reduce(int peer, mutable_
                                                                reduction red, tag t) {
   if (peer < 0 || peer >= size())
     throw invalid_argument("irecv: peer " + std::to_string(peer) + " out of range");
+  return post_recv(peer, dst, local, red, t);
+}
+
+inline local_transport::request local_transport::irecv_any(mutable_bytes data, tag t) {
+  return post_recv(-1, data, const_bytes{}, reduction{}, t);
+}
+
+inline local_transport::request local_transport::post_recv(int peer, mutable_bytes dst, const_bytes local,
+                                                           reduction red, tag t) {
   if (!dst.data && dst.size) throw invalid_argument("irecv: null buffer with non-zero size");
   refuse_if_aborted();
   auto& me = fabric_->ranks_[rank_];
@@ -450,6 +467,7 @@ inline local_transport::request local_transport::irecv_reduce(int peer, mutable_
     e.done = false;
     e.fused = local.data != nullptr;
     e.peer = peer;
+    e.from = -1;
     e.t = t;
     e.dst = dst;
     e.local = local;
@@ -467,81 +485,103 @@ inline local_transport::request local_transport::irecv_reduce(int peer, mutable_
 }
 
 // Pulls every posted receive that has a matching send. Receives from one peer
-// with one tag match sends in posting order (as MPI's non-overtaking rule).
+// with one tag match sends in posting order (as MPI's non-overtaking rule);
+// a receive from any rank (`irecv_any`) takes its place in that order: it
+// looks at the senders no older pending receive under its tag waits on (so
+// an older receive from rank p, or from any rank, gets p's message first),
+// from the rank after this one round, and takes the oldest message it finds.
 inline bool local_transport::progress() {
   auto& me = fabric_->ranks_[rank_];
   bool any = false;
   for (int k = 0; k < me.active; ++k) {
     auto& e = me.recvs[me.order[k]];
     if (e.done) continue;
-    bool earlier_pending = false;  // an older receive with the same (peer, tag) must match first
-    for (int j = 0; j < k && !earlier_pending; ++j) {
-      const auto& o = me.recvs[me.order[j]];
-      earlier_pending = !o.done && o.peer == e.peer && o.t == e.t;
+    // An older pending receive under the same tag that would take a message of `src`.
+    const auto earlier_takes = [&](int src) {
+      for (int j = 0; j < k; ++j) {
+        const auto& o = me.recvs[me.order[j]];
+        if (!o.done && o.t == e.t && (o.peer == src || o.peer < 0)) return true;
+      }
+      return false;
+    };
+    if (e.peer >= 0) {
+      if (!earlier_takes(e.peer) && take(me.order[k], e.peer, true)) any = true;
+      continue;
     }
-    if (earlier_pending) continue;
-    local_fabric::channel* ch = fabric_->channel_of(e.peer, rank_);
-    if (!ch) continue;
-    for (;;) {
-      int best = -1;
-      std::uint64_t best_word = 0, best_seq = 0;
-      tag other = 0;  // a message of this call under another stamp, if no match is found
-      const std::uint64_t published = ch->published.load(std::memory_order_acquire);
-      for (int i = 0; i < local_fabric::slots_per_channel; ++i) {
-        DDL_LOCAL_TEST_POINT(scan_slot, i);
-        const std::uint64_t w = ch->slots[i].state.load(std::memory_order_acquire);
-        if ((w & local_fabric::s_mask) != local_fabric::s_posted) continue;
-        const tag st = ch->slots[i].t.load(std::memory_order_relaxed);
-        const std::uint64_t seq = ch->slots[i].seq.load(std::memory_order_relaxed);
-        if (seq >= published) continue;  // newer than the snapshot: an older one may not be visible yet
-        if (st != e.t) {
-          if (DDL_UNLIKELY(detail::stamps_disagree(e.t, st)) &&
-              ch->slots[i].state.load(std::memory_order_acquire) == w)  // still that message
-            other = st;
-          continue;
-        }
-        if (best < 0 || seq < best_seq) {
-          best = i;
-          best_word = w;
-          best_seq = seq;
-        }
-      }
-      // The awaited peer's message of this very call under another stamp,
-      // and none that matches: the ranks called different collectives
-      // (transport/stamp.hpp). Not a false alarm when communicators share
-      // this transport: a peer already in the same-numbered call of another
-      // communicator has finished this one, so everything this call awaits
-      // from it is here (and matched first). Only the awaited peer's
-      // messages are looked at: any other rank's could be such a newer call
-      // while the awaited one is late.
-      if (DDL_UNLIKELY(best < 0 && other != 0)) throw mismatch_error(detail::stamp_mismatch(rank_, e.t, e.peer, other));
-      if (best < 0) break;
-      auto& s = ch->slots[best];
-      DDL_LOCAL_TEST_POINT(before_claim, best);
-      std::uint64_t expect = best_word;
-      const std::uint64_t claimed = (best_word & ~local_fabric::s_mask) | local_fabric::s_claimed;
-      if (!s.state.compare_exchange_strong(expect, claimed, std::memory_order_acq_rel)) continue;
-      const bool size_ok = s.size == e.dst.size;
-      if (size_ok && e.dst.size) {
-        if (e.fused && e.red.received_first)
-          host::reduce(e.dst.data, s.data, e.local.data, e.dst.size / size_of(e.red.type), e.red);
-        else if (e.fused)
-          host::reduce(e.dst.data, e.local.data, s.data, e.dst.size / size_of(e.red.type), e.red);
-        else
-          host::copy(e.dst.data, s.data, e.dst.size);
-      }
-      const std::size_t sent = s.size;
-      s.state.store((best_word & ~local_fabric::s_mask) | (s.eager ? local_fabric::s_free : local_fabric::s_done),
-                    std::memory_order_release);
-      fabric_->ranks_[e.peer].bell.notify();
-      e.done = true;
-      any = true;
-      if (!size_ok)
-        throw transport_error(detail::size_mismatch("local_transport", e.peer, sent, rank_, e.dst.size, e.t));
-      break;
+    const int n = size();
+    for (int d = 1; d <= n && !e.done; ++d) {
+      const int src = (rank_ + d) % n;
+      if (!earlier_takes(src) && take(me.order[k], src, false)) any = true;
     }
   }
   return any;
+}
+
+// Receive `entry` takes the oldest message of `src` under its tag, if one is
+// posted: true when it did (the entry is done). `look_for_stamps`: the awaited
+// peer's message of this very call under another stamp, and none that
+// matches, is a mismatch (a receive from any rank awaits no one peer).
+inline bool local_transport::take(int entry, int src, bool look_for_stamps) {
+  auto& e = fabric_->ranks_[rank_].recvs[entry];
+  local_fabric::channel* ch = fabric_->channel_of(src, rank_);
+  if (!ch) return false;
+  for (;;) {
+    int best = -1;
+    std::uint64_t best_word = 0, best_seq = 0;
+    tag other = 0;  // a message of this call under another stamp, if no match is found
+    const std::uint64_t published = ch->published.load(std::memory_order_acquire);
+    for (int i = 0; i < local_fabric::slots_per_channel; ++i) {
+      DDL_LOCAL_TEST_POINT(scan_slot, i);
+      const std::uint64_t w = ch->slots[i].state.load(std::memory_order_acquire);
+      if ((w & local_fabric::s_mask) != local_fabric::s_posted) continue;
+      const tag st = ch->slots[i].t.load(std::memory_order_relaxed);
+      const std::uint64_t seq = ch->slots[i].seq.load(std::memory_order_relaxed);
+      if (seq >= published) continue;  // newer than the snapshot: an older one may not be visible yet
+      if (st != e.t) {
+        if (DDL_UNLIKELY(look_for_stamps && detail::stamps_disagree(e.t, st)) &&
+            ch->slots[i].state.load(std::memory_order_acquire) == w)  // still that message
+          other = st;
+        continue;
+      }
+      if (best < 0 || seq < best_seq) {
+        best = i;
+        best_word = w;
+        best_seq = seq;
+      }
+    }
+    // The awaited peer's message of this very call under another stamp,
+    // and none that matches: the ranks called different collectives
+    // (transport/stamp.hpp). Not a false alarm when communicators share
+    // this transport: a peer already in the same-numbered call of another
+    // communicator has finished this one, so everything this call awaits
+    // from it is here (and matched first). Only the awaited peer's
+    // messages are looked at: any other rank's could be such a newer call
+    // while the awaited one is late.
+    if (DDL_UNLIKELY(best < 0 && other != 0)) throw mismatch_error(detail::stamp_mismatch(rank_, e.t, src, other));
+    if (best < 0) return false;
+    auto& s = ch->slots[best];
+    DDL_LOCAL_TEST_POINT(before_claim, best);
+    std::uint64_t expect = best_word;
+    const std::uint64_t claimed = (best_word & ~local_fabric::s_mask) | local_fabric::s_claimed;
+    if (!s.state.compare_exchange_strong(expect, claimed, std::memory_order_acq_rel)) continue;
+    const bool size_ok = s.size == e.dst.size;
+    if (size_ok && e.dst.size) {
+      if (e.fused && e.red.received_first)
+        host::reduce(e.dst.data, s.data, e.local.data, e.dst.size / size_of(e.red.type), e.red);
+      else if (e.fused)
+        host::reduce(e.dst.data, e.local.data, s.data, e.dst.size / size_of(e.red.type), e.red);
+      else
+        host::copy(e.dst.data, s.data, e.dst.size);
+    }
+    const std::size_t sent = s.size;
+    s.state.store((best_word & ~local_fabric::s_mask) | (s.eager ? local_fabric::s_free : local_fabric::s_done),
+                  std::memory_order_release);
+    fabric_->ranks_[src].bell.notify();
+    e.done = true;
+    e.from = src;
+    if (!size_ok) throw transport_error(detail::size_mismatch("local_transport", src, sent, rank_, e.dst.size, e.t));
+    return true;
+  }
 }
 
 inline std::byte* local_transport::stage(std::size_t bytes) {
@@ -655,6 +695,7 @@ inline void local_transport::retire(request_fields& req) noexcept {
   if (req.kind_ == request_fields::kind::recv) {
     auto& me = fabric_->ranks_[rank_];
     me.used[req.index_] = false;
+    if (me.recvs[req.index_].done) req.peer_ = me.recvs[req.index_].from;  // `irecv_any`'s sender
     int w = 0;
     for (int k = 0; k < me.active; ++k)
       if (me.order[k] != req.index_) me.order[w++] = me.order[k];

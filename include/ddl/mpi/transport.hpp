@@ -563,6 +563,18 @@ class mpi_transport {
     DDL_MPI_CHECK(MPI_Irecv(data.data, count_of(data.size), MPI_BYTE, peer, mpi_tag(t), comm_, &r.r_));
     return r;
   }
+  /// Receives exactly `data.size` bytes under `t` from whichever rank's
+  /// message MPI matches first (`MPI_ANY_SOURCE`; the concept's
+  /// `irecv_any`); once complete, the request's `peer()` is the sender.
+  request irecv_any(mutable_bytes data, tag t) {
+    refuse_if_broken();
+    request r;
+    r.peer_ = -1;
+    r.tag_ = t;
+    r.bytes_ = data.size;
+    DDL_MPI_CHECK(MPI_Irecv(data.data, count_of(data.size), MPI_BYTE, MPI_ANY_SOURCE, mpi_tag(t), comm_, &r.r_));
+    return r;
+  }
 
   /// True (and `req` retired) when it has completed; never blocks. Every
   /// 16th unfinished test looks, as `wait` does, for a peer's notice that it
@@ -687,6 +699,7 @@ class mpi_transport {
   void finished(request& req, const MPI_Status& st) {
     req.r_ = MPI_REQUEST_NULL;
     if (req.send_) return;
+    if (req.peer_ < 0) req.peer_ = st.MPI_SOURCE;  // `irecv_any`: the sender
     int got = 0;
     MPI_Get_count(&st, MPI_BYTE, &got);
     if (static_cast<std::size_t>(got) != req.bytes_) {
@@ -779,7 +792,7 @@ class mpi_transport {
   // again before this is called a mismatch.
   template <class Ready = std::nullptr_t>
   void check_stamp(request& req, Ready&& ready = nullptr) {
-    if (call_bits_ < 1 || !detail::is_stamped(req.tag_)) return;
+    if (call_bits_ < 1 || req.peer_ < 0 || !detail::is_stamped(req.tag_)) return;
     int flag = 0;
     MPI_Status st;
     DDL_MPI_CHECK(MPI_Iprobe(req.peer_, MPI_ANY_TAG, comm_, &flag, &st));

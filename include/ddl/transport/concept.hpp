@@ -32,6 +32,13 @@
 ///     is broken; needed by transports layered on others, by the
 ///     multi-ring pipelined across levels (`strategy/pipeline.hpp`) and by
 ///     the communicator's `send`/`recv` (polled while parked);
+///   - `request irecv_any(mutable_bytes, ddl::tag)` (with `test`), and
+///     `int peer() const` on its request — a receive from whichever rank
+///     sends first under the tag (`MPI_ANY_SOURCE`); once it has completed,
+///     `peer()` is the sender. Receives match in posting order, those from
+///     one rank and those from any alike (a message goes to the oldest
+///     receive it fits); messages from one sender in the order they were
+///     posted. Local and MPI have it; the communicator's `recv_any` needs it;
 ///   - `void await_progress()` — blocks until one of this rank's requests
 ///     may have completed (threads: a peer's doorbell, at most 2 ms; the
 ///     simulator: its ranks are fibers in virtual time); transports without
@@ -247,6 +254,15 @@ struct has_test<T, std::enable_if_t<std::is_same_v<decltype(std::declval<T&>().t
                                                    bool>>> : std::true_type {};
 
 template <class T, class = void>
+struct has_irecv_any : std::false_type {};
+template <class T>
+struct has_irecv_any<
+    T, std::enable_if_t<std::is_same_v<decltype(std::declval<T&>().irecv_any(mutable_bytes{}, tag{})),
+                                       typename T::request> &&
+                        std::is_convertible_v<decltype(std::declval<const typename T::request&>().peer()), int>>>
+    : std::true_type {};
+
+template <class T, class = void>
 struct has_device_memory : std::false_type {};
 template <class T>
 struct has_device_memory<T, std::enable_if_t<T::device_memory>> : std::true_type {};
@@ -402,6 +418,10 @@ inline constexpr bool has_fused_reduce_v = detail::has_irecv_reduce<T>::value;
 /// True when `T` can complete a request without blocking (`test`).
 template <class T>
 inline constexpr bool has_test_v = detail::has_test<T>::value;
+
+/// True when `T` can receive from whichever rank sends first (`irecv_any`).
+template <class T>
+inline constexpr bool has_irecv_any_v = detail::has_irecv_any<T>::value;
 
 /// True when `T` may be handed device (CUDA) memory.
 template <class T>

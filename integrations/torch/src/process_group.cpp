@@ -7,11 +7,11 @@
 // group's store (any torch rank order, any subset of the MPI job's ranks).
 // all_reduce (and allreduce_coalesced), broadcast, all_gather, reduce_scatter
 // (list and flat forms), all_to_all (list and flat forms, split sizes),
-// barrier, reduce, gather, scatter, and send and recv. One
+// barrier, reduce, gather, scatter, and send and recv (from one rank or any). One
 // dense, contiguous CPU tensor per call; reductions take float32, float64,
 // float16, bfloat16, int32, int64 and SUM, AVG, PRODUCT, MIN, MAX; calls
-// that only move data take any dtype. Anything else (a receive from any
-// source) raises RuntimeError naming what is not supported.
+// that only move data take any dtype. Anything else (CUDA tensors, other
+// dtypes or ops) raises RuntimeError naming what is not supported.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/python.h>
@@ -140,9 +140,18 @@ class work : public c10d::Work {
   }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // The sender of a receive from any source (torch's `recv` without `src`
+  // asks it after `wait`); the peer of any other send or receive.
+  int sourceRank() const override {
+    std::lock_guard<std::mutex> lock(request_mutex_);
+    const int peer = request_.peer();
+    TORCH_CHECK(peer >= 0, "ddl backend: sourceRank of a call that is not a send or receive, or has not completed "
+                           "(wait for it first)");
+    return peer;
+  }
 
   ddl::collective_request request_;
-  std::mutex request_mutex_;
+  mutable std::mutex request_mutex_;
   std::function<void()> then_;
 
  private:
@@ -498,8 +507,11 @@ class process_group : public c10d::ProcessGroup {
       return comm_->recv_async(v, srcRank, tag, done);
     });
   }
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override {
-    TORCH_CHECK(false, "ddl backend: recv from any source is not supported: pass src (the sending rank)");
+  // `recv` without `src`: whichever rank's message under `tag` comes first
+  // (`recv_any`); the work's `sourceRank()` names it once complete.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
+    return transfer(c10d::OpType::RECVANYSOURCE, single(tensors, "recv"), true, "recv",
+                    [&](const ddl::buffer_view& v, auto done) { return comm_->recv_any_async(v, tag, done); });
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
