@@ -1232,60 +1232,6 @@ TEST_CASE("recv_any: each sender's message once, the sender named; matched in is
   });
 }
 
-TEST_CASE("recv_any: refused on a group of one; an unmatched one times out naming the tag; a size mismatch fails "
-          "both ranks") {
-  ddl::local_fabric::run(1, [&](ddl::local_transport& t) {
-    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread, 20));
-    std::vector<float> a(4);
-    CHECK_THROWS_WITH_AS(comm.recv_any(ddl::host_view(a), 0), doctest::Contains("recv_any: no other rank"),
-                         ddl::invalid_argument);
-  });
-  for (ddl::progress mode : modes) {
-    CAPTURE(mode_name(mode));
-    failure_log log;
-    ddl::local_fabric::run(2, [&](ddl::local_transport& t) {
-      ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(mode, 0.3));
-      std::vector<float> a(4, 1.0f);
-      CHECK_THROWS_WITH_AS(comm.recv_any(ddl::host_view(a), -2), doctest::Contains("recv_any: tag -2 is outside"),
-                           ddl::invalid_argument);
-      if (t.rank() == 0) {
-        try {
-          comm.recv_any(ddl::host_view(a), 6);
-          log.add("a receive from any rank that nobody sent to returned");
-        } catch (const ddl::timeout_error& e) {
-          if (e.peer() != -1 || std::string(e.what()).find("recv_any from any rank under tag 6") == std::string::npos)
-            log.add(std::string("timeout does not say any rank and the tag: ") + e.what());
-        }
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(400));
-      }
-      // Still usable: an all-reduce, then a size mismatch (both ranks fail).
-      std::vector<float> v(99, 1.0f);
-      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
-      if (v[0] != 2.0f) log.add("all-reduce after the timeout is wrong");
-      try {
-        if (t.rank() == 0) {
-          comm.recv_any(ddl::host_view(a), 1);
-          log.add("rank 0: a 4-element receive from any rank of a 5-element send returned");
-        } else {
-          std::vector<float> five(5, 2.0f);
-          comm.send(ddl::host_view(std::as_const(five)), 0, 1);  // eager: it may return
-          comm.all_reduce(ddl::host_view(five), ddl::op::sum);
-          log.add("rank 1: an all-reduce after its peer's failed receive returned");
-        }
-      } catch (const ddl::transport_error& e) {
-        const std::string what = e.what();
-        if (t.rank() == 0 && what.find("size mismatch: rank 1 sent 20 bytes, rank 0 expected 16") == std::string::npos)
-          log.add("rank 0: " + what);
-        if (t.rank() == 1 && what.find("rank 0 failed") == std::string::npos &&
-            what.find("size mismatch") == std::string::npos)
-          log.add("rank 1: " + what);
-      }
-    });
-    CHECK_MESSAGE(log.count() == 0, log.summary());
-  }
-}
-
 TEST_CASE("send and recv: a transfer waiting for its peer does not hold the calls issued after it") {
   for (ddl::progress mode : modes)
     for (int n : {2, 3, 5}) {
@@ -1346,12 +1292,15 @@ TEST_CASE("send and recv: a transfer waiting for its peer does not hold the call
     }
 }
 
-TEST_CASE("send and recv: bad arguments are refused by name; an unmatched receive times out naming its peer and "
-          "tag, leaving the communicator usable; a size mismatch fails both ranks, not at the deadline") {
+TEST_CASE("send and recv: bad arguments are refused by name; an unmatched receive (from one rank or any) times out "
+          "naming its peer and tag, leaving the communicator usable; a size mismatch fails both ranks, not at the "
+          "deadline") {
   ddl::local_fabric::run(1, [&](ddl::local_transport& t) {
     ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread, 20));
     std::vector<float> a(4);
     CHECK_THROWS_WITH_AS(comm.send(ddl::host_view(std::as_const(a)), 0, 0), doctest::Contains("send: peer 0 is this rank"),
+                         ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(comm.recv_any(ddl::host_view(a), 0), doctest::Contains("recv_any: no other rank"),
                          ddl::invalid_argument);
   });
   for (ddl::progress mode : modes) {
@@ -1373,52 +1322,64 @@ TEST_CASE("send and recv: bad arguments are refused by name; an unmatched receiv
       ddl::buffer_view on_device = ddl::host_view(a);
       on_device.where.space = ddl::memory_space::cuda;
       CHECK_THROWS_WITH_AS(comm.recv(on_device, other, 0), doctest::Contains("host-only transport"), ddl::invalid_argument);
+      CHECK_THROWS_WITH_AS(comm.recv_any(ddl::host_view(a), -2), doctest::Contains("recv_any: tag -2 is outside"),
+                           ddl::invalid_argument);
       // Rank 0 waits for a message rank 1 never sends (rank 1 waits out the
-      // same time), then both all-reduce.
-      const auto start = clock_type::now();
-      if (t.rank() == 0) {
-        try {
-          comm.recv(ddl::host_view(a), 1, 5);
-          log.add("a receive nobody sent to returned");
-        } catch (const ddl::timeout_error& e) {
-          if (e.peer() != 1 || std::string(e.what()).find("recv from rank 1 under tag 5") == std::string::npos)
-            log.add(std::string("timeout does not name the peer and tag: ") + e.what());
+      // same time), then both all-reduce; from rank 1, then from any rank.
+      for (bool any : {false, true}) {
+        const auto start = clock_type::now();
+        if (t.rank() == 0) {
+          try {
+            if (any) comm.recv_any(ddl::host_view(a), 5);
+            else comm.recv(ddl::host_view(a), 1, 5);
+            log.add("a receive nobody sent to returned");
+          } catch (const ddl::timeout_error& e) {
+            const char* says = any ? "recv_any from any rank under tag 5" : "recv from rank 1 under tag 5";
+            if (e.peer() != (any ? -1 : 1) || std::string(e.what()).find(says) == std::string::npos)
+              log.add(std::string("timeout does not name the peer and tag: ") + e.what());
+          }
+          if (clock_type::now() - start < std::chrono::milliseconds(250)) log.add("timed out before the deadline");
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(400));
         }
-        if (clock_type::now() - start < std::chrono::milliseconds(250)) log.add("timed out before the deadline");
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        std::vector<float> v(999, 1.0f);
+        comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+        if (v[0] != 2.0f || v[998] != 2.0f) log.add("all-reduce after the timeout is wrong");
       }
-      std::vector<float> v(999, 1.0f);
-      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
-      if (v[0] != 2.0f || v[998] != 2.0f) log.add("all-reduce after the timeout is wrong");
     });
     CHECK_MESSAGE(log.count() == 0, log.summary());
   }
-  // Rank 0 sends 5 elements into rank 1's receive of 4: the receive fails
-  // naming the sizes and gives the group up, so rank 0's next call fails too
-  // (its send may have completed: what it sent was whole).
-  failure_log log;
-  ddl::local_fabric::run(2, [&](ddl::local_transport& t) {
-    ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread, 20));
-    std::vector<float> a(t.rank() == 0 ? 5 : 4);
-    const auto start = clock_type::now();
-    try {
-      if (t.rank() == 0) {
-        comm.send(ddl::host_view(std::as_const(a)), 1, 3);
-        comm.all_reduce(ddl::host_view(a), ddl::op::sum);
-        log.add("rank 0: an all-reduce after its peer's failed receive returned");
-      } else {
-        comm.recv(ddl::host_view(a), 0, 3);
-        log.add("rank 1: a 4-element receive of a 5-element send returned");
+  // Rank 0 sends 5 elements into rank 1's receive of 4 (from rank 0, then
+  // from any rank): the receive fails naming the sizes and gives the group
+  // up, so rank 0's next call fails too (its send may have completed: what
+  // it sent was whole).
+  for (bool any : {false, true}) {
+    CAPTURE(any);
+    failure_log log;
+    ddl::local_fabric::run(2, [&](ddl::local_transport& t) {
+      ddl::communicator<ddl::ring, ddl::local_transport> comm(t, with_progress(ddl::progress::thread, 20));
+      std::vector<float> a(t.rank() == 0 ? 5 : 4);
+      const auto start = clock_type::now();
+      try {
+        if (t.rank() == 0) {
+          comm.send(ddl::host_view(std::as_const(a)), 1, 3);
+          comm.all_reduce(ddl::host_view(a), ddl::op::sum);
+          log.add("rank 0: an all-reduce after its peer's failed receive returned");
+        } else {
+          if (any) comm.recv_any(ddl::host_view(a), 3);
+          else comm.recv(ddl::host_view(a), 0, 3);
+          log.add("rank 1: a 4-element receive of a 5-element send returned");
+        }
+      } catch (const ddl::transport_error& e) {
+        const std::string what = e.what();
+        if (t.rank() == 1 && what.find("size mismatch: rank 0 sent 20 bytes, rank 1 expected 16") == std::string::npos)
+          log.add("rank 1: " + what);
+        if (t.rank() == 0 && what.find("rank 1 failed") == std::string::npos &&
+            what.find("size mismatch") == std::string::npos)
+          log.add("rank 0: " + what);
       }
-    } catch (const ddl::transport_error& e) {
-      const std::string what = e.what();
-      if (t.rank() == 1 && what.find("size mismatch: rank 0 sent 20 bytes, rank 1 expected 16") == std::string::npos)
-        log.add("rank 1: " + what);
-      if (t.rank() == 0 && what.find("rank 1 failed") == std::string::npos && what.find("size mismatch") == std::string::npos)
-        log.add("rank 0: " + what);
-    }
-    if (clock_type::now() - start > std::chrono::seconds(10)) log.add("the error took the deadline");
-  });
-  CHECK_MESSAGE(log.count() == 0, log.summary());
+      if (clock_type::now() - start > std::chrono::seconds(10)) log.add("the error took the deadline");
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
 }
