@@ -231,11 +231,18 @@ void check_any_source(Comm& comm, int r, int n, std::size_t per, failure_log& lo
     const std::vector<T> mine = fill(r, 3);
     comm.send(ddl::host_view(mine), 0, 4);
   }
+  // Rank 0's three receives are all posted before rank 1 sends (the
+  // barrier runs after them in rank 0's queue), so each message finds them
+  // all waiting.
+  std::vector<std::vector<T>> in(3, std::vector<T>(per));
+  ddl::collective_request a, b, c;
   if (r == 0) {
-    std::vector<std::vector<T>> in(3, std::vector<T>(per));
-    auto a = comm.recv_async(ddl::host_view(in[0]), 1, 9);
-    auto b = comm.recv_any_async(ddl::host_view(in[1]), 9);
-    auto c = comm.recv_async(ddl::host_view(in[2]), 1, 9);
+    a = comm.recv_async(ddl::host_view(in[0]), 1, 9);
+    b = comm.recv_any_async(ddl::host_view(in[1]), 9);
+    c = comm.recv_async(ddl::host_view(in[2]), 1, 9);
+  }
+  comm.barrier();
+  if (r == 0) {
     a.wait();
     b.wait();
     c.wait();

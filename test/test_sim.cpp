@@ -521,7 +521,8 @@ TEST_CASE("sim: an asynchronous collective that cannot finish is a timeout at wa
                   ddl::timeout_error);
 }
 
-TEST_CASE("sim: send and recv in virtual time: matched by tag, beside collectives, priced as a message") {
+TEST_CASE("sim: send and recv (from one rank or any) in virtual time: matched by tag, beside collectives, priced as "
+          "a message") {
   for (ddl::progress mode : {ddl::progress::thread, ddl::progress::deferred})
     for (int n : {2, 3, 5}) {
       CAPTURE(n);
@@ -531,9 +532,11 @@ TEST_CASE("sim: send and recv in virtual time: matched by tag, beside collective
         ddl::options o;
         o.async_progress = mode;
         ddl::communicator<ddl::ring, ddl::sim_transport> comm(t, o);
-        for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001)})
+        for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001)}) {
           for (bool async : {false, true})
             ddl_test::check_transfers<float>(comm, t.rank(), n, per, async, log, "per " + std::to_string(per));
+          ddl_test::check_any_source<double>(comm, t.rank(), n, per, log, "any, per " + std::to_string(per));
+        }
         // A receive parked across an all-reduce its sender runs first.
         const int r = t.rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
         std::vector<double> got(100, -1.0), sent(100, r), v(1000, 1.0);

@@ -497,7 +497,7 @@ class communicator {
   /// that rank. Exactly `data.bytes()` bytes, as `recv`. Receives match in
   /// issue order, from one rank and from any alike: a message goes to the
   /// oldest receive it fits, and one rank's messages arrive in the order it
-  /// sent them. Needs a transport with `irecv_any` (threads, MPI).
+  /// sent them. Needs a transport with `irecv_any` (threads, MPI, the simulator).
   /// Example (a parameter server takes the workers' updates as they come):
   /// \code
   ///   for (int k = 1; k < comm.size(); ++k) {
@@ -514,7 +514,7 @@ class communicator {
   /// the request's `peer()` is the sender (also after `wait`).
   collective_request recv_any_async(buffer_view data, int message_tag, completion done = {}) {
     static_assert(has_irecv_any_v<Transport>,
-                  "ddl: recv_any needs a transport with 'request irecv_any(mutable_bytes, tag)' (threads, MPI)");
+                  "ddl: recv_any needs a transport with 'request irecv_any(mutable_bytes, tag)' (threads, MPI, the simulator)");
     if (size() < 2)
       throw invalid_argument("recv_any: no other rank to receive from in a group of " + std::to_string(size()));
     check_message("recv_any", data, message_tag);

@@ -112,10 +112,15 @@ class sim_transport {
   struct request_fields {
     sim_fabric* fab_ = nullptr;
     std::uint32_t op_ = 0, gen_ = 0;
+    int peer_ = -1;  // the peer; an `irecv_any`'s sender once it completed
     bool active() const noexcept { return fab_ != nullptr; }
     inline void withdraw() noexcept;
   };
   class request : public detail::request_handle<request_fields> {
+   public:
+    int peer() const noexcept { return peer_; }
+
+   private:
     friend class sim_transport;
     friend class sim_fabric;
   };
@@ -147,6 +152,11 @@ class sim_transport {
   inline request isend(int peer, const_bytes data, tag t);
   inline request irecv(int peer, mutable_bytes data, tag t);
   inline request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t);
+  /// Receives from whichever rank's send under `t` meets it first (the
+  /// concept's `irecv_any`): a send goes to the older of the receives from
+  /// its rank and from any; a receive from any takes the oldest send waiting
+  /// for one. The request's `peer()` is the sender once complete.
+  inline request irecv_any(mutable_bytes data, tag t);
   /// Blocks this rank's fiber until `r` completes in virtual time. The
   /// deadline is not used: virtual time cannot stall, a deadlock is detected.
   inline void wait(request& r, deadline);
@@ -324,8 +334,9 @@ class sim_fabric {
   struct op_rec {
     std::uint32_t gen = 0;
     bool used = false, send = false, fused = false, done = false, cancelled = false;
-    int rank = 0, peer = 0;
+    int rank = 0, peer = 0;  // peer -1: a receive from any rank, the sender once matched
     int fiber = 0;  // the fiber that posted it (woken when it completes)
+    std::uint64_t seq = 0;  // posting order (a send meets the older of two receives)
     tag tg = 0;
     std::size_t bytes = 0;
     const std::byte* src = nullptr;  // send: data
@@ -412,12 +423,43 @@ class sim_fabric {
     return i;
   }
   sim_transport::request post(op_rec proto) {
-    if (proto.peer < 0 || proto.peer >= n_ || proto.peer == proto.rank)
+    const bool from_any = !proto.send && proto.peer == -1;
+    if (!from_any && (proto.peer < 0 || proto.peer >= n_ || proto.peer == proto.rank))
       throw invalid_argument("sim_transport: rank " + std::to_string(proto.rank) + " addressed peer " +
                              std::to_string(proto.peer) + " of " + std::to_string(n_));
     if (failed_) throw transport_error(failed_why_);
+    proto.seq = ++posted_;
     const std::uint32_t i = record(std::move(proto));
     const op_rec& o = ops_[i];
+    if (from_any) {  // the oldest send to this rank under the tag from anyone
+      auto best = match_.end();
+      for (auto at = match_.begin(); at != match_.end(); ++at)
+        if (at->first.tg == o.tg && static_cast<std::uint32_t>(at->first.pair) == static_cast<std::uint32_t>(o.rank) &&
+            !at->second.sends.empty() &&
+            (best == match_.end() || ops_[at->second.sends.front()].seq < ops_[best->second.sends.front()].seq))
+          best = at;
+      if (best != match_.end()) {
+        const std::uint32_t j = best->second.sends.front();
+        best->second.sends.pop_front();
+        if (best->second.sends.empty() && best->second.recvs.empty()) match_.erase(best);
+        start_message(j, i);
+        return make_request(i);
+      }
+    } else if (o.send) {  // a receive from any rank posted before the receive from this one takes it
+      auto any = match_.find(match_key{any_source << 32 | static_cast<std::uint32_t>(o.peer), o.tg});
+      if (any != match_.end() && !any->second.recvs.empty()) {
+        const auto mine = match_.find(key_of(o));
+        const bool older = mine == match_.end() || mine->second.recvs.empty() ||
+                           ops_[any->second.recvs.front()].seq < ops_[mine->second.recvs.front()].seq;
+        if (older) {
+          const std::uint32_t j = any->second.recvs.front();
+          any->second.recvs.pop_front();
+          if (any->second.recvs.empty()) match_.erase(any);
+          start_message(i, j);
+          return make_request(i);
+        }
+      }
+    }
     auto it = match_.find(key_of(o));
     if (it != match_.end()) {
       auto& other = o.send ? it->second.recvs : it->second.sends;
@@ -435,15 +477,22 @@ class sim_fabric {
     (o.send ? it->second.sends : it->second.recvs).push_back(i);
     return make_request(i);
   }
+  // The queues of (sender, receiver, tag); a receive from any rank waits
+  // under (`any_source`, receiver, tag) and never holds sends.
+  static constexpr std::uint64_t any_source = 0xffffffffu;
   static match_key key_of(const op_rec& o) {
-    const int src = o.send ? o.rank : o.peer, dst = o.send ? o.peer : o.rank;
-    return {static_cast<std::uint64_t>(src) << 32 | static_cast<std::uint32_t>(dst), o.tg};
+    const int dst = o.send ? o.peer : o.rank;
+    const std::uint64_t src = o.send ? static_cast<std::uint64_t>(o.rank)
+                              : o.peer < 0 ? any_source
+                                           : static_cast<std::uint64_t>(o.peer);
+    return {src << 32 | static_cast<std::uint32_t>(dst), o.tg};
   }
   sim_transport::request make_request(std::uint32_t i) {
     sim_transport::request r;
     r.fab_ = this;
     r.op_ = i;
     r.gen_ = ops_[i].gen;
+    r.peer_ = ops_[i].peer;
     return r;
   }
 
@@ -459,6 +508,7 @@ class sim_fabric {
       return;
     }
     so.matched = ro.matched = true;
+    ro.peer = so.rank;  // a receive from any rank learns its sender
     const std::uint32_t m = net_.start(so.rank, ro.rank, so.bytes);
     if (msg_ops_.size() <= m) msg_ops_.resize(m + 1);
     msg_ops_[m] = {s, r};
@@ -527,6 +577,7 @@ class sim_fabric {
     op_rec& o = ops_[req.op_];
     if (o.done) {
       std::string err = std::move(o.error);
+      req.peer_ = o.peer;
       free_op(req.op_);
       req.fab_ = nullptr;
       if (!err.empty()) throw transport_error(err);
@@ -546,6 +597,7 @@ class sim_fabric {
       op_rec& o = ops_[i];
       if (o.done) {
         std::string err = std::move(o.error);
+        req.peer_ = o.peer;
         free_op(i);
         req.fab_ = nullptr;
         if (!err.empty()) throw transport_error(err);
@@ -682,6 +734,7 @@ class sim_fabric {
   std::vector<op_rec> ops_;
   std::vector<std::uint32_t> free_ops_;
   std::unordered_map<match_key, match_queues, match_hash> match_;
+  std::uint64_t posted_ = 0;  // operations posted (their `seq`)
   std::vector<std::pair<std::uint32_t, std::uint32_t>> msg_ops_;  // per network message: its send and receive ops
   std::pair<void*, std::size_t> slots_[4]{};
   std::map<const std::byte*, std::size_t> phantom_;  // every phantom range (slots, stages): its size
@@ -722,6 +775,15 @@ inline sim_transport::request sim_transport::irecv_reduce(int peer, mutable_byte
   o.local = local.data;
   o.red = r;
   o.fused = local.data != nullptr;
+  return fab_->post(std::move(o));
+}
+inline sim_transport::request sim_transport::irecv_any(mutable_bytes data, tag t) {
+  sim_fabric::op_rec o;
+  o.rank = rank_;
+  o.peer = -1;
+  o.tg = t;
+  o.bytes = data.size;
+  o.dst = data.data;
   return fab_->post(std::move(o));
 }
 inline void sim_transport::wait(request& r, deadline) { fab_->wait(r); }

@@ -38,7 +38,7 @@
 ///     `peer()` is the sender. Receives match in posting order, those from
 ///     one rank and those from any alike (a message goes to the oldest
 ///     receive it fits); messages from one sender in the order they were
-///     posted. Local and MPI have it; the communicator's `recv_any` needs it;
+///     posted. Local, MPI and the simulator have it; the communicator's `recv_any` needs it;
 ///   - `void await_progress()` — blocks until one of this rank's requests
 ///     may have completed (threads: a peer's doorbell, at most 2 ms; the
 ///     simulator: its ranks are fibers in virtual time); transports without
