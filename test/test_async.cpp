@@ -1292,6 +1292,44 @@ TEST_CASE("send and recv: a transfer waiting for its peer does not hold the call
     }
 }
 
+TEST_CASE("send and recv: a transfer issued behind queued calls starts after them, in issue order") {
+  for (ddl::progress mode : modes)
+    for (int round = 0; round < 20; ++round) {
+      CAPTURE(mode_name(mode));
+      CAPTURE(round);
+      failure_log log;
+      ddl::local_fabric::run(2, [&](ddl::local_transport& t) {
+        ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(t, ddl::auto_strategy(), with_progress(mode));
+        const int r = t.rank(), peer = 1 - r;
+        std::vector<float> v(1 << 18, static_cast<float>(r + 1));
+        // Messages of 32 bytes: sent at once, whether or not received.
+        std::vector<int> first(8, -1), second(8, -1);
+        if (r == 0) {
+          // Rank 0's first receive is queued behind the all-reduce; the wait
+          // for the all-reduce runs the queue up to it and leaves the receive
+          // queued; the second receive, issued then, must not start ahead of
+          // the first (it would take message 1).
+          auto aq = comm.all_reduce_async(ddl::host_view(v), ddl::op::sum);
+          auto x = comm.recv_async(ddl::host_view(first), peer, 5);
+          aq.wait();
+          auto y = comm.recv_async(ddl::host_view(second), peer, 5);
+          x.wait();
+          y.wait();
+          if (first.front() != 1 || first.back() != 1 || second.front() != 2 || second.back() != 2)
+            log.add("receives behind a queued all-reduce took messages " + std::to_string(first.front()) + " and " +
+                    std::to_string(second.front()) + ", not 1 and 2");
+        } else {
+          const std::vector<int> one(8, 1), two(8, 2);
+          comm.send(ddl::host_view(one), peer, 5);
+          comm.send(ddl::host_view(two), peer, 5);
+          comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+        }
+        if (v.front() != 3.0f || v.back() != 3.0f) log.add("all-reduce: wrong result");
+      });
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+    }
+}
+
 TEST_CASE("send and recv: bad arguments are refused by name; an unmatched receive (from one rank or any) times out "
           "naming its peer and tag, leaving the communicator usable; a size mismatch fails both ranks, not at the "
           "deadline") {

@@ -977,39 +977,57 @@ class communicator {
   // A program's tag as the transport's: bit 63 clear, so never a call's.
   static tag tag_of(int t) { return static_cast<tag>(t); }
   // A transfer in the engine's queue: `post` starts it when its turn comes
-  // (so a rank's transfers start in issue order), then the engine polls it
-  // (parked: later calls run meanwhile) until it completes or its deadline,
-  // counted from its start, passes. No call number: only two ranks take part.
+  // (so a rank's transfers start in issue order; at once when nothing is
+  // queued), then the engine polls it (parked: later calls run meanwhile)
+  // until it completes or its deadline, counted from its start, passes. No
+  // call number: only two ranks take part. One allocation a call: the
+  // state lives in the operation, whose closures hold only pointers (small
+  // enough for `std::function` to keep in place).
+  template <class Post>
+  struct transfer_op final : detail::async_op {
+    transfer_op(Post p, const char* toward_, int peer_, int tag_) : post(std::move(p)), toward(toward_), named(peer_), t(tag_) {}
+    Post post;
+    const char* toward;
+    int named, t;  // `named` -1: a receive from any rank
+    typename Transport::request req{};
+    std::chrono::steady_clock::time_point started{};  // at the first look that found it unfinished
+    unsigned misses = 0;  // looks that found it unfinished
+  };
   template <class Post>
   collective_request transfer(const char* what, const char* toward, int peer, int t, Post post, completion done) {
     static_assert(has_test_v<Transport>, "ddl: send and recv need a transport with 'bool test(request&)'");
     static_assert(!accepts_device_memory_v<Transport>,
                   "ddl: send and recv are offered on host transports only (not on device transports yet)");
-    struct state {
-      typename Transport::request req;
-      std::chrono::steady_clock::time_point started{};
-    };
-    auto s = std::make_shared<state>();
-    auto run = [s, post] {
-      s->started = std::chrono::steady_clock::now();
-      s->req = post();
-    };
-    // `peer` -1: a receive from any rank, whose sender the request names once it completes.
-    auto poll = [this, s, what, toward, peer, t](detail::async_op& op) -> bool {
-      if (transport_->test(s->req)) {
-        if constexpr (has_irecv_any_v<Transport>) op.peer = peer < 0 ? s->req.peer() : peer;
-        else op.peer = peer;
-        return true;
-      }
-      const auto now = std::chrono::steady_clock::now();
-      if (now - s->started < opts_.timeout) return false;
-      s->req = typename Transport::request{};  // withdrawn: nothing touches the buffer afterwards
-      const std::string whom = peer < 0 ? "any rank" : "rank " + std::to_string(peer);
-      throw timeout_error(peer, std::string(what) + " " + toward + " " + whom + " under tag " + std::to_string(t), "",
-                          std::chrono::duration<double>(now - s->started).count());
-    };
-    auto op = engine().submit(what, guarded(std::move(run)), std::move(done), guarded(std::move(poll)));
+    using op_type = transfer_op<Post>;
+    auto op = std::make_shared<op_type>(std::move(post), toward, peer, t);
+    op_type* x = op.get();
+    op->what = what;
+    op->on_complete = std::move(done);
+    op->run = [this, x] { guard([x] { x->req = x->post(); }); };
+    op->poll = [this](detail::async_op& o) { return guard([this, &o] { return polled(static_cast<op_type&>(o)); }); };
+    engine().submit(op);
     return collective_request(engine_, std::move(op));
+  }
+  // One look at a started transfer: true once complete (the request then
+  // names its peer: for a receive from any rank, the sender).
+  template <class Op>
+  bool polled(Op& x) {
+    if (transport_->test(x.req)) {
+      if constexpr (has_irecv_any_v<Transport>) x.peer = x.named < 0 ? x.req.peer() : x.named;
+      else x.peer = x.named;
+      return true;
+    }
+    // The clock is read at the first look that finds it unfinished (right
+    // after it was posted; a transfer that completes at once reads none),
+    // then every 8th: a deadline of seconds is not missed by 8 looks.
+    if (x.misses++ % 8 != 0) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (x.misses == 1) x.started = now;
+    if (now - x.started < opts_.timeout) return false;
+    x.req = typename Transport::request{};  // withdrawn: nothing touches the buffer afterwards
+    const std::string whom = x.named < 0 ? "any rank" : "rank " + std::to_string(x.named);
+    throw timeout_error(x.named, std::string(x.what) + " " + x.toward + " " + whom + " under tag " + std::to_string(x.t),
+                        "", std::chrono::duration<double>(now - x.started).count());
   }
 
   // --- the call check (options::check_calls, DDL_CHECK=1) --------------------
@@ -1186,20 +1204,25 @@ class communicator {
   template <class Job>
   auto guarded(Job&& job) {
     return [this, job = std::forward<Job>(job)](auto&&... args) mutable {
-      try {
-        return job(std::forward<decltype(args)>(args)...);
-      } catch (const mismatch_error& e) {
-        // a peer's message of this call under another stamp: the group is
-        // out of step (DDL_CHECK's own mismatches leave it usable)
-        if (detail::is_mismatch_text(e.what())) give_up(e.what());
-        throw;
-      } catch (const transport_error& e) {
-        give_up(e.what());
-        // a peer's notice of a stamp mismatch is this rank's mismatch too
-        if (detail::is_mismatch_text(e.what())) throw mismatch_error(without_prefix(e.what()));
-        throw;
-      }
+      return guard([&]() -> decltype(auto) { return job(std::forward<decltype(args)>(args)...); });
     };
+  }
+  // Runs `f` as `guarded` does.
+  template <class F>
+  decltype(auto) guard(F&& f) {
+    try {
+      return f();
+    } catch (const mismatch_error& e) {
+      // a peer's message of this call under another stamp: the group is
+      // out of step (DDL_CHECK's own mismatches leave it usable)
+      if (detail::is_mismatch_text(e.what())) give_up(e.what());
+      throw;
+    } catch (const transport_error& e) {
+      give_up(e.what());
+      // a peer's notice of a stamp mismatch is this rank's mismatch too
+      if (detail::is_mismatch_text(e.what())) throw mismatch_error(without_prefix(e.what()));
+      throw;
+    }
   }
   static const char* without_prefix(const char* what) { return std::strncmp(what, "ddl: ", 5) == 0 ? what + 5 : what; }
   // The transport's `abort`, where it has one (on the thread that drives it).
