@@ -6,13 +6,14 @@
 # after (NEW), in turns, 3 rounds: Open MPI at 2, 4 and 8 ranks, MPICH at 2,
 # 8 B to 64 KiB; then mpi_ratios.py -> summary.txt. Then threads (no MPI
 # baseline there): ddl's time a call, 2 and 4 in-process ranks -> threads.txt.
-#   run.sh OLD NEW [OLD_MPICH NEW_MPICH]   (build folders holding bench/ddl-bench; writes here)
+#   run.sh OLD NEW [OLD_MPICH NEW_MPICH]   (build folders holding bench/ddl-bench; writes here,
+#   or to $DDL_RESULTS_DIR when set)
 set -euo pipefail
 old=$(realpath "$1")
 new=$(realpath "$2")
 old_mpich=${3:+$(realpath "$3")}
 new_mpich=${4:+$(realpath "$4")}
-here=$(cd "$(dirname "$0")" && pwd)
+here=${DDL_RESULTS_DIR:-$(cd "$(dirname "$0")" && pwd)}
 cd "$here"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 m=(--oversubscribe --mca mpi_yield_when_idle 1 -x GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184)
