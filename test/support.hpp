@@ -184,6 +184,56 @@ void check_transfers(Comm& comm, int r, int n, std::size_t per, bool async, fail
     }
 }
 
+// One rank's part of a check of `sendrecv` (`MPI_Sendrecv`) around a ring of
+// `n` ranks, the sizes differing by sender (rank f's message k has
+// `per + (f + k) % 3` elements, so a receive sized from the wrong sender
+// fails): a blocking shift (message 0); then an asynchronous one (1) issued
+// before a `recv_async` and a blocking `send` under the same tag (2): each
+// half matches the peer's plain calls in issue order; then ranks 2j and
+// 2j + 1 exchange (3: `dest == source`, blocking on even `per`, else
+// asynchronous; the last rank of an odd count sits it out). Bit for bit,
+// the first wrong element logged under `where`.
+template <class T, class Comm>
+void check_sendrecv(Comm& comm, int r, int n, std::size_t per, failure_log& log, const std::string& where) {
+  if (n < 2) return;
+  const int next = (r + 1) % n, prev = (r + n - 1) % n, partner = r ^ 1;
+  auto size_of = [per](int from, int k) { return per + static_cast<std::size_t>(from + k) % 3; };
+  std::vector<std::vector<T>> out(4), in(4);
+  const int from[4] = {prev, prev, prev, partner};
+  for (int k = 0; k < 4; ++k) {
+    auto& o = out[static_cast<std::size_t>(k)];
+    o.resize(size_of(r, k));
+    for (std::size_t i = 0; i < o.size(); ++i) o[i] = transfer_value<T>(r, k, i);
+    auto& g = in[static_cast<std::size_t>(k)];
+    g.resize(size_of(from[k], k));
+    if (!g.empty()) std::memset(static_cast<void*>(g.data()), 0x5a, g.size() * sizeof(T));
+  }
+  auto view_out = [&](int k) { return ddl::host_view(std::as_const(out[static_cast<std::size_t>(k)])); };
+  auto view_in = [&](int k) { return ddl::host_view(in[static_cast<std::size_t>(k)]); };
+  comm.sendrecv(view_out(0), next, view_in(0), prev, 4);
+  auto a = comm.sendrecv_async(view_out(1), next, view_in(1), prev, 4);
+  auto b = comm.recv_async(view_in(2), prev, 4);
+  comm.send(view_out(2), next, 4);
+  a.wait();
+  b.wait();
+  const bool pairs = partner < n;
+  if (pairs) {
+    if (per % 2 == 0) comm.sendrecv(view_out(3), partner, view_in(3), partner, 6);
+    else comm.sendrecv_async(view_out(3), partner, view_in(3), partner, 6).wait();
+  }
+  for (int k = 0; k < (pairs ? 4 : 3); ++k) {
+    const auto& g = in[static_cast<std::size_t>(k)];
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const T want = transfer_value<T>(from[k], k, i);
+      if (std::memcmp(&g[i], &want, sizeof(T)) != 0) {
+        log.add(where + " rank " + std::to_string(r) + ": sendrecv message " + std::to_string(k) + " element " +
+                std::to_string(i) + " is wrong");
+        return;
+      }
+    }
+  }
+}
+
 // One rank's part of a check of receives from any rank (`recv_any`): every
 // rank but 0 sends rank 0 a message of `per` elements under tag 4; rank 0
 // takes the n - 1 of them with receives from any rank (blocking and

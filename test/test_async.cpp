@@ -1232,6 +1232,17 @@ TEST_CASE("recv_any: each sender's message once, the sender named; matched in is
   });
 }
 
+TEST_CASE("sendrecv: ring shifts and pairwise exchanges, each half matching plain sends and receives in issue order; "
+          "every dtype, sizes 0 to 70001, odd and prime rank counts") {
+  every_mode_ranks_and_dtype([](auto& comm, int r, int n, auto tag, failure_log& log) {
+    using T = decltype(tag);
+    const std::string name = ddl::name_of(ddl::dtype_of_v<T>);
+    for (std::size_t per : {std::size_t{0}, std::size_t{1}, std::size_t{1001}})
+      check_sendrecv<T>(comm, r, n, per, log, name + " per " + std::to_string(per));
+    if (std::is_same_v<T, float>) check_sendrecv<T>(comm, r, n, 70001, log, name + " per 70001");
+  });
+}
+
 TEST_CASE("send and recv: a transfer waiting for its peer does not hold the calls issued after it") {
   for (ddl::progress mode : modes)
     for (int n : {2, 3, 5}) {
@@ -1340,6 +1351,8 @@ TEST_CASE("send and recv: bad arguments are refused by name; an unmatched receiv
                          ddl::invalid_argument);
     CHECK_THROWS_WITH_AS(comm.recv_any(ddl::host_view(a), 0), doctest::Contains("recv_any: no other rank"),
                          ddl::invalid_argument);
+    CHECK_THROWS_WITH_AS(comm.sendrecv(ddl::host_view(std::as_const(a)), 0, ddl::host_view(a), 0, 0),
+                         doctest::Contains("sendrecv: peer 0 is this rank"), ddl::invalid_argument);
   });
   for (ddl::progress mode : modes) {
     CAPTURE(mode_name(mode));
@@ -1362,22 +1375,40 @@ TEST_CASE("send and recv: bad arguments are refused by name; an unmatched receiv
       CHECK_THROWS_WITH_AS(comm.recv(on_device, other, 0), doctest::Contains("host-only transport"), ddl::invalid_argument);
       CHECK_THROWS_WITH_AS(comm.recv_any(ddl::host_view(a), -2), doctest::Contains("recv_any: tag -2 is outside"),
                            ddl::invalid_argument);
+      std::vector<float> b(3);
+      CHECK_THROWS_WITH_AS(comm.sendrecv(ddl::host_view(std::as_const(a)), 2, ddl::host_view(b), other, 0),
+                           doctest::Contains("sendrecv: peer 2 is not a rank of the group of 2"), ddl::invalid_argument);
+      const std::string self = "sendrecv: peer " + std::to_string(t.rank()) + " is this rank";
+      CHECK_THROWS_WITH_AS(comm.sendrecv_async(ddl::host_view(std::as_const(a)), other, ddl::host_view(b), t.rank(), 0),
+                           doctest::Contains(self.c_str()), ddl::invalid_argument);
+      CHECK_THROWS_WITH_AS(comm.sendrecv(ddl::host_view(std::as_const(a)), other, ddl::host_view(b), other, -3),
+                           doctest::Contains("sendrecv: tag -3 is outside"), ddl::invalid_argument);
       // Rank 0 waits for a message rank 1 never sends (rank 1 waits out the
-      // same time), then both all-reduce; from rank 1, then from any rank.
-      for (bool any : {false, true}) {
+      // same time), then both all-reduce; from rank 1, from any rank, then
+      // a sendrecv whose send rank 1 takes but whose receive it never meets.
+      for (int kind : {0, 1, 2}) {
+        const bool any = kind == 1;
         const auto start = clock_type::now();
         if (t.rank() == 0) {
           try {
-            if (any) comm.recv_any(ddl::host_view(a), 5);
+            if (kind == 2) comm.sendrecv(ddl::host_view(std::as_const(a)), 1, ddl::host_view(b), 1, 5);
+            else if (any) comm.recv_any(ddl::host_view(a), 5);
             else comm.recv(ddl::host_view(a), 1, 5);
             log.add("a receive nobody sent to returned");
           } catch (const ddl::timeout_error& e) {
-            const char* says = any ? "recv_any from any rank under tag 5" : "recv from rank 1 under tag 5";
+            const char* says = kind == 2 ? "sendrecv: the receive from rank 1 under tag 5"
+                               : any     ? "recv_any from any rank under tag 5"
+                                         : "recv from rank 1 under tag 5";
             if (e.peer() != (any ? -1 : 1) || std::string(e.what()).find(says) == std::string::npos)
               log.add(std::string("timeout does not name the peer and tag: ") + e.what());
           }
           if (clock_type::now() - start < std::chrono::milliseconds(250)) log.add("timed out before the deadline");
         } else {
+          if (kind == 2) {
+            std::vector<float> got(a.size(), 0.0f);
+            comm.recv(ddl::host_view(got), 0, 5);
+            if (got != a) log.add("rank 1: the sendrecv's send arrived wrong");
+          }
           std::this_thread::sleep_for(std::chrono::milliseconds(400));
         }
         std::vector<float> v(999, 1.0f);

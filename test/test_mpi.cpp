@@ -1088,7 +1088,8 @@ TEST_CASE("mpi: all_to_all, even parts and counts, in place and not, blocking an
   CHECK(all_sum(static_cast<int>(log.count())) == 0);
 }
 
-TEST_CASE("mpi: send and recv around a ring, matched by tag, beside collectives; an unmatched receive times out") {
+TEST_CASE("mpi: send and recv (and sendrecv) around a ring, matched by tag, beside collectives; an unmatched receive "
+          "times out") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   const int n = t.size(), r = t.rank();
   failure_log log;
@@ -1099,6 +1100,10 @@ TEST_CASE("mpi: send and recv around a ring, matched by tag, beside collectives;
       check_transfers<double>(comm, r, n, per, async, log, where);
       check_transfers<ddl::bfloat16>(comm, r, n, per, async, log, where);
     }
+  for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(1) << 18}) {
+    check_sendrecv<double>(comm, r, n, per, log, "sendrecv per " + std::to_string(per));
+    check_sendrecv<std::int32_t>(comm, r, n, per, log, "sendrecv per " + std::to_string(per));
+  }
   if (n > 1) {
     // Each receive is parked until the predecessor sends, after an
     // all-reduce that needs every rank.
@@ -1112,6 +1117,7 @@ TEST_CASE("mpi: send and recv around a ring, matched by tag, beside collectives;
     CHECK(got.front() == static_cast<float>(prev));
     CHECK(got.back() == static_cast<float>(prev));
     // Rank 0 waits for a message rank 1 never sends; then everyone goes on.
+    const ddl::options patient = comm.opts();
     ddl::options o = comm.opts();
     o.timeout = std::chrono::milliseconds(300);
     comm.set_options(o);
@@ -1123,6 +1129,22 @@ TEST_CASE("mpi: send and recv around a ring, matched by tag, beside collectives;
         what = e.what();
       }
       CHECK_MESSAGE(what.find("recv from rank 1 under tag 9") != std::string::npos, what);
+    }
+    // A sendrecv whose send rank 1 takes and whose receive it never meets.
+    std::vector<float> sent3(3, 2.5f), got3(3, 0.0f);
+    if (r == 0) {
+      std::string what;
+      try {
+        comm.sendrecv(ddl::host_view(std::as_const(sent3)), 1, ddl::host_view(got3), 1, 9);
+      } catch (const ddl::timeout_error& e) {
+        what = e.what();
+        CHECK(e.peer() == 1);
+      }
+      CHECK_MESSAGE(what.find("sendrecv: the receive from rank 1 under tag 9") != std::string::npos, what);
+    } else if (r == 1) {
+      comm.set_options(patient);  // rank 0 sends only once its first receive has timed out
+      comm.recv(ddl::host_view(got3), 0, 9);
+      CHECK(got3 == sent3);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     check_transfers<float>(comm, r, n, 3, true, log, "after the timeout");

@@ -521,7 +521,7 @@ TEST_CASE("sim: an asynchronous collective that cannot finish is a timeout at wa
                   ddl::timeout_error);
 }
 
-TEST_CASE("sim: send and recv (from one rank or any) in virtual time: matched by tag, beside collectives, priced as "
+TEST_CASE("sim: send and recv (from one rank or any, and sendrecv) in virtual time: matched by tag, beside collectives, priced as "
           "a message") {
   for (ddl::progress mode : {ddl::progress::thread, ddl::progress::deferred})
     for (int n : {2, 3, 5}) {
@@ -536,6 +536,7 @@ TEST_CASE("sim: send and recv (from one rank or any) in virtual time: matched by
           for (bool async : {false, true})
             ddl_test::check_transfers<float>(comm, t.rank(), n, per, async, log, "per " + std::to_string(per));
           ddl_test::check_any_source<double>(comm, t.rank(), n, per, log, "any, per " + std::to_string(per));
+          ddl_test::check_sendrecv<float>(comm, t.rank(), n, per, log, "sendrecv, per " + std::to_string(per));
         }
         // A receive parked across an all-reduce its sender runs first.
         const int r = t.rank(), next = (r + 1) % n, prev = (r + n - 1) % n;

@@ -133,7 +133,7 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
                      op, 0);
       };
       break;
-    // A ring shift: the whole buffer to rank r + 1, rank r - 1's into `out`;
+    // A ring shift (`sendrecv`): the whole buffer to rank r + 1, rank r - 1's into `out`;
     // in place into a buffer of the call's size (grown and touched before
     // each size, untimed), then copied back, as MPI_Sendrecv_replace does.
     case collective::sendrecv: {
@@ -141,18 +141,14 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
       const ring_peers peers(r, n);
       const int next = peers.next, prev = peers.prev;
       m.oop = [comm, dt, next, prev](const std::byte* in, std::byte* out, std::size_t c) {
-        auto got = comm->recv_async(ddl::buffer_view{out, c, dt, {}}, prev, 0);
-        comm->send(ddl::const_buffer_view{in, c, dt, {}}, next, 0);
-        got.wait();
+        comm->sendrecv(ddl::const_buffer_view{in, c, dt, {}}, next, ddl::buffer_view{out, c, dt, {}}, prev, 0);
       };
       auto spare = std::make_shared<std::vector<std::byte>>();
       m.prepare = [spare, es](std::byte*, std::size_t c) {
         if (spare->size() < c * es) spare->resize(c * es);
       };
       m.ip = [comm, dt, next, prev, spare, es](std::byte* buf, std::size_t c) {
-        auto got = comm->recv_async(ddl::buffer_view{spare->data(), c, dt, {}}, prev, 0);
-        comm->send(ddl::const_buffer_view{buf, c, dt, {}}, next, 0);
-        got.wait();
+        comm->sendrecv(ddl::const_buffer_view{buf, c, dt, {}}, next, ddl::buffer_view{spare->data(), c, dt, {}}, prev, 0);
         std::memcpy(buf, spare->data(), c * es);
       };
       break;

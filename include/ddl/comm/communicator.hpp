@@ -7,6 +7,7 @@
 /// hands the strategy raw, validated pointers. Asynchronous calls run on the
 /// communicator's progress engine (`comm/progress.hpp`) in issue order;
 /// blocking calls issued meanwhile queue behind them.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <chrono>
@@ -479,8 +480,8 @@ class communicator {
   collective_request send_async(const_buffer_view data, int peer, int message_tag, completion done = {}) {
     check_transfer("send", data, peer, message_tag);
     const const_bytes bytes{data.byte_data(), data.bytes()};
-    auto post = [this, bytes, peer, message_tag] { return transport_->isend(peer, bytes, tag_of(message_tag)); };
-    return transfer("send", "to", peer, message_tag, std::move(post), std::move(done));
+    auto post = [this, bytes, peer, message_tag](auto& req) { req[0] = transport_->isend(peer, bytes, tag_of(message_tag)); };
+    return transfer<1>("send", "to", peer, message_tag, std::move(post), std::move(done));
   }
   /// Receives into `data` from rank `peer` under `message_tag` (`MPI_Recv`): exactly
   /// `data.bytes()` bytes, from the matching `send` (see there).
@@ -489,8 +490,41 @@ class communicator {
   collective_request recv_async(buffer_view data, int peer, int message_tag, completion done = {}) {
     check_transfer("recv", data, peer, message_tag);
     const mutable_bytes bytes{data.byte_data(), data.bytes()};
-    auto post = [this, bytes, peer, message_tag] { return transport_->irecv(peer, bytes, tag_of(message_tag)); };
-    return transfer("recv", "from", peer, message_tag, std::move(post), std::move(done));
+    auto post = [this, bytes, peer, message_tag](auto& req) { req[0] = transport_->irecv(peer, bytes, tag_of(message_tag)); };
+    return transfer<1>("recv", "from", peer, message_tag, std::move(post), std::move(done));
+  }
+  /// Sends `out` to rank `dest` and receives `in` from rank `source`, both
+  /// under `message_tag`, at once (`MPI_Sendrecv`); returns once both have
+  /// completed. The shift of a ring (`dest` the next rank, `source` the
+  /// previous) or an exchange between two (`dest == source`) without the
+  /// deadlock two blocking calls in the wrong order risk, and one call for
+  /// the two: on MPI, half the bookkeeping of `recv_async`, `send`, `wait`.
+  /// Each side matches as a `send` and a `recv` issued at this point would
+  /// (the peers may use either); the sizes may differ, each matching its own
+  /// peer's. A timeout names the half that did not complete.
+  /// \pre `dest` and `source` are other ranks of the group; host memory.
+  /// Example (a ring shift):
+  /// \code
+  ///   const int n = comm.size(), r = comm.rank();
+  ///   comm.sendrecv(ddl::host_view(mine), (r + 1) % n, ddl::host_view(theirs), (r + n - 1) % n, 0);
+  /// \endcode
+  void sendrecv(const_buffer_view out, int dest, buffer_view in, int source, int message_tag) {
+    sendrecv_async(out, dest, in, source, message_tag).wait();
+  }
+  /// Starts both halves of `sendrecv`, as `send_async` and `recv_async` issued
+  /// together; `out` and `in` belong to ddl until it completes.
+  collective_request sendrecv_async(const_buffer_view out, int dest, buffer_view in, int source, int message_tag,
+                                    completion done = {}) {
+    check_transfer("sendrecv", out, dest, message_tag);
+    check_transfer("sendrecv", in, source, message_tag);
+    const const_bytes sent{out.byte_data(), out.bytes()};
+    const mutable_bytes got{in.byte_data(), in.bytes()};
+    // the receive first: an exchange's two messages both find theirs posted
+    auto post = [this, sent, dest, got, source, message_tag](auto& req) {
+      req[1] = transport_->irecv(source, got, tag_of(message_tag));
+      req[0] = transport_->isend(dest, sent, tag_of(message_tag));
+    };
+    return transfer<2>("sendrecv", "to", dest, message_tag, std::move(post), std::move(done), source);
   }
   /// Receives into `data`, under `message_tag`, the message of whichever
   /// rank sends one first (`MPI_Recv` with `MPI_ANY_SOURCE`), and returns
@@ -519,8 +553,8 @@ class communicator {
       throw invalid_argument("recv_any: no other rank to receive from in a group of " + std::to_string(size()));
     check_message("recv_any", data, message_tag);
     const mutable_bytes bytes{data.byte_data(), data.bytes()};
-    auto post = [this, bytes, message_tag] { return transport_->irecv_any(bytes, tag_of(message_tag)); };
-    return transfer("recv_any", "from", -1, message_tag, std::move(post), std::move(done));
+    auto post = [this, bytes, message_tag](auto& req) { req[0] = transport_->irecv_any(bytes, tag_of(message_tag)); };
+    return transfer<1>("recv_any", "from", -1, message_tag, std::move(post), std::move(done));
   }
 
  private:
@@ -980,30 +1014,35 @@ class communicator {
   // (so a rank's transfers start in issue order; at once when nothing is
   // queued), then the engine polls it (parked: later calls run meanwhile)
   // until it completes or its deadline, counted from its start, passes. No
-  // call number: only two ranks take part. One allocation a call: the
-  // state lives in the operation, whose closures hold only pointers (small
-  // enough for `std::function` to keep in place).
-  template <class Post>
+  // call number: only two ranks take part. `K` requests: a send or a
+  // receive (`req[0]`), or a sendrecv's send (`req[0]`, to `named`) and
+  // receive (`req[1]`, from `source`). One allocation a call: the state
+  // lives in the operation, whose closures hold only pointers (small enough
+  // for `std::function` to keep in place).
+  template <class Post, std::size_t K>
   struct transfer_op final : detail::async_op {
-    transfer_op(Post p, const char* toward_, int peer_, int tag_) : post(std::move(p)), toward(toward_), named(peer_), t(tag_) {}
+    transfer_op(Post p, const char* toward_, int peer_, int tag_, int source_)
+        : post(std::move(p)), toward(toward_), named(peer_), source(source_), t(tag_) {}
     Post post;
     const char* toward;
-    int named, t;  // `named` -1: a receive from any rank
-    typename Transport::request req{};
+    int named, source, t;  // `named` -1: a receive from any rank
+    std::array<typename Transport::request, K> req{};
+    std::array<bool, K> complete{};
     std::chrono::steady_clock::time_point started{};  // at the first look that found it unfinished
     unsigned misses = 0;  // looks that found it unfinished
   };
-  template <class Post>
-  collective_request transfer(const char* what, const char* toward, int peer, int t, Post post, completion done) {
+  template <std::size_t K, class Post>
+  collective_request transfer(const char* what, const char* toward, int peer, int t, Post post, completion done,
+                              int source = -1) {
     static_assert(has_test_v<Transport>, "ddl: send and recv need a transport with 'bool test(request&)'");
     static_assert(!accepts_device_memory_v<Transport>,
                   "ddl: send and recv are offered on host transports only (not on device transports yet)");
-    using op_type = transfer_op<Post>;
-    auto op = std::make_shared<op_type>(std::move(post), toward, peer, t);
+    using op_type = transfer_op<Post, K>;
+    auto op = std::make_shared<op_type>(std::move(post), toward, peer, t, source);
     op_type* x = op.get();
     op->what = what;
     op->on_complete = std::move(done);
-    op->run = [this, x] { guard([x] { x->req = x->post(); }); };
+    op->run = [this, x] { guard([x] { x->post(x->req); }); };
     op->poll = [this](detail::async_op& o) { return guard([this, &o] { return polled(static_cast<op_type&>(o)); }); };
     engine().submit(op);
     return collective_request(engine_, std::move(op));
@@ -1012,8 +1051,11 @@ class communicator {
   // names its peer: for a receive from any rank, the sender).
   template <class Op>
   bool polled(Op& x) {
-    if (transport_->test(x.req)) {
-      if constexpr (has_irecv_any_v<Transport>) x.peer = x.named < 0 ? x.req.peer() : x.named;
+    bool all = true;
+    for (std::size_t k = 0; k < x.req.size(); ++k)
+      if (!x.complete[k] && !(x.complete[k] = transport_->test(x.req[k]))) all = false;
+    if (all) {
+      if constexpr (has_irecv_any_v<Transport>) x.peer = x.named < 0 ? x.req[0].peer() : x.named;
       else x.peer = x.named;
       return true;
     }
@@ -1024,10 +1066,15 @@ class communicator {
     const auto now = std::chrono::steady_clock::now();
     if (x.misses == 1) x.started = now;
     if (now - x.started < opts_.timeout) return false;
-    x.req = typename Transport::request{};  // withdrawn: nothing touches the buffer afterwards
-    const std::string whom = x.named < 0 ? "any rank" : "rank " + std::to_string(x.named);
-    throw timeout_error(x.named, std::string(x.what) + " " + x.toward + " " + whom + " under tag " + std::to_string(x.t),
-                        "", std::chrono::duration<double>(now - x.started).count());
+    for (auto& q : x.req) q = typename Transport::request{};  // withdrawn: nothing touches the buffers afterwards
+    // The half that did not complete (a sendrecv's send is named first).
+    const bool sending = !x.complete[0] || x.req.size() == 1;
+    const int whom = sending ? x.named : x.source;
+    const std::string what = x.req.size() == 1 ? std::string(x.what) + " " + x.toward
+                                               : std::string(x.what) + (sending ? ": the send to" : ": the receive from");
+    const std::string peer = whom < 0 ? "any rank" : "rank " + std::to_string(whom);
+    throw timeout_error(whom, what + " " + peer + " under tag " + std::to_string(x.t), "",
+                        std::chrono::duration<double>(now - x.started).count());
   }
 
   // --- the call check (options::check_calls, DDL_CHECK=1) --------------------
