@@ -1221,25 +1221,31 @@ TEST_CASE("send and recv: every dtype, sizes 0 to 70001, matched by tag and in o
   });
 }
 
+// `check(comm, rank, n, T{}, per, log, where)` over
+// `every_mode_ranks_and_dtype`, `per` 0, 1 and 1001 elements (70001 too for float).
+template <class Check>
+void every_transfer_size(Check check) {
+  every_mode_ranks_and_dtype([&](auto& comm, int r, int n, auto tag, failure_log& log) {
+    const std::string name = ddl::name_of(ddl::dtype_of_v<decltype(tag)>);
+    for (std::size_t per : {std::size_t{0}, std::size_t{1}, std::size_t{1001}})
+      check(comm, r, n, tag, per, log, name + " per " + std::to_string(per));
+    if (std::is_same_v<decltype(tag), float>) check(comm, r, n, tag, 70001, log, name + " per 70001");
+  });
+}
+
 TEST_CASE("recv_any: each sender's message once, the sender named; matched in issue order beside receives from one "
           "rank; by tag; every dtype, sizes 0 to 70001, odd and prime rank counts") {
-  every_mode_ranks_and_dtype([](auto& comm, int r, int n, auto tag, failure_log& log) {
-    using T = decltype(tag);
-    const std::string name = ddl::name_of(ddl::dtype_of_v<T>);
-    for (std::size_t per : {std::size_t{0}, std::size_t{1}, std::size_t{1001}})
-      check_any_source<T>(comm, r, n, per, log, name + " per " + std::to_string(per));
-    if (std::is_same_v<T, float>) check_any_source<T>(comm, r, n, 70001, log, name + " per 70001");
+  every_transfer_size([](auto& comm, int r, int n, auto tag, std::size_t per, failure_log& log,
+                         const std::string& where) {
+    check_any_source<decltype(tag)>(comm, r, n, per, log, where);
   });
 }
 
 TEST_CASE("sendrecv: ring shifts and pairwise exchanges, each half matching plain sends and receives in issue order; "
           "every dtype, sizes 0 to 70001, odd and prime rank counts") {
-  every_mode_ranks_and_dtype([](auto& comm, int r, int n, auto tag, failure_log& log) {
-    using T = decltype(tag);
-    const std::string name = ddl::name_of(ddl::dtype_of_v<T>);
-    for (std::size_t per : {std::size_t{0}, std::size_t{1}, std::size_t{1001}})
-      check_sendrecv<T>(comm, r, n, per, log, name + " per " + std::to_string(per));
-    if (std::is_same_v<T, float>) check_sendrecv<T>(comm, r, n, 70001, log, name + " per 70001");
+  every_transfer_size([](auto& comm, int r, int n, auto tag, std::size_t per, failure_log& log,
+                         const std::string& where) {
+    check_sendrecv<decltype(tag)>(comm, r, n, per, log, where);
   });
 }
 

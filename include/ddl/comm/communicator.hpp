@@ -480,7 +480,9 @@ class communicator {
   collective_request send_async(const_buffer_view data, int peer, int message_tag, completion done = {}) {
     check_transfer("send", data, peer, message_tag);
     const const_bytes bytes{data.byte_data(), data.bytes()};
-    auto post = [this, bytes, peer, message_tag](auto& req) { req[0] = transport_->isend(peer, bytes, tag_of(message_tag)); };
+    auto post = [this, bytes, peer, message_tag](auto& req) {
+      req[0] = transport_->isend(peer, bytes, tag_of(message_tag));
+    };
     return transfer<1>("send", "to", peer, message_tag, std::move(post), std::move(done));
   }
   /// Receives into `data` from rank `peer` under `message_tag` (`MPI_Recv`): exactly
@@ -490,7 +492,9 @@ class communicator {
   collective_request recv_async(buffer_view data, int peer, int message_tag, completion done = {}) {
     check_transfer("recv", data, peer, message_tag);
     const mutable_bytes bytes{data.byte_data(), data.bytes()};
-    auto post = [this, bytes, peer, message_tag](auto& req) { req[0] = transport_->irecv(peer, bytes, tag_of(message_tag)); };
+    auto post = [this, bytes, peer, message_tag](auto& req) {
+      req[0] = transport_->irecv(peer, bytes, tag_of(message_tag));
+    };
     return transfer<1>("recv", "from", peer, message_tag, std::move(post), std::move(done));
   }
   /// Sends `out` to rank `dest` and receives `in` from rank `source`, both
@@ -553,7 +557,9 @@ class communicator {
       throw invalid_argument("recv_any: no other rank to receive from in a group of " + std::to_string(size()));
     check_message("recv_any", data, message_tag);
     const mutable_bytes bytes{data.byte_data(), data.bytes()};
-    auto post = [this, bytes, message_tag](auto& req) { req[0] = transport_->irecv_any(bytes, tag_of(message_tag)); };
+    auto post = [this, bytes, message_tag](auto& req) {
+      req[0] = transport_->irecv_any(bytes, tag_of(message_tag));
+    };
     return transfer<1>("recv_any", "from", -1, message_tag, std::move(post), std::move(done));
   }
 
