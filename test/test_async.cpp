@@ -234,6 +234,62 @@ TEST_CASE("broadcast: every algorithm forced, odd and prime rank counts, fewer e
     }
 }
 
+TEST_CASE("broadcast: through the root's ring in the stages: the root runs ahead of a slow reader, entries reused, "
+          "every size to the ring's limit and past it") {
+  // Broadcasts of at most `ring_limit` bytes over 3 ranks or more go through
+  // the root's ring of `ring_entries` entries (`direct_base::ring_broadcast`);
+  // the root waits only for a full ring. Batches of asynchronous broadcasts
+  // (the root's queue runs them back to back), one entry to the ring's limit
+  // and one element past it (pieces, meetings of all): in even rounds from
+  // one root while the next rank dawdles (the root fills the ring and waits
+  // for it: each batch is 3 rings' worth of calls), in odd ones from roots
+  // in turn.
+  using D = ddl::detail::direct_base;
+  constexpr std::size_t entry = D::ring_entry / sizeof(float), limit = D::ring_limit / sizeof(float);
+  const std::size_t counts[] = {1, 3, entry - 1, entry, entry + 1, 3 * entry + 5, limit, limit + 1};
+  static_assert(D::ring_ranks == 3);
+  for (int n : {3, 4, 7}) {
+    CAPTURE(n);
+    failure_log log;
+    ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+      ddl::options o = with_progress(ddl::progress::thread);
+      o.broadcast = ddl::broadcast_algorithm::direct;
+      ddl::communicator<ddl::ring, ddl::local_transport> comm(t, o);
+      const int r = t.rank();
+      constexpr int batch = 3 * static_cast<int>(D::ring_entries);
+      std::vector<std::vector<float>> bufs(batch);
+      for (int round = 0; round < 6; ++round) {
+        const bool one = round % 2 == 0;
+        auto root_of = [&](int k) { return one ? round / 2 % n : (k + round) % n; };
+        if (one && r == (root_of(0) + 1) % n) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::vector<ddl::collective_request> reqs;
+        for (int k = 0; k < batch; ++k) {
+          const std::size_t count = counts[static_cast<std::size_t>(k + round) % std::size(counts)];
+          const int root = root_of(k);
+          auto& v = bufs[static_cast<std::size_t>(k)];
+          v.assign(count, -1.0f);
+          if (r == root)
+            for (std::size_t i = 0; i < count; ++i) v[i] = bcast_value<float>(root, i + static_cast<std::size_t>(k));
+          reqs.push_back(comm.broadcast_async(ddl::host_view(v), root));
+        }
+        for (auto& q : reqs) q.wait();
+        for (int k = 0; k < batch; ++k) {
+          const int root = root_of(k);
+          const auto& v = bufs[static_cast<std::size_t>(k)];
+          for (std::size_t i = 0; i < v.size(); ++i)
+            if (!same_bits(v[i], bcast_value<float>(root, i + static_cast<std::size_t>(k)))) {
+              log.add("round " + std::to_string(round) + " call " + std::to_string(k) + " rank " + std::to_string(r) +
+                      ": " + std::to_string(v.size()) + " floats from root " + std::to_string(root) + " wrong at " +
+                      std::to_string(i));
+              break;
+            }
+        }
+      }
+    });
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
+
 TEST_CASE("broadcast: DDL_BROADCAST names an algorithm or is refused") {
   setenv("DDL_BROADCAST", "scatter_allgather", 1);
   CHECK(ddl::options::from_env().broadcast == ddl::broadcast_algorithm::scatter_allgather);

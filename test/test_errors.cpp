@@ -326,8 +326,10 @@ TEST_CASE("without DDL_CHECK: a collective, dtype, op or count one rank disagree
   // times out), rank 0 finishes or times out on its send to rank 2 (taken
   // only by a matching receive), and rank 2 ends at its deadline. Never a
   // wrong result. (Where two ranks send to each other instead, the next
-  // test case: a mismatch_error.) Through the stages (direct) every rank
-  // meets every other and compares their stamps: a mismatch_error on each.
+  // test case: a mismatch_error.) Through the stages (direct, 256 B: the
+  // root's ring) root 0 publishes and returns, rank 1 takes its data, and
+  // rank 2, waiting for rank 1's entry, sees rank 1 finish the broadcast
+  // without publishing it: a mismatch_error at once, not at the deadline.
   for (auto algo : {ddl::broadcast_algorithm::binomial, ddl::broadcast_algorithm::direct}) {
     CAPTURE(static_cast<int>(algo));
     ddl::options o;
@@ -347,12 +349,51 @@ TEST_CASE("without DDL_CHECK: a collective, dtype, op or count one rank disagree
       }
     });
     if (algo == ddl::broadcast_algorithm::direct) {
-      CHECK(outcome == std::vector<int>(3, -2));
+      CHECK(outcome == std::vector<int>{1, 1, -2});
     } else {
       CHECK(outcome[0] != 0);
       CHECK(outcome[1] != 0);
       CHECK(outcome[2] == -1);
     }
+  }
+}
+
+TEST_CASE("without DDL_CHECK: a broadcast through the root's ring whose ranks name two roots fails on one of them, "
+          "never a wrong result") {
+  // Ranks 0 and 1 name root 0, ranks 2 and 3 root 2: both roots publish the
+  // entry and return, each after a full fence looking at the other's counter
+  // (at least one of the two sees it: a mismatch_error); ranks 1 and 3 take
+  // their own root's data. Whoever returns holds its root's data.
+  for (int trial = 0; trial < 20; ++trial) {
+    CAPTURE(trial);
+    ddl::options o;
+    o.timeout = std::chrono::seconds(5);
+    o.broadcast = ddl::broadcast_algorithm::direct;
+    std::vector<int> outcome(4, 0);  // 1: its root's data, -2: a mismatch_error, -3: wrong data, -4: another error
+    std::vector<std::string> what(4);
+    ddl::local_fabric::run(4, [&](ddl::local_transport& t) {
+      comm_t comm(t, o);
+      const int r = t.rank(), root = r < 2 ? 0 : 2;
+      std::vector<float> g(16, float(r));
+      auto& out = outcome[static_cast<std::size_t>(r)];
+      try {
+        comm.broadcast(ddl::host_view(g), root);
+        out = std::all_of(g.begin(), g.end(), [&](float x) { return x == float(root); }) ? 1 : -3;
+      } catch (const ddl::mismatch_error& e) {
+        out = -2;
+        what[static_cast<std::size_t>(r)] = e.what();
+      } catch (const ddl::error& e) {  // a peer's failure, heard of
+        out = -4;
+        what[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+    CAPTURE(what[0]);
+    CAPTURE(what[2]);
+    CHECK(std::count(outcome.begin(), outcome.end(), -3) == 0);
+    CHECK((outcome[0] == -2 || outcome[2] == -2));
+    for (int r : {0, 2})
+      if (outcome[static_cast<std::size_t>(r)] == -2)
+        CHECK(contains(what[static_cast<std::size_t>(r)], "both sent this broadcast as its root"));
   }
 }
 

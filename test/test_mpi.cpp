@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <ddl/staged/transport.hpp>
 
@@ -1499,18 +1500,23 @@ TEST_CASE("mpi roots: a broadcast whose ranks name different roots is a mismatch
   // its own tree completed first may return, with its own root's data.
   // Through the stages (direct, one node, first: it sends no message, so
   // nothing is stranded) every rank meets every other and compares stamps,
-  // the roots among them.
+  // the roots among them; 100 floats go through the root's ring instead,
+  // where both roots publish and return, and at least one of them sees the
+  // other's entry (`direct_base::ring_broadcast`).
   const int n = world_size(), me = world_rank();
   if (n != 2 && n != 4 && n != 8) return;
-  for (auto algo : {ddl::broadcast_algorithm::direct, ddl::broadcast_algorithm::binomial}) {
+  for (auto [algo, count] : {std::pair{ddl::broadcast_algorithm::direct, 10000},
+                             std::pair{ddl::broadcast_algorithm::direct, 100},
+                             std::pair{ddl::broadcast_algorithm::binomial, 10000}}) {
     CAPTURE(static_cast<int>(algo));
+    CAPTURE(count);
     ddl::mpi_transport t(MPI_COMM_WORLD);  // a fresh one: the group is given up after a mismatch
     ddl::options o = ddl::options::from_env();
     o.check_calls = false;
     o.timeout = std::chrono::seconds(30);
     o.broadcast = algo;
     ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
-    std::vector<float> v(10000, static_cast<float>(me));
+    std::vector<float> v(static_cast<std::size_t>(count), static_cast<float>(me));
     const auto outcome = mismatch_outcome([&] {
       const int root = me < n / 2 ? 0 : n / 2;
       comm.broadcast(ddl::host_view(v), root);

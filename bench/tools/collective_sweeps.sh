@@ -7,7 +7,8 @@
 # N = 2, 4, 8; MIN, MAX and FACTOR (default 8, 64M, 8) the sizes, COLLECTIVES which run
 # (all_reduce too), MPICH_RANKS the rank counts MPICH runs at (default 2 4 8:
 # at 4 and 8 its own calls busy-wait on a 2-core machine), ITERATIONS and
-# WARMUP the timed and untimed calls a size (default 5 and 2).
+# WARMUP the timed and untimed samples a size (default 5 and 2), BATCH the calls
+# back to back in a sample (default 1: each call between two barriers).
 # Summaries: bench/tools/collective_table.py OUTDIR (all), or mpi_ratios.py on one configuration.
 set -euo pipefail
 out=${1:?usage: collective_sweeps.sh OUTDIR [BUILD] [BUILD_MPICH]}
@@ -18,7 +19,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tuned=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184
 for rep in 1 2 3; do
   for c in ${COLLECTIVES:-reduce_scatter all_gather broadcast}; do
-    args=(--transport mpi --strategy auto --baseline mpi --collective "$c" -b "${MIN:-8}" -e "${MAX:-64M}" -f "${FACTOR:-8}" -n "${ITERATIONS:-5}" -w "${WARMUP:-2}")
+    args=(--transport mpi --strategy auto --baseline mpi --collective "$c" -b "${MIN:-8}" -e "${MAX:-64M}" -f "${FACTOR:-8}" -n "${ITERATIONS:-5}" -w "${WARMUP:-2}" --batch "${BATCH:-1}")
     for n in 2 4 8; do
       mpirun -n "$n" --oversubscribe --mca mpi_yield_when_idle 1 -x GLIBC_TUNABLES=$tuned \
         "$build/bench/ddl-bench" "${args[@]}" > "$out/ompi_${c}_n${n}_run$rep.txt" 2>&1

@@ -28,8 +28,10 @@
 ///     them: threads, MPI ranks of one machine; `broadcast_costs`), no
 ///     message: ranks of several processes take the message in pieces of
 ///     P = `direct_base::flagged_limit` bytes, each one meeting through
-///     counters; the root copies a piece into its stage, every other rank
-///     copies it out, at the memory's rate M (f: a meeting in latencies):
+///     counters (from 3 ranks, up to `direct_base::ring_limit` bytes, one
+///     hand-off from the root's ring instead, priced the same); the root
+///     copies a piece into its stage, every other rank copies it out, at the
+///     memory's rate M (f: a meeting in latencies):
 ///       t = ceil(S / P) f a + 2 S / M
 ///     ranks of one process (`in_place`) copy a message of more than one
 ///     piece from the root's buffer where it lies, between two meetings:
