@@ -446,8 +446,8 @@ class direct_base {
         const std::uint64_t* their_pub = line(root, ring_pub_at);
         const std::uint64_t* their_done = line(root, ring_done_at);
         if (load(their_pub) < q) {
-          wait_on_peer(t, root, [their_pub, their_done, q, load] { return load(their_pub) >= q || load(their_done) >= q; },
-                       until, c, phase_name{"broadcast ring: the root's entry", 0, 1});
+          auto ready = [their_pub, their_done, q, load] { return load(their_pub) >= q || load(their_done) >= q; };
+          wait_on_peer(t, root, ready, until, c, phase_name{"broadcast ring: the root's entry", 0, 1});
           if (load(their_pub) < q)  // its done reached q first: it took part as a reader
             disagree(root, "rank " + std::to_string(r) + " names rank " + std::to_string(root) +
                                " the root, which finished this broadcast without sending it");
