@@ -236,7 +236,7 @@ TEST_CASE("broadcast: every algorithm forced, odd and prime rank counts, fewer e
 
 TEST_CASE("broadcast: through the root's ring in the stages: the root runs ahead of a slow reader, entries reused, "
           "every size to the ring's limit and past it") {
-  // Broadcasts of at most `ring_limit` bytes over 3 ranks or more go through
+  // Broadcasts of at most `ring_limit` bytes go through
   // the root's ring of `ring_entries` entries (`direct_base::ring_broadcast`);
   // the root waits only for a full ring. Batches of asynchronous broadcasts
   // (the root's queue runs them back to back), one entry to the ring's limit
@@ -247,8 +247,7 @@ TEST_CASE("broadcast: through the root's ring in the stages: the root runs ahead
   using D = ddl::detail::direct_base;
   constexpr std::size_t entry = D::ring_entry / sizeof(float), limit = D::ring_limit / sizeof(float);
   const std::size_t counts[] = {1, 3, entry - 1, entry, entry + 1, 3 * entry + 5, limit, limit + 1};
-  static_assert(D::ring_ranks == 3);
-  for (int n : {3, 4, 7}) {
+  for (int n : {2, 3, 4, 7}) {
     CAPTURE(n);
     failure_log log;
     ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
@@ -334,6 +333,14 @@ TEST_CASE("broadcast: direct where the ranks share stages: a meeting per 64 KiB 
   CHECK(b.segments == 256);
   CHECK(b.seconds == doctest::Approx(256 * 20e-6 + 2.0 * big / (8 * 2.5e9)));
   CHECK(ddl::broadcast_choice(big + 1, 4, 20e-6, 2.5e9, 4, algo::direct, stages).segments == 257);
+  // Up to the ring's limit, one store waited for: half a meeting, two copies
+  // (one byte past it, a meeting).
+  constexpr std::size_t ring = ddl::detail::direct_base::ring_limit;
+  const auto r = ddl::broadcast_choice(ring, 4, 20e-6, 2.5e9, 4, algo::automatic, stages);
+  CHECK(r.algo == algo::direct);
+  CHECK(r.seconds == doctest::Approx(20e-6 / 2 + 2.0 * ring / (8 * 2.5e9)));
+  CHECK(ddl::broadcast_choice(ring + 1, 4, 20e-6, 2.5e9, 4, algo::direct, stages).seconds ==
+        doctest::Approx(20e-6 + 2.0 * (ring + 1) / (8 * 2.5e9)));
   // Never where the stages are not there, whatever it would cost.
   stages.direct = false;
   CHECK(ddl::broadcast_choice(small, 4, 20e-6, 2.5e9, 4, algo::automatic, stages).algo == algo::binomial);
@@ -346,6 +353,7 @@ TEST_CASE("broadcast: direct where the ranks share stages: a meeting per 64 KiB 
   CHECK(one.segments == 1);
   CHECK(one.seconds == doctest::Approx(2 * 20e-6 + 1.0 * big / (8 * 2.5e9)));
   CHECK(ddl::broadcast_choice(small, 4, 20e-6, 2.5e9, 4, algo::direct, stages).seconds == doctest::Approx(s.seconds));
+  CHECK(ddl::broadcast_choice(ring, 4, 20e-6, 2.5e9, 4, algo::direct, stages).seconds == doctest::Approx(r.seconds));
   // Copying steps priced at the transport's copy factor (threads: 1.5 B).
   ddl::broadcast_costs copies;
   copies.copy = 1.5;
@@ -359,6 +367,8 @@ TEST_CASE("broadcast: direct where the ranks share stages: a meeting per 64 KiB 
     ddl::communicator<ddl::ring, ddl::local_transport> forced(t, o);
     if (forced.broadcast_plan_for(100).algo != algo::direct || forced.broadcast_plan_for(1 << 20).segments != 1)
       throw std::runtime_error("local ranks: a forced direct broadcast does not plan direct, in place");
+    if (comm.broadcast_plan_for(64).algo != algo::direct)  // the ring's one store against the tree's messages
+      throw std::runtime_error("local ranks: a 64-byte broadcast does not plan the root's ring");
     const ddl::broadcast_costs st = ddl::broadcast_costs_of(t);
     if (!st.direct || !st.in_place || st.copy != ddl::local_transport::copy_step_factor)
       throw std::runtime_error("local ranks: their broadcast costs are not the threads'");

@@ -1500,8 +1500,8 @@ TEST_CASE("mpi roots: a broadcast whose ranks name different roots is a mismatch
   // its own tree completed first may return, with its own root's data.
   // Through the stages (direct, one node, first: it sends no message, so
   // nothing is stranded) every rank meets every other and compares stamps,
-  // the roots among them; from 3 ranks 100 floats go through the root's
-  // ring instead, where both roots publish and return, and at least one of
+  // the roots among them; 100 floats go through the root's ring
+  // instead, where both roots publish and return, and at least one of
   // them sees the other's entry (`direct_base::ring_broadcast`).
   const int n = world_size(), me = world_rank();
   if (n != 2 && n != 4 && n != 8) return;

@@ -420,7 +420,9 @@ class communicator {
   /// are priced on: the strategy's (`auto_strategy`: `DDL_TOPOLOGY`,
   /// `DDL_PROBE=1`, a cluster's probe), else the transport's (the
   /// simulator), else one level of the transport's default link costs.
-  topology link_topology() const {
+  /// (A reference where the strategy or transport keeps one: a broadcast
+  /// prices its plan on it every call.)
+  decltype(auto) link_topology() const {
     if constexpr (has_topo_v<Strategy>) {
       return strategy_.topo();
     } else if constexpr (has_topology_v<Transport>) {
@@ -778,7 +780,7 @@ class communicator {
   template <class T>
   void broadcast_on(T& t, std::byte* p, const buffer_view& data, int root, const call_context& c) {
     const std::size_t bytes = data.bytes(), elem = size_of(data.type);
-    const topology topo = link_topology();
+    const auto& topo = link_topology();
     const broadcast_costs costs = broadcast_costs_of(t, std::strcmp(c.mem->name, "host") == 0);
     if (opts_.broadcast == broadcast_algorithm::direct && !costs.direct)
       throw invalid_argument("broadcast: 'direct' (DDL_BROADCAST or options::broadcast) meets through stages its "

@@ -28,11 +28,14 @@
 ///     them: threads, MPI ranks of one machine; `broadcast_costs`), no
 ///     message: ranks of several processes take the message in pieces of
 ///     P = `direct_base::flagged_limit` bytes, each one meeting through
-///     counters (from 3 ranks, up to `direct_base::ring_limit` bytes, one
-///     hand-off from the root's ring instead, priced the same); the root
-///     copies a piece into its stage, every other rank copies it out, at the
-///     memory's rate M (f: a meeting in latencies):
+///     counters; the root copies a piece into its stage, every other rank
+///     copies it out, at the memory's rate M (f: a meeting in latencies):
 ///       t = ceil(S / P) f a + 2 S / M
+///     up to R = `direct_base::ring_limit` bytes through the root's ring
+///     instead: the readers wait for one store of the root's, the root for
+///     nobody, half a meeting (threads, 2 ranks, 8-64 B back to back: 0.33-
+///     0.45 us a call against the tree's one message, 0.67-0.83 us):
+///       t = f a / 2 + 2 S / M                   -- S <= R
 ///     ranks of one process (`in_place`) copy a message of more than one
 ///     piece from the root's buffer where it lies, between two meetings:
 ///       t = 2 f a + S / M                       -- a meeting or two where a
@@ -151,8 +154,10 @@ inline broadcast_plan broadcast_choice(std::size_t bytes, int ranks, double late
   const bool whole = costs.in_place && bytes > piece;
   const double memory = costs.read * link_bandwidth;
   direct.segments = whole ? 1 : std::max<std::size_t>(1, (bytes + piece - 1) / piece);
+  const bool ring = bytes <= detail::direct_base::ring_limit;
   direct.seconds = whole ? 2 * costs.flagged * latency + S / memory
-                         : static_cast<double>(direct.segments) * costs.flagged * latency + 2 * S / memory;
+                   : ring ? costs.flagged * latency / 2 + 2 * S / memory
+                          : static_cast<double>(direct.segments) * costs.flagged * latency + 2 * S / memory;
   switch (force) {
     case algo::binomial: return binomial;
     case algo::chain: return chain;

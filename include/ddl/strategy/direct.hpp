@@ -122,33 +122,36 @@ class direct_base {
   /// How a stage is laid out (over `peer_stage`): first `stage_header`
   /// bytes of counters and stamps, a cache line each: the flagged calls'
   /// counter and the stamps of their two slots (lines 0-2), the broadcast
-  /// ring's `ring_pub_at` and `ring_done_at` (lines 3, 4) and its entries'
-  /// stamps (from `ring_stamps_at`); then the flagged calls' two slots of
-  /// `flagged_limit` bytes, then the ring's `ring_entries` entries of
+  /// ring's `ring_pub_at` and `ring_done_at` (lines 3, 4), `ring_seen_at`
+  /// (line 5, read by this rank alone) and its entries' stamps (from
+  /// `ring_stamps_at`, `ring_stamp` bytes each: 24 of stamp, then up to
+  /// `ring_inline` bytes of the entry's data); then the flagged calls' two
+  /// slots of `flagged_limit` bytes, then the ring's `ring_entries` entries of
   /// `ring_entry` bytes (at `ring_at`), then from `stage_prefix` on the data
   /// of the calls synchronised by messages. Slots and entries are read by
   /// peers that may still be in a call when this rank has left it, so
   /// nothing else is written there.
   static constexpr std::size_t stage_header = 4096;
   static constexpr std::size_t flagged_limit = std::size_t{64} << 10;
-  /// A broadcast of at most `ring_limit` bytes over `ring_ranks` ranks or
-  /// more goes through the root's ring of `ring_entries` entries
-  /// (`ring_broadcast`): the root writes and goes on, up to `ring_entries`
-  /// entries ahead of its slowest reader. Two ranks meet instead: there the
-  /// ring saved 0.1 us a call back to back and cost 0.6-0.9 us a call
-  /// followed by a barrier over MPI (level on threads; 2 cores,
-  /// bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-03): ranks that
-  /// leave a meeting together pass the barrier at once.
+  /// A broadcast of at most `ring_limit` bytes goes through the root's ring
+  /// of `ring_entries` entries (`ring_broadcast`): the root writes and goes
+  /// on, up to `ring_entries` entries ahead of its slowest reader; entries of
+  /// at most `ring_inline` bytes ride in the stamp's own cache lines (3-8
+  /// MPI ranks on 2 cores, 8-64 B: 1.2-2x faster than from the entry). At 2
+  /// ranks, 8 B-4 KiB, over one meeting of both a call: 1.4-2.7x faster back
+  /// to back, 0.9-1.1x a call between barriers (ranks that leave a meeting
+  /// together pass a barrier at once; bench/results/mpi-vs-openmpi-mpich-gloo.md,
+  /// 2026-12-03).
   /// At 32 KiB (8 entries) the ring ran 1.1-2.4x slower than one meeting
   /// back to back at 3 and 4 ranks; at 16 KiB 1.4-2.4x faster at 4 and 8.
-  static constexpr int ring_ranks = 3;
   static constexpr std::size_t ring_entries = 16;
   static constexpr std::size_t ring_entry = std::size_t{4} << 10;
   static constexpr std::size_t ring_limit = 4 * ring_entry;
-  static constexpr std::size_t ring_pub_at = 64 * 3, ring_done_at = 64 * 4, ring_stamps_at = 64 * 8;
+  static constexpr std::size_t ring_pub_at = 64 * 3, ring_done_at = 64 * 4, ring_seen_at = 64 * 5;
+  static constexpr std::size_t ring_stamps_at = 64 * 8, ring_stamp = 128, ring_inline = ring_stamp - 24;
   static constexpr std::size_t ring_at = stage_header + 2 * flagged_limit;
   static constexpr std::size_t stage_prefix = ring_at + ring_entries * ring_entry;
-  static_assert(ring_stamps_at + 64 * ring_entries <= stage_header, "ddl: the ring's stamps fit in the header");
+  static_assert(ring_stamps_at + ring_stamp * ring_entries <= stage_header, "ddl: the ring's stamps fit in the header");
   /// Over stages (real memory: not the simulator's, whose reads cross
   /// links), a two_shot whose inputs are not all shared buffers, and an
   /// all-gather whose parts are not, go through the stages in segments of at
@@ -353,9 +356,8 @@ class direct_base {
 
   /// Broadcast through the stages' counters (`broadcast_algorithm::direct`,
   /// over stages a transport can wait on: threads, MPI ranks of one
-  /// machine). At most `ring_limit` bytes over `ring_ranks` or more go
-  /// through the root's ring (`ring_broadcast`: the root does not wait for
-  /// its readers). Otherwise the root's `bytes` go in pieces of at most
+  /// machine). At most `ring_limit` bytes go through the root's ring
+  /// (`ring_broadcast`: the root does not wait for its readers). Otherwise the root's `bytes` go in pieces of at most
   /// `flagged_limit`, one meeting (`flagged_meet`) each, in which the root
   /// copies the piece into its slot and every other rank then copies it out
   /// of the root's; the root writes the next piece into its other slot while
@@ -368,7 +370,7 @@ class direct_base {
   /// that disagree on the root all fail.
   template <class Transport>
   static void broadcast(Transport& t, std::byte* data, std::size_t bytes, int root, const call_context& c) {
-    if (bytes <= ring_limit && t.size() >= ring_ranks) return ring_broadcast(t, data, bytes, root, c);
+    if (bytes <= ring_limit) return ring_broadcast(t, data, bytes, root, c);
     const bool mine = t.rank() == root;
     if constexpr (has_peer_memory_v<Transport>) {
       if (bytes <= flagged_limit) return pieces(t, data, bytes, root, c);
@@ -389,20 +391,25 @@ class direct_base {
   /// part in, 1, 2, ... (`ring_done_at`: the last it finished, the same on
   /// every rank in step). For entry q the root waits until every peer has
   /// finished entry q - `ring_entries` (whose place q takes; at once unless
-  /// the ring is full), writes q's stamp (q, the call's bytes, its tag) and
-  /// data, raises its `ring_pub_at` to q and goes on; a reader waits for
-  /// the root's `ring_pub_at` to reach q, checks the stamp against its own
-  /// and copies the data out. So a small broadcast costs the root one copy
-  /// and its readers one hand-off, and back-to-back broadcasts overlap (8
-  /// MPI ranks on 2 cores: a meeting of all ranks per call had every rank
-  /// wait for every other to be scheduled). Disagreements: a stamp that
-  /// differs (count, root, dtype; a reader one entry out of step) is a
-  /// `mismatch_error` on the reader; a reader whose root finished entry q
-  /// without publishing it (it named another root) fails at once instead of
-  /// at its deadline; and two ranks that both publish entry q as root find
-  /// each other (each raises its counter, then, after a full fence, reads
-  /// the other's: at least one of the two sees it), so ranks that disagree
-  /// on the root never all return silently.
+  /// the ring is full: the least of its peers' counters it last read, kept
+  /// at `ring_seen_at`, tells it without a look at theirs), writes q's
+  /// stamp (the call's bytes, its tag, and, up to `ring_inline` bytes, the
+  /// data beside it; larger entries' data in the entry) and then its number
+  /// q, raises its `ring_pub_at` to q and goes on; a reader waits for the
+  /// stamp's number to reach q, checks the stamp against its own and copies
+  /// the data out. So a small broadcast costs the root one copy and its
+  /// readers one hand-off of a cache line or two, and back-to-back
+  /// broadcasts overlap (8 MPI ranks on 2 cores: a meeting of all ranks per
+  /// call had every rank wait for every other to be scheduled).
+  /// Disagreements: a stamp that differs (count, root, dtype; a reader one
+  /// entry out of step) is a `mismatch_error` on the reader; a reader whose
+  /// root finished entry q without publishing it (it named another root)
+  /// fails at once instead of at its deadline; and two ranks that both
+  /// publish entry q as root find each other (each raises its
+  /// `ring_pub_at`, then, after a full fence, reads the other's: at least
+  /// one of the two sees it), so ranks that disagree on the root never all
+  /// return silently. The deadline is read from the clock at the first wait
+  /// (a call that never waits reads no clock).
   template <class Transport>
   static void ring_broadcast(Transport& t, std::byte* data, std::size_t bytes, int root, const call_context& c) {
     const int n = t.size(), r = t.rank();
@@ -411,9 +418,14 @@ class direct_base {
     std::byte* own = t.stage(stage_prefix);
     auto* pub = reinterpret_cast<std::uint64_t*>(own + ring_pub_at);
     auto* done = reinterpret_cast<std::uint64_t*>(own + ring_done_at);
+    auto* seen = reinterpret_cast<std::uint64_t*>(own + ring_seen_at);
     const std::uint64_t first = __atomic_load_n(done, __ATOMIC_RELAXED) + 1;
     const std::uint64_t last = first + (bytes == 0 ? 0 : (bytes - 1) / ring_entry);
-    const deadline until = phase_deadline(c);
+    deadline until{};
+    auto by = [&] {
+      if (until == deadline{}) until = phase_deadline(c);
+      return until;
+    };
     auto line = [&](int p, std::size_t at) {
       return reinterpret_cast<const std::uint64_t*>(t.peer_stage(p, stage_header) + at);
     };
@@ -428,39 +440,45 @@ class direct_base {
       const std::size_t e = static_cast<std::size_t>(q % ring_entries);
       const std::size_t off = static_cast<std::size_t>(q - first) * ring_entry;
       const std::size_t len = std::min(ring_entry, bytes - off);
+      const std::size_t at_stamp = ring_stamps_at + ring_stamp * e;
       if (mine) {
-        for (int d = 1; d < n && q > ring_entries; ++d) {
-          const int p = (r + d) % n;
-          const std::uint64_t* theirs = line(p, ring_done_at);
-          if (load(theirs) + ring_entries < q)
-            wait_on_peer(t, p, [theirs, q, load] { return load(theirs) + ring_entries >= q; }, until, c,
-                         phase_name{"broadcast ring: peers reading", 0, 1});
+        if (q > ring_entries && *seen + ring_entries < q) {  // full as last seen: look at every peer's counter
+          std::uint64_t least = q;
+          for (int d = 1; d < n; ++d) {
+            const int p = (r + d) % n;
+            const std::uint64_t* theirs = line(p, ring_done_at);
+            if (load(theirs) + ring_entries < q)
+              wait_on_peer(t, p, [theirs, q, load] { return load(theirs) + ring_entries >= q; }, by(), c,
+                           phase_name{"broadcast ring: peers reading", 0, 1});
+            least = std::min(least, load(theirs));
+          }
+          *seen = least;
         }
-        auto* st = reinterpret_cast<std::uint64_t*>(own + ring_stamps_at + 64 * e);
-        st[0] = q;
+        auto* st = reinterpret_cast<std::uint64_t*>(own + at_stamp);
         st[1] = stamp[0];
         st[2] = stamp[1];
-        if (len > 0) local_copy(c, own + ring_at + e * ring_entry, data + off, len);
+        std::byte* to = len <= ring_inline ? own + at_stamp + 24 : own + ring_at + e * ring_entry;
+        if (len > 0) local_copy(c, to, data + off, len);
+        __atomic_store_n(st, q, __ATOMIC_RELEASE);
         __atomic_store_n(pub, q, __ATOMIC_RELEASE);
       } else {
-        const std::uint64_t* their_pub = line(root, ring_pub_at);
-        const std::uint64_t* their_done = line(root, ring_done_at);
-        if (load(their_pub) < q) {
-          auto ready = [their_pub, their_done, q, load] { return load(their_pub) >= q || load(their_done) >= q; };
-          wait_on_peer(t, root, ready, until, c, phase_name{"broadcast ring: the root's entry", 0, 1});
-          if (load(their_pub) < q)  // its done reached q first: it took part as a reader
+        const std::uint64_t* their_st = line(root, at_stamp);
+        if (load(their_st) < q) {
+          const std::uint64_t* their_done = line(root, ring_done_at);
+          auto ready = [their_st, their_done, q, load] { return load(their_st) >= q || load(their_done) >= q; };
+          wait_on_peer(t, root, ready, by(), c, phase_name{"broadcast ring: the root's entry", 0, 1});
+          if (load(their_st) < q)  // its done reached q first: it took part as a reader
             disagree(root, "rank " + std::to_string(r) + " names rank " + std::to_string(root) +
                                " the root, which finished this broadcast without sending it");
         }
-        const std::byte* at = t.peer_stage(root, stage_prefix);  // grown that far before it raised its counter
-        std::uint64_t their[3];
-        std::memcpy(their, at + ring_stamps_at + 64 * e, sizeof their);
-        if (their[0] != q)  // it published a later entry, not this one
+        if (load(their_st) != q)  // it published a later entry in this place, not this one
           disagree(root, "rank " + std::to_string(r) + " names rank " + std::to_string(root) +
                              " the root, which did not send this broadcast");
-        const std::uint64_t theirs[2] = {their[1], their[2]};
+        const std::uint64_t theirs[2] = {their_st[1], their_st[2]};
         check_stamp(r, stamp, root, theirs, size_of(c.red.type), c);
-        if (len > 0) local_copy(c, data + off, at + ring_at + e * ring_entry, len);
+        const std::byte* from = len <= ring_inline ? reinterpret_cast<const std::byte*>(their_st) + 24
+                                                   : t.peer_stage(root, stage_prefix) + ring_at + e * ring_entry;
+        if (len > 0) local_copy(c, data + off, from, len);
       }
       __atomic_store_n(done, q, __ATOMIC_RELEASE);
       raised(t);
