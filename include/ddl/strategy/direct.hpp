@@ -144,7 +144,10 @@ class direct_base {
   /// 2026-12-03).
   /// At 32 KiB (8 entries) the ring ran 1.1-2.4x slower than one meeting
   /// back to back at 3 and 4 ranks; at 16 KiB 1.4-2.4x faster at 4 and 8.
-  static constexpr std::size_t ring_entries = 16;
+  /// 28 entries (as many stamps as the header holds) over 16: back to back
+  /// at 3-8 MPI ranks, 8-64 B, `MPI_Bcast` / ddl 1.0-1.25x higher (the root runs
+  /// further ahead before it waits for its readers to be scheduled).
+  static constexpr std::size_t ring_entries = 28;
   static constexpr std::size_t ring_entry = std::size_t{4} << 10;
   static constexpr std::size_t ring_limit = 4 * ring_entry;
   static constexpr std::size_t ring_pub_at = 64 * 3, ring_done_at = 64 * 4, ring_seen_at = 64 * 5;
