@@ -329,7 +329,8 @@ TEST_CASE("without DDL_CHECK: a collective, dtype, op or count one rank disagree
   // test case: a mismatch_error.) Through the stages (direct, 256 B: the
   // root's ring) root 0 publishes and returns, rank 1 takes its data, and
   // rank 2, waiting for rank 1's entry, sees rank 1 finish the broadcast
-  // without publishing it: a mismatch_error at once, not at the deadline.
+  // without publishing it: a mismatch_error at once, not at the deadline
+  // (and on ranks 0 and 1 too where they are still in the call then).
   for (auto algo : {ddl::broadcast_algorithm::binomial, ddl::broadcast_algorithm::direct}) {
     CAPTURE(static_cast<int>(algo));
     ddl::options o;
@@ -348,8 +349,15 @@ TEST_CASE("without DDL_CHECK: a collective, dtype, op or count one rank disagree
         outcome[static_cast<std::size_t>(t.rank())] = -2;
       }
     });
+    CAPTURE(outcome[0]);
+    CAPTURE(outcome[1]);
+    CAPTURE(outcome[2]);
     if (algo == ddl::broadcast_algorithm::direct) {
-      CHECK(outcome == std::vector<int>{1, 1, -2});
+      // Rank 2's failure gives the group up: a rank still finishing the call
+      // then ends with the mismatch too (seen 1 in ~20 runs on loaded cores).
+      CHECK(outcome[2] == -2);
+      CHECK((outcome[0] == 1 || outcome[0] == -2));
+      CHECK((outcome[1] == 1 || outcome[1] == -2));
     } else {
       CHECK(outcome[0] != 0);
       CHECK(outcome[1] != 0);
