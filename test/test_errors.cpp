@@ -353,8 +353,10 @@ TEST_CASE("without DDL_CHECK: a collective, dtype, op or count one rank disagree
     CAPTURE(outcome[1]);
     CAPTURE(outcome[2]);
     if (algo == ddl::broadcast_algorithm::direct) {
-      // Rank 2's failure gives the group up: a rank still finishing the call
-      // then ends with the mismatch too (seen 1 in ~20 runs on loaded cores).
+      // A rank still finishing the call when rank 2 fails may end with its
+      // mismatch too (the group given up: the likely cause, not yet confirmed,
+      // of {1, 1, -2} failing 2 in ~70 runs beside a CPU hog; the outcomes are
+      // captured above for the next failure).
       CHECK(outcome[2] == -2);
       CHECK((outcome[0] == 1 || outcome[0] == -2));
       CHECK((outcome[1] == 1 || outcome[1] == -2));
