@@ -758,6 +758,8 @@ TEST_CASE("mpi: a node whose ranks outnumber its cores prices a step as a proces
   const ddl::broadcast_costs costs = ddl::broadcast_costs_of(cluster.transport());
   CHECK(costs.direct == ddl::plan_for::transport(cluster.transport()).peer_memory);
   CHECK(!costs.in_place);
+  // Two ranks that read each other's memory: the reader reads the root's buffer.
+  CHECK(costs.reads_root == (n == 2 && cluster.transport().memory_readable()));
   CHECK(comm.broadcast_plan_for(bytes).seconds ==
         doctest::Approx(
             ddl::broadcast_choice(bytes, cluster.topo(), 4, ddl::broadcast_algorithm::automatic, costs).seconds));
@@ -1028,7 +1030,11 @@ TEST_CASE("mpi: broadcast from every root, blocking and asynchronous, every algo
   failure_log log;
   using algo = ddl::broadcast_algorithm;
   for (algo a : {algo::automatic, algo::binomial, algo::chain, algo::scatter_allgather, algo::direct})
-  for (std::size_t count : {std::size_t(1), std::size_t(1001), std::size_t(1) << 20}) {
+  // 1001 doubles: the root's ring; 4097 and 2^17 (1 MiB): at 2 ranks that
+  // read each other's memory, the reader reads the root's buffer
+  // (`direct_base::read_root_limit`), else pieces; 2^17 + 1 and 2^20: pieces.
+  for (std::size_t count : {std::size_t(1), std::size_t(1001), std::size_t(4097), std::size_t(1) << 17,
+                            (std::size_t(1) << 17) + 1, std::size_t(1) << 20}) {
     ddl::options o;
     o.broadcast = a;
     ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);

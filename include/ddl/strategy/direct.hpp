@@ -166,6 +166,16 @@ class direct_base {
   /// 1.6-1.7x at 2 ranks, level at 4 and 8 (segments of 256 KiB-8 MiB
   /// tried; bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-26).
   static constexpr std::size_t stage_segment = std::size_t{1} << 20;
+  /// Two MPI ranks that read each other's memory (`read_peer`) broadcast
+  /// more than `ring_limit` and at most this many bytes by one read of the
+  /// root's buffer between two meetings (`reads_root`), not in pieces
+  /// through its slots. Open MPI ranks on 2 cores, back to back: 1.3-2.4x
+  /// faster at 64 KiB-1 MiB, level at 32 KiB; at 2 MiB 1.7x slower (the
+  /// pieces stay in cache, one read of the whole buffer does not); at 3, 4
+  /// and 8 ranks (more readers than free cores, all reading the root's
+  /// pages) 0.6-1.1x, so not there (bench/results/mpi-vs-openmpi-mpich-gloo.md,
+  /// 2026-12-04).
+  static constexpr std::size_t read_root_limit = std::size_t{1} << 20;
   /// Over `read_peer`: bytes of each peer's part read at a time for a
   /// reduction (into `pieces_`, a buffer that stays in cache; 64 KiB and
   /// 1 MiB ran 5-15% slower than 256 KiB at 2 ranks).
@@ -366,8 +376,10 @@ class direct_base {
   /// of the root's; the root writes the next piece into its other slot while
   /// the others copy this one. Ranks of one process (`peer_memory`) copy a
   /// message of more than one piece from the root's buffer where it lies,
-  /// between two meetings: in the first the root leaves its buffer's address
-  /// in its slot, after the second (every copy done) it may return. No
+  /// and so does the reader of two MPI ranks that read each other's memory
+  /// (`read_peer`) up to `read_root_limit` bytes (`reads_root`), between
+  /// two meetings: in the first the root leaves its buffer's address in its
+  /// slot, after the second (every copy done) it may return. No
   /// message. Every rank meets every other at each meeting and compares
   /// their stamps (the call's bytes; its tag: root, count, dtype), so ranks
   /// that disagree on the root all fail.
@@ -375,18 +387,36 @@ class direct_base {
   static void broadcast(Transport& t, std::byte* data, std::size_t bytes, int root, const call_context& c) {
     if (bytes <= ring_limit) return ring_broadcast(t, data, bytes, root, c);
     const bool mine = t.rank() == root;
-    if constexpr (has_peer_memory_v<Transport>) {
-      if (bytes <= flagged_limit) return pieces(t, data, bytes, root, c);
-      const std::byte* from = data;
-      flagged_meet(t, reinterpret_cast<const std::byte*>(&from), mine ? sizeof from : 0, bytes, c,
-                   [&](int p, const std::byte* slot) {
-                     if (p == root) std::memcpy(&from, slot, sizeof from);
-                   });
-      if (!mine) local_copy(c, data, from, bytes);
-      flagged_meet(t, nullptr, 0, bytes, c, [](int, const std::byte*) {});
-    } else {
-      pieces(t, data, bytes, root, c);
+    if (!reads_root(t, bytes)) return pieces(t, data, bytes, root, c);
+    const std::byte* from = data;
+    flagged_meet(t, reinterpret_cast<const std::byte*>(&from), mine ? sizeof from : 0, bytes, c,
+                 [&](int p, const std::byte* slot) {
+                   if (p == root) std::memcpy(&from, slot, sizeof from);
+                 });
+    if (!mine) {
+      if constexpr (has_peer_memory_v<Transport>) local_copy(c, data, from, bytes);
+      else if constexpr (has_read_peer_v<Transport>) t.read_peer(root, from, data, bytes);
     }
+    flagged_meet(t, nullptr, 0, bytes, c, [](int, const std::byte*) {});
+  }
+  /// Whether a `broadcast` of `bytes` (more than `ring_limit`) has its
+  /// readers copy from the root's buffer where it lies, between two
+  /// meetings: ranks of one process beyond one piece (`flagged_limit`), two
+  /// ranks that read each other's memory up to `read_root_limit`
+  /// (`one_reader_reads_root`). The same answer on every rank.
+  template <class Transport>
+  static bool reads_root(const Transport& t, std::size_t bytes) {
+    if constexpr (has_peer_memory_v<Transport>) return bytes > flagged_limit;
+    else return bytes <= read_root_limit && one_reader_reads_root(t);
+  }
+  /// Whether `t`'s ranks are two (one reader) of several processes that
+  /// read each other's memory (`read_peer`, `memory_readable`).
+  template <class Transport>
+  static bool one_reader_reads_root(const Transport& t) {
+    if constexpr (has_read_peer_v<Transport> && !has_peer_memory_v<Transport>)
+      return t.size() == 2 && t.memory_readable();
+    (void)t;
+    return false;
   }
 
   /// A broadcast of at most `ring_limit` bytes through the root's ring, in
