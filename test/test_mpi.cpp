@@ -1030,11 +1030,11 @@ TEST_CASE("mpi: broadcast from every root, blocking and asynchronous, every algo
   failure_log log;
   using algo = ddl::broadcast_algorithm;
   for (algo a : {algo::automatic, algo::binomial, algo::chain, algo::scatter_allgather, algo::direct})
-  // 1001 doubles: the root's ring; 4097 and 2^17 (1 MiB): at 2 ranks that
+  // 1001 doubles: the root's ring; 4097 and 2^16 (512 KiB): at 2 ranks that
   // read each other's memory, the reader reads the root's buffer
-  // (`direct_base::read_root_limit`), else pieces; 2^17 + 1 and 2^20: pieces.
-  for (std::size_t count : {std::size_t(1), std::size_t(1001), std::size_t(4097), std::size_t(1) << 17,
-                            (std::size_t(1) << 17) + 1, std::size_t(1) << 20}) {
+  // (`direct_base::read_root_limit`), else pieces; 2^16 + 1 and 2^20: pieces.
+  for (std::size_t count : {std::size_t(1), std::size_t(1001), std::size_t(4097), std::size_t(1) << 16,
+                            (std::size_t(1) << 16) + 1, std::size_t(1) << 20}) {
     ddl::options o;
     o.broadcast = a;
     ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);

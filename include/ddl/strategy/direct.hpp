@@ -169,13 +169,15 @@ class direct_base {
   /// Two MPI ranks that read each other's memory (`read_peer`) broadcast
   /// more than `ring_limit` and at most this many bytes by one read of the
   /// root's buffer between two meetings (`reads_root`), not in pieces
-  /// through its slots. Open MPI ranks on 2 cores, back to back: 1.3-2.4x
-  /// faster at 64 KiB-1 MiB, level at 32 KiB; at 2 MiB 1.7x slower (the
-  /// pieces stay in cache, one read of the whole buffer does not); at 3, 4
-  /// and 8 ranks (more readers than free cores, all reading the root's
-  /// pages) 0.6-1.1x, so not there (bench/results/mpi-vs-openmpi-mpich-gloo.md,
-  /// 2026-12-04).
-  static constexpr std::size_t read_root_limit = std::size_t{1} << 20;
+  /// through its slots. Open MPI and MPICH ranks on 2 cores: `MPI_Bcast` /
+  /// ddl 0.8 -> 1.0 at 32 KiB, 0.73-0.76 -> 1.0 at 64 KiB one call between
+  /// barriers; 128-512 KiB level with the binomial tree `auto` measured
+  /// before. At 1 MiB one call between barriers 1.5x slower than the pieces
+  /// (fresh input: the pieces stay in cache, one read of the whole buffer
+  /// does not); at 3, 4 and 8 ranks (more readers than free cores, all
+  /// reading the root's pages) 0.6-1.1x, so not there
+  /// (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04).
+  static constexpr std::size_t read_root_limit = std::size_t{512} << 10;
   /// Over `read_peer`: bytes of each peer's part read at a time for a
   /// reduction (into `pieces_`, a buffer that stays in cache; 64 KiB and
   /// 1 MiB ran 5-15% slower than 256 KiB at 2 ranks).
