@@ -354,24 +354,21 @@ TEST_CASE("broadcast: direct where the ranks share stages: a meeting per 64 KiB 
   CHECK(one.seconds == doctest::Approx(2 * 20e-6 + 1.0 * big / (8 * 2.5e9)));
   CHECK(ddl::broadcast_choice(small, 4, 20e-6, 2.5e9, 4, algo::direct, stages).seconds == doctest::Approx(s.seconds));
   CHECK(ddl::broadcast_choice(ring, 4, 20e-6, 2.5e9, 4, algo::direct, stages).seconds == doctest::Approx(r.seconds));
-  // The one reader of two MPI ranks reads the root's buffer past the ring,
-  // up to `read_root_limit`: two meetings, one copy; beyond it, the pieces.
-  ddl::broadcast_costs reader;
-  reader.direct = true;
-  reader.read = 8;
-  reader.reads_root = true;
-  constexpr std::size_t read_limit = ddl::detail::direct_base::read_root_limit;
-  for (std::size_t bytes : {ring + 1, small, read_limit}) {
+  // Two MPI ranks that copy to and from each other's memory split the copy
+  // past the ring: two meetings, half the copy each, at once.
+  ddl::broadcast_costs two;
+  two.direct = true;
+  two.read = 8;
+  two.halves = true;
+  for (std::size_t bytes : {ring + 1, small, big}) {
     CAPTURE(bytes);
-    const auto p = ddl::broadcast_choice(bytes, 2, 20e-6, 2.5e9, 4, algo::direct, reader);
+    const auto p = ddl::broadcast_choice(bytes, 2, 20e-6, 2.5e9, 4, algo::direct, two);
     CHECK(p.segments == 1);
-    CHECK(p.seconds == doctest::Approx(2 * 20e-6 + 1.0 * bytes / (8 * 2.5e9)));
+    CHECK(p.seconds == doctest::Approx(2 * 20e-6 + 0.5 * bytes / (8 * 2.5e9)));
   }
-  CHECK(ddl::broadcast_choice(ring, 2, 20e-6, 2.5e9, 4, algo::direct, reader).seconds ==
+  CHECK(ddl::broadcast_choice(ring, 2, 20e-6, 2.5e9, 4, algo::direct, two).seconds ==
         doctest::Approx(20e-6 / 2 + 2.0 * ring / (8 * 2.5e9)));
-  const auto past = ddl::broadcast_choice(read_limit + 1, 2, 20e-6, 2.5e9, 4, algo::direct, reader);
-  CHECK(past.segments == read_limit / ddl::detail::direct_base::flagged_limit + 1);
-  CHECK(past.seconds == doctest::Approx(static_cast<double>(past.segments) * 20e-6 + 2.0 * (read_limit + 1) / (8 * 2.5e9)));
+  CHECK(ddl::broadcast_choice(big, 2, 20e-6, 2.5e9, 4, algo::automatic, two).algo == algo::direct);
   // Copying steps priced at the transport's copy factor (threads: 1.5 B).
   ddl::broadcast_costs copies;
   copies.copy = 1.5;
@@ -388,7 +385,7 @@ TEST_CASE("broadcast: direct where the ranks share stages: a meeting per 64 KiB 
     if (comm.broadcast_plan_for(64).algo != algo::direct)  // the ring's one store against the tree's messages
       throw std::runtime_error("local ranks: a 64-byte broadcast does not plan the root's ring");
     const ddl::broadcast_costs st = ddl::broadcast_costs_of(t);
-    if (!st.direct || !st.in_place || st.reads_root || st.copy != ddl::local_transport::copy_step_factor)
+    if (!st.direct || !st.in_place || st.halves || st.copy != ddl::local_transport::copy_step_factor)
       throw std::runtime_error("local ranks: their broadcast costs are not the threads'");
     bool listed = false;
     for (const auto& p : ddl::detail::tuning_candidates(4096, ddl::topology::uniform(3, 4e9, 8e-6), 4, 3.0, 4, st))

@@ -295,6 +295,22 @@ TEST_CASE("mpi: ranks of one machine copy from each other's memory where the ker
   CHECK_THROWS_AS(t.read_peer(n, reinterpret_cast<const std::byte*>(where[0]), reinterpret_cast<std::byte*>(&word), 8),
                   ddl::invalid_argument);
   MPI_Barrier(MPI_COMM_WORLD);  // `mine` outlives every peer's read
+  // And into it (`write_peer`): rank r writes its number into word r + 1 of
+  // rank r + 1's (words 0 and past n stay as they were).
+  t.write_peer(peer, reinterpret_cast<const std::byte*>(&mine[0]),
+               reinterpret_cast<std::byte*>(where[static_cast<std::size_t>(peer)]) + (me + 1) * sizeof(std::uint64_t),
+               sizeof(std::uint64_t));
+  MPI_Barrier(MPI_COMM_WORLD);
+  const int from = (me + n - 1) % n;
+  CHECK(mine[static_cast<std::size_t>(from) + 1] == static_cast<std::uint64_t>(from) * 1000003u);
+  CHECK(mine[0] == static_cast<std::uint64_t>(me) * 1000003u);
+  CHECK(mine[1000] == static_cast<std::uint64_t>(me) * 1000003u + 1000);
+  const std::string into = error_of<ddl::transport_error>(
+      [&] { t.write_peer(peer, reinterpret_cast<const std::byte*>(&word), reinterpret_cast<std::byte*>(std::uintptr_t{8}), 8); });
+  CHECK_MESSAGE(into.find("cannot write 8 bytes into rank " + std::to_string(peer)) != std::string::npos, into);
+  CHECK_THROWS_AS(t.write_peer(-1, reinterpret_cast<const std::byte*>(&word), reinterpret_cast<std::byte*>(where[0]), 8),
+                  ddl::invalid_argument);
+  MPI_Barrier(MPI_COMM_WORLD);
   // two_shot and the direct reduce-scatter and all-gather read plain
   // buffers that way when asked: every dtype and op, in place and out of
   // place, bit-identical on every rank; auto weighs it (measured only).
@@ -758,8 +774,8 @@ TEST_CASE("mpi: a node whose ranks outnumber its cores prices a step as a proces
   const ddl::broadcast_costs costs = ddl::broadcast_costs_of(cluster.transport());
   CHECK(costs.direct == ddl::plan_for::transport(cluster.transport()).peer_memory);
   CHECK(!costs.in_place);
-  // Two ranks that read each other's memory: the reader reads the root's buffer.
-  CHECK(costs.reads_root == (n == 2 && cluster.transport().memory_readable()));
+  // Two ranks that copy to and from each other's memory split the copy.
+  CHECK(costs.halves == (n == 2 && cluster.transport().memory_readable()));
   CHECK(comm.broadcast_plan_for(bytes).seconds ==
         doctest::Approx(
             ddl::broadcast_choice(bytes, cluster.topo(), 4, ddl::broadcast_algorithm::automatic, costs).seconds));
@@ -1030,11 +1046,11 @@ TEST_CASE("mpi: broadcast from every root, blocking and asynchronous, every algo
   failure_log log;
   using algo = ddl::broadcast_algorithm;
   for (algo a : {algo::automatic, algo::binomial, algo::chain, algo::scatter_allgather, algo::direct})
-  // 1001 doubles: the root's ring; 4097 and 2^16 (512 KiB): at 2 ranks that
-  // read each other's memory, the reader reads the root's buffer
-  // (`direct_base::read_root_limit`), else pieces; 2^16 + 1 and 2^20: pieces.
-  for (std::size_t count : {std::size_t(1), std::size_t(1001), std::size_t(4097), std::size_t(1) << 16,
-                            (std::size_t(1) << 16) + 1, std::size_t(1) << 20}) {
+  // 1001 doubles: the root's ring; past it, at 2 ranks that copy to and
+  // from each other's memory, the two halves (`direct_base::halves`; 4097
+  // and 2^16 + 1: an odd half), else pieces.
+  for (std::size_t count : {std::size_t(1), std::size_t(1001), std::size_t(4097), (std::size_t(1) << 16) + 1,
+                            std::size_t(1) << 20}) {
     ddl::options o;
     o.broadcast = a;
     ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);

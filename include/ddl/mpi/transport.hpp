@@ -533,6 +533,16 @@ class mpi_transport {
       throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " cannot read " + std::to_string(bytes) +
                             " bytes of " + process_of(peer) + "'s memory: " + std::strerror(err));
   }
+  /// Copies `bytes` at `src` to address `at` of rank `peer`'s process
+  /// (see the Transport concept's `write_peer`).
+  void write_peer(int peer, const std::byte* src, std::byte* at, std::size_t bytes) {
+    refuse_if_broken();
+    if (peer < 0 || peer >= size_)
+      throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
+    if (const int err = stages_.write(peer, src, at, bytes))
+      throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " cannot write " + std::to_string(bytes) +
+                            " bytes into " + process_of(peer) + "'s memory: " + std::strerror(err));
+  }
   /// Region `r` of rank `peer`'s `ddl::shared_buffer`, mapped here for
   /// reading (see the Transport concept's `peer_buffer`): opened through
   /// the peer's process, mapped once, kept for later calls.

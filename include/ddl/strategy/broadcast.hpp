@@ -37,11 +37,12 @@
 ///     0.45 us a call against the tree's one message, 0.67-0.83 us):
 ///       t = f a / 2 + 2 S / M                   -- S <= R
 ///     ranks of one process (`in_place`) copy a message of more than one
-///     piece from the root's buffer where it lies, between two meetings, and
-///     so does the reader of two MPI ranks that read each other's memory
-///     (`reads_root`), from R up to `direct_base::read_root_limit` bytes:
+///     piece from the root's buffer where it lies, between two meetings:
 ///       t = 2 f a + S / M                       -- a meeting or two where a
 ///                                                  tree has log2 n hand-offs
+///     and two MPI ranks that copy to and from each other's memory
+///     (`halves`) past R, each half of it at once:
+///       t = 2 f a + S / (2 M)
 /// `DDL_BROADCAST` (or `options::broadcast`) forces one; `auto` takes the
 /// cheapest by these formulas, with a and B those of the topology's slowest
 /// level (a tree over several levels crosses each of them, and its pipeline
@@ -89,16 +90,16 @@ struct broadcast_plan {
 /// the memory's rate as a multiple of B (`plan_for::direct_read` over MPI),
 /// `flagged` a meeting through counters in latencies
 /// (`plan_for::flagged_latency`), `in_place` whether they read the root's
-/// buffer where it lies (threads: `peer_memory`), `reads_root` whether the
-/// one reader of two ranks does so with `read_peer` (MPI ranks that read
-/// each other's memory: `direct_base::one_reader_reads_root`).
+/// buffer where it lies (threads: `peer_memory`), `halves` whether two
+/// ranks of two processes split that copy (`read_peer`, `write_peer`:
+/// `direct_base::halves`).
 struct broadcast_costs {
   double copy = 1.0;
   bool direct = false;
   double read = 2.0;
   double flagged = 1.0;
   bool in_place = false;
-  bool reads_root = false;
+  bool halves = false;
 };
 
 /// `t`'s `broadcast_costs`; `host`: the call's buffers are host memory
@@ -115,7 +116,7 @@ broadcast_costs broadcast_costs_of(const T& t, bool host = true) {
     // (at `copy` B; `direct_read` prices two_shot's many streams at once);
     // over MPI the stages copy at memory speed where messages do not.
     b.in_place = has_peer_memory_v<T>;
-    b.reads_root = detail::direct_base::one_reader_reads_root(t);
+    b.halves = detail::direct_base::halves(t);
     b.read = b.in_place ? q.copy_step : q.direct_read;
   } else {
     (void)host;
@@ -158,12 +159,12 @@ inline broadcast_plan broadcast_choice(std::size_t bytes, int ranks, double late
   direct.algo = algo::direct;
   constexpr std::size_t piece = detail::direct_base::flagged_limit;
   constexpr std::size_t ring_limit = detail::direct_base::ring_limit;
-  const bool whole = (costs.in_place && bytes > piece) ||
-                     (costs.reads_root && bytes > ring_limit && bytes <= detail::direct_base::read_root_limit);
+  const bool ring = bytes <= ring_limit;
+  const bool halves = costs.halves && !ring;
+  const bool whole = halves || (costs.in_place && bytes > piece);
   const double memory = costs.read * link_bandwidth;
   direct.segments = whole ? 1 : std::max<std::size_t>(1, (bytes + piece - 1) / piece);
-  const bool ring = bytes <= ring_limit;
-  direct.seconds = whole ? 2 * costs.flagged * latency + S / memory
+  direct.seconds = whole ? 2 * costs.flagged * latency + S / (halves ? 2 * memory : memory)
                    : ring ? costs.flagged * latency / 2 + 2 * S / memory
                           : static_cast<double>(direct.segments) * costs.flagged * latency + 2 * S / memory;
   switch (force) {

@@ -166,18 +166,6 @@ class direct_base {
   /// 1.6-1.7x at 2 ranks, level at 4 and 8 (segments of 256 KiB-8 MiB
   /// tried; bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-26).
   static constexpr std::size_t stage_segment = std::size_t{1} << 20;
-  /// Two MPI ranks that read each other's memory (`read_peer`) broadcast
-  /// more than `ring_limit` and at most this many bytes by one read of the
-  /// root's buffer between two meetings (`reads_root`), not in pieces
-  /// through its slots. Open MPI and MPICH ranks on 2 cores: `MPI_Bcast` /
-  /// ddl 0.8 -> 1.0 at 32 KiB, 0.73-0.76 -> 1.0 at 64 KiB one call between
-  /// barriers; 128-512 KiB level with the binomial tree `auto` measured
-  /// before. At 1 MiB one call between barriers 1.5x slower than the pieces
-  /// (fresh input: the pieces stay in cache, one read of the whole buffer
-  /// does not); at 3, 4 and 8 ranks (more readers than free cores, all
-  /// reading the root's pages) 0.6-1.1x, so not there
-  /// (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04).
-  static constexpr std::size_t read_root_limit = std::size_t{512} << 10;
   /// Over `read_peer`: bytes of each peer's part read at a time for a
   /// reduction (into `pieces_`, a buffer that stays in cache; 64 KiB and
   /// 1 MiB ran 5-15% slower than 256 KiB at 2 ranks).
@@ -378,44 +366,50 @@ class direct_base {
   /// of the root's; the root writes the next piece into its other slot while
   /// the others copy this one. Ranks of one process (`peer_memory`) copy a
   /// message of more than one piece from the root's buffer where it lies,
-  /// and so does the reader of two MPI ranks that read each other's memory
-  /// (`read_peer`) up to `read_root_limit` bytes (`reads_root`), between
-  /// two meetings: in the first the root leaves its buffer's address in its
-  /// slot, after the second (every copy done) it may return. No
+  /// between two meetings: in the first every rank leaves its buffer's
+  /// address in its slot, after the second (every copy done) they return.
+  /// Two ranks of two processes that copy to and from each other's memory
+  /// (`read_peer`, `write_peer`) do the same past the ring, each copying
+  /// half (`halves`): the reader reads the first half of the root's buffer
+  /// while the root writes the second into the reader's. No
   /// message. Every rank meets every other at each meeting and compares
   /// their stamps (the call's bytes; its tag: root, count, dtype), so ranks
   /// that disagree on the root all fail.
   template <class Transport>
   static void broadcast(Transport& t, std::byte* data, std::size_t bytes, int root, const call_context& c) {
     if (bytes <= ring_limit) return ring_broadcast(t, data, bytes, root, c);
+    if (!in_place(t, bytes)) return pieces(t, data, bytes, root, c);
     const bool mine = t.rank() == root;
-    if (!reads_root(t, bytes)) return pieces(t, data, bytes, root, c);
-    const std::byte* from = data;
-    flagged_meet(t, reinterpret_cast<const std::byte*>(&from), mine ? sizeof from : 0, bytes, c,
-                 [&](int p, const std::byte* slot) {
-                   if (p == root) std::memcpy(&from, slot, sizeof from);
-                 });
-    if (!mine) {
-      if constexpr (has_peer_memory_v<Transport>) local_copy(c, data, from, bytes);
-      else if constexpr (has_read_peer_v<Transport>) t.read_peer(root, from, data, bytes);
+    std::byte* at[2] = {nullptr, nullptr};  // the root's buffer, a reader's (the other one of two)
+    flagged_meet(t, reinterpret_cast<const std::byte*>(&data), sizeof data, bytes, c,
+                 [&](int p, const std::byte* slot) { std::memcpy(&at[p == root ? 0 : 1], slot, sizeof at[0]); });
+    if constexpr (has_peer_memory_v<Transport>) {
+      if (!mine) local_copy(c, data, at[0], bytes);
+    } else if constexpr (has_write_peer_v<Transport>) {
+      const std::size_t head = bytes / 2 / 64 * 64;
+      if (!mine) t.read_peer(root, at[0], data, head);
+      else t.write_peer(1 - root, data + head, at[1] + head, bytes - head);
     }
     flagged_meet(t, nullptr, 0, bytes, c, [](int, const std::byte*) {});
   }
-  /// Whether a `broadcast` of `bytes` (more than `ring_limit`) has its
-  /// readers copy from the root's buffer where it lies, between two
-  /// meetings: ranks of one process beyond one piece (`flagged_limit`), two
-  /// ranks that read each other's memory up to `read_root_limit`
-  /// (`one_reader_reads_root`). The same answer on every rank.
+  /// Whether a `broadcast` of `bytes` (more than `ring_limit`) copies
+  /// between the ranks' buffers where they lie, between two meetings: ranks
+  /// of one process beyond one piece (`flagged_limit`), two ranks of two
+  /// processes always (`halves`). The same answer on every rank.
   template <class Transport>
-  static bool reads_root(const Transport& t, std::size_t bytes) {
+  static bool in_place(const Transport& t, std::size_t bytes) {
     if constexpr (has_peer_memory_v<Transport>) return bytes > flagged_limit;
-    else return bytes <= read_root_limit && one_reader_reads_root(t);
+    else return halves(t);
   }
-  /// Whether `t`'s ranks are two (one reader) of several processes that
-  /// read each other's memory (`read_peer`, `memory_readable`).
+  /// Whether `t` has two ranks, of two processes that copy to and from each
+  /// other's memory (`read_peer`, `write_peer`, `memory_readable`): a
+  /// broadcast's copy then runs on both at once, half each (Open MPI ranks
+  /// on 2 cores, back to back, against one rank's copy of the whole: 1.1x
+  /// at 64 KiB, 1.9x at 256 KiB, 2.5-3x at 1-2 MiB, 2x at 8-32 MiB;
+  /// bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04).
   template <class Transport>
-  static bool one_reader_reads_root(const Transport& t) {
-    if constexpr (has_read_peer_v<Transport> && !has_peer_memory_v<Transport>)
+  static bool halves(const Transport& t) {
+    if constexpr (has_write_peer_v<Transport> && !has_peer_memory_v<Transport>)
       return t.size() == 2 && t.memory_readable();
     (void)t;
     return false;

@@ -128,7 +128,11 @@
 ///     peers' plain buffers where they lie instead of copies in the stages
 ///     (`auto` measures it against them, `plan::reads`).
 ///     Optionally `bool memory_readable_among(int base, int stride, int
-///     size) const`, as `stages_shared_among`; `group_view` forwards them;
+///     size) const`, as `stages_shared_among`; and `void write_peer(int
+///     peer, const std::byte* src, std::byte* at, std::size_t bytes)`, the
+///     copy the other way: `bytes` at `src` to `at`, an address in rank
+///     `peer`'s process, where `memory_readable` (the direct broadcast of two
+///     ranks splits its copy between them); `group_view` forwards them;
 ///   - `void wait_until(int peer, F ready, ddl::deadline, ddl::tag awaited)`
 ///     (with stages; `F` a callable returning bool) — polls `ready()`, a
 ///     look at `peer`'s stage, until it returns true, with everything `wait`
@@ -343,6 +347,12 @@ struct has_read_peer<
                                                                            std::declval<std::byte*>(), std::size_t{}))>>>
     : std::true_type {};
 template <class T, class = void>
+struct has_write_peer : std::false_type {};
+template <class T>
+struct has_write_peer<T, std::void_t<decltype(std::declval<T&>().write_peer(0, std::declval<const std::byte*>(),
+                                                                            std::declval<std::byte*>(), std::size_t{}))>>
+    : std::true_type {};
+template <class T, class = void>
 struct has_memory_readable_among : std::false_type {};
 template <class T>
 struct has_memory_readable_among<
@@ -454,6 +464,9 @@ inline constexpr bool has_peer_buffer_v = has_peer_stage_v<T> && detail::has_pee
 /// address (`memory_readable`, `read_peer`).
 template <class T>
 inline constexpr bool has_read_peer_v = has_peer_stage_v<T> && detail::has_read_peer<T>::value;
+/// Whether `T` also copies into its peers' memory (`write_peer`, with `read_peer`).
+template <class T>
+inline constexpr bool has_write_peer_v = has_read_peer_v<T> && detail::has_write_peer<T>::value;
 
 /// True when `T` has stages and can wait on a peer's (`wait_until`).
 template <class T>

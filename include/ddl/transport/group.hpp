@@ -112,6 +112,10 @@ class group_view : public detail::forwards_direct_read<Transport>, public detail
   void read_peer(int peer, const std::byte* at, std::byte* dst, std::size_t bytes) {
     parent_->read_peer(parent_rank(peer), at, dst, bytes);
   }
+  template <class T = Transport, std::enable_if_t<has_write_peer_v<T>, int> = 0>
+  void write_peer(int peer, const std::byte* src, std::byte* at, std::size_t bytes) {
+    parent_->write_peer(parent_rank(peer), src, at, bytes);
+  }
   /// Whether the members map each other's stages: the parent's word on
   /// this group where it can say (`stages_shared_among`: the ranks of one
   /// machine do, though not every rank of the parent), else whether every

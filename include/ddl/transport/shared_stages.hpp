@@ -24,7 +24,9 @@
 /// lets a process attach to its peer (the same user, ptrace not forbidden,
 /// e.g. Yama's `ptrace_scope` 0). Each pair tries it at `open_peer` on a
 /// word the owner publishes in its `file`; `readable` says whether every
-/// pair could.
+/// pair could. Such ranks may also write into each other's memory (`write`,
+/// `process_vm_writev`): the kernel asks the same of both directions (a
+/// process that may attach to its peer), so `readable` answers for it too.
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -174,6 +176,13 @@ class shared_stages {
     if (!some_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size() || !peers_[static_cast<std::size_t>(p)].readable)
       return EPERM;
     return read_from(peers_[static_cast<std::size_t>(p)].pid, at, dst, bytes);
+  }
+  /// Copies `bytes` from `src` to address `at` of rank `p`'s process: one
+  /// copy, by the kernel. 0, or the `errno` of the failure (as `read`).
+  int write(int p, const std::byte* src, std::byte* at, std::size_t bytes) const noexcept {
+    if (!some_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size() || !peers_[static_cast<std::size_t>(p)].readable)
+      return EPERM;
+    return copy_across(peers_[static_cast<std::size_t>(p)].pid, const_cast<std::byte*>(src), at, bytes, true);
   }
   /// Every rank's `row`, rank q's at `rows[q * row_words(n)]`, the same on
   /// every rank: two ranks share when each holds the other's stage. Keeps
@@ -432,22 +441,30 @@ class shared_stages {
   }
   // `read` from process `pid`: 0 or the errno.
   static int read_from(std::int64_t pid, const std::byte* at, std::byte* dst, std::size_t bytes) noexcept {
+    return copy_across(pid, dst, const_cast<std::byte*>(at), bytes, false);
+  }
+  // `bytes` between `local` here and `remote` in process `pid`, into
+  // `remote` with `into_remote` (`write`), else out of it (`read`): 0 or the errno.
+  static int copy_across(std::int64_t pid, std::byte* local, std::byte* remote, std::size_t bytes,
+                         bool into_remote) noexcept {
 #if defined(__linux__)
     while (bytes > 0) {
-      struct iovec local {dst, bytes}, remote {const_cast<std::byte*>(at), bytes};
-      const ssize_t got = ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
+      struct iovec here {local, bytes}, there {remote, bytes};
+      const ssize_t got = into_remote ? ::process_vm_writev(static_cast<pid_t>(pid), &here, 1, &there, 1, 0)
+                                      : ::process_vm_readv(static_cast<pid_t>(pid), &here, 1, &there, 1, 0);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) return got < 0 ? errno : EFAULT;
       const auto done = static_cast<std::size_t>(got);
-      dst += done;
-      at += done;
+      local += done;
+      remote += done;
       bytes -= done;
     }
     return 0;
 #else
     (void)pid;
-    (void)at;
-    (void)dst;
+    (void)local;
+    (void)remote;
+    (void)into_remote;
     return bytes > 0 ? ENOSYS : 0;
 #endif
   }
