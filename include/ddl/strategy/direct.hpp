@@ -403,10 +403,11 @@ class direct_base {
   }
   /// Whether `t` has two ranks, of two processes that copy to and from each
   /// other's memory (`read_peer`, `write_peer`, `memory_readable`): a
-  /// broadcast's copy then runs on both at once, half each (Open MPI ranks
-  /// on 2 cores, back to back, against one rank's copy of the whole: 1.1x
-  /// at 64 KiB, 1.9x at 256 KiB, 2.5-3x at 1-2 MiB, 2x at 8-32 MiB;
-  /// bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04).
+  /// broadcast's copy then runs on both at once, half each. Open MPI and
+  /// MPICH ranks on 2 cores, 32 KiB-16 MiB: 1.3-3.7x faster than through
+  /// the stages or the tree before (`MPI_Bcast` / ddl 1.25-3.7, where it
+  /// was 0.74-1.56); against the reader reading the whole: 1.25x at 32 KiB,
+  /// 2.9x at 1 MiB (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04).
   template <class Transport>
   static bool halves(const Transport& t) {
     if constexpr (has_write_peer_v<Transport> && !has_peer_memory_v<Transport>)
