@@ -224,7 +224,9 @@ TEST_CASE("broadcast: every algorithm forced, odd and prime rank counts, fewer e
           ddl::visit_dtype(type, [&](auto tag) {
             using T = decltype(tag);
             const std::size_t below = static_cast<std::size_t>(n > 1 ? n - 1 : 0);
-            for (std::size_t count : {std::size_t(0), std::size_t(1), below, std::size_t(1009), std::size_t(100003)}) {
+            // 4099 float64: past the ring, below a piece (2 ranks: the halves)
+            for (std::size_t count :
+                 {std::size_t(0), std::size_t(1), below, std::size_t(1009), std::size_t(4099), std::size_t(100003)}) {
               CHECK(comm.broadcast_plan_for(count * sizeof(T), type).algo == a);
               broadcast_from_every_root<T>(comm, t.rank(), n, count, log, [](int root) { return root % 2 == 1; });
             }
@@ -391,6 +393,10 @@ TEST_CASE("broadcast: direct where the ranks share stages: a meeting per 64 KiB 
     for (const auto& p : ddl::detail::tuning_candidates(4096, ddl::topology::uniform(3, 4e9, 8e-6), 4, 3.0, 4, st))
       listed = listed || p.algo == algo::direct;
     if (!listed) throw std::runtime_error("the tuner does not measure direct where it is available");
+  });
+  // Two of them split the copy (`direct_base::halves`).
+  ddl::local_fabric::run(2, [](ddl::local_transport& t) {
+    if (!ddl::broadcast_costs_of(t).halves) throw std::runtime_error("two local ranks do not split the copy");
   });
 }
 

@@ -407,6 +407,40 @@ TEST_CASE("without DDL_CHECK: a broadcast through the root's ring whose ranks na
   }
 }
 
+TEST_CASE("without DDL_CHECK: two ranks splitting a broadcast's copy that name different roots both fail at once, "
+          "before either copies") {
+  // Past the ring two ranks trade their buffers' addresses in a meeting and
+  // compare stamps there (the root in each), so neither copies into the
+  // other's buffer: each naming itself, or each naming the other.
+  for (int shift : {0, 1}) {
+    CAPTURE(shift);
+    ddl::options o;
+    o.timeout = std::chrono::seconds(5);
+    o.broadcast = ddl::broadcast_algorithm::direct;
+    std::vector<std::string> what(2);
+    std::vector<int> untouched(2, 0);
+    const auto start = std::chrono::steady_clock::now();
+    ddl::local_fabric::run(2, [&](ddl::local_transport& t) {
+      comm_t comm(t, o);
+      const int r = t.rank();
+      std::vector<float> g(10000, float(r));
+      try {
+        comm.broadcast(ddl::host_view(g), (r + shift) % 2);
+        what[static_cast<std::size_t>(r)] = "returned";
+      } catch (const ddl::mismatch_error& e) {
+        what[static_cast<std::size_t>(r)] = e.what();
+      }
+      untouched[static_cast<std::size_t>(r)] = std::all_of(g.begin(), g.end(), [&](float x) { return x == float(r); });
+    });
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+    for (int r : {0, 1}) {
+      CAPTURE(what[static_cast<std::size_t>(r)]);
+      CHECK(contains(what[static_cast<std::size_t>(r)], "disagree on the count, the root or the strategy"));
+      CHECK(untouched[static_cast<std::size_t>(r)] == 1);
+    }
+  }
+}
+
 TEST_CASE("without DDL_CHECK: one_shot ranks on both sides of the stages' counter limit are a mismatch_error at once") {
   // The last rank passes one float past `one_shot::flagged_limit` and so runs
   // the call synchronised by messages; the others wait on its stage counter

@@ -40,8 +40,8 @@
 ///     piece from the root's buffer where it lies, between two meetings:
 ///       t = 2 f a + S / M                       -- a meeting or two where a
 ///                                                  tree has log2 n hand-offs
-///     and two MPI ranks that copy to and from each other's memory
-///     (`halves`) past R, each half of it at once:
+///     and two ranks (threads, or MPI ranks that copy to and from each
+///     other's memory: `halves`) past R, each half of it at once:
 ///       t = 2 f a + S / (2 M)
 /// `DDL_BROADCAST` (or `options::broadcast`) forces one; `auto` takes the
 /// cheapest by these formulas, with a and B those of the topology's slowest
@@ -91,8 +91,8 @@ struct broadcast_plan {
 /// `flagged` a meeting through counters in latencies
 /// (`plan_for::flagged_latency`), `in_place` whether they read the root's
 /// buffer where it lies (threads: `peer_memory`), `halves` whether two
-/// ranks of two processes split that copy (`read_peer`, `write_peer`:
-/// `direct_base::halves`).
+/// ranks split that copy (threads; processes with `read_peer` and
+/// `write_peer`: `direct_base::halves`).
 struct broadcast_costs {
   double copy = 1.0;
   bool direct = false;

@@ -368,10 +368,10 @@ class direct_base {
   /// message of more than one piece from the root's buffer where it lies,
   /// between two meetings: in the first every rank leaves its buffer's
   /// address in its slot, after the second (every copy done) they return.
-  /// Two ranks of two processes that copy to and from each other's memory
-  /// (`read_peer`, `write_peer`) do the same past the ring, each copying
-  /// half (`halves`): the reader reads the first half of the root's buffer
-  /// while the root writes the second into the reader's. No
+  /// Two ranks do the same past the ring, each copying half (`halves`:
+  /// threads, or processes that copy to and from each other's memory,
+  /// `read_peer`, `write_peer`): the reader copies the first half of the
+  /// root's buffer while the root copies the second into the reader's. No
   /// message. Every rank meets every other at each meeting and compares
   /// their stamps (the call's bytes; its tag: root, count, dtype), so ranks
   /// that disagree on the root all fail.
@@ -383,35 +383,37 @@ class direct_base {
     std::byte* at[2] = {nullptr, nullptr};  // the root's buffer, a reader's (the other one of two)
     flagged_meet(t, reinterpret_cast<const std::byte*>(&data), sizeof data, bytes, c,
                  [&](int p, const std::byte* slot) { std::memcpy(&at[p == root ? 0 : 1], slot, sizeof at[0]); });
+    const std::size_t head = halves(t) ? bytes / 2 / 64 * 64 : bytes;  // what a reader copies
     if constexpr (has_peer_memory_v<Transport>) {
-      if (!mine) local_copy(c, data, at[0], bytes);
+      if (!mine) local_copy(c, data, at[0], head);
+      else if (head < bytes) local_copy(c, at[1] + head, data + head, bytes - head);
     } else if constexpr (has_write_peer_v<Transport>) {
-      const std::size_t head = bytes / 2 / 64 * 64;
       if (!mine) t.read_peer(root, at[0], data, head);
       else t.write_peer(1 - root, data + head, at[1] + head, bytes - head);
     }
     flagged_meet(t, nullptr, 0, bytes, c, [](int, const std::byte*) {});
   }
   /// Whether a `broadcast` of `bytes` (more than `ring_limit`) copies
-  /// between the ranks' buffers where they lie, between two meetings: ranks
-  /// of one process beyond one piece (`flagged_limit`), two ranks of two
-  /// processes always (`halves`). The same answer on every rank.
+  /// between the ranks' buffers where they lie, between two meetings: two
+  /// ranks always (`halves`), more ranks of one process beyond one piece
+  /// (`flagged_limit`). The same answer on every rank.
   template <class Transport>
   static bool in_place(const Transport& t, std::size_t bytes) {
-    if constexpr (has_peer_memory_v<Transport>) return bytes > flagged_limit;
-    else return halves(t);
+    return halves(t) || (has_peer_memory_v<Transport> && bytes > flagged_limit);
   }
-  /// Whether `t` has two ranks, of two processes that copy to and from each
-  /// other's memory (`read_peer`, `write_peer`, `memory_readable`): a
-  /// broadcast's copy then runs on both at once, half each. Open MPI and
-  /// MPICH ranks on 2 cores, 32 KiB-16 MiB: 1.3-3.7x faster than through
-  /// the stages or the tree before (`MPI_Bcast` / ddl 1.25-3.7, where it
-  /// was 0.74-1.56); against the reader reading the whole: 1.25x at 32 KiB,
-  /// 2.9x at 1 MiB (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04).
+  /// Whether `t` has two ranks that copy to and from each other's buffers:
+  /// threads (`peer_memory`), or processes that may (`read_peer`,
+  /// `write_peer`, `memory_readable`). A broadcast's copy then runs on both
+  /// at once, half each. Open MPI and MPICH ranks on 2 cores, 32 KiB-16 MiB:
+  /// 1.3-3.7x faster than through the stages or the tree before
+  /// (`MPI_Bcast` / ddl 1.25-3.7, where it was 0.74-1.56); against the
+  /// reader reading the whole: 1.25x at 32 KiB, 2.9x at 1 MiB. Threads:
+  /// 64 KiB-16 MiB 1.6-5x faster than the tree `auto` measured before
+  /// (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04).
   template <class Transport>
   static bool halves(const Transport& t) {
-    if constexpr (has_write_peer_v<Transport> && !has_peer_memory_v<Transport>)
-      return t.size() == 2 && t.memory_readable();
+    if constexpr (has_peer_memory_v<Transport>) return t.size() == 2;
+    else if constexpr (has_write_peer_v<Transport>) return t.size() == 2 && t.memory_readable();
     (void)t;
     return false;
   }
