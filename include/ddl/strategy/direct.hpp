@@ -405,11 +405,10 @@ class direct_base {
   /// threads (`peer_memory`), or processes that may (`read_peer`,
   /// `write_peer`, `memory_readable`). A broadcast's copy then runs on both
   /// at once, half each. Open MPI and MPICH ranks on 2 cores, 32 KiB-16 MiB:
-  /// 1.3-3.7x faster than through the stages or the tree before
-  /// (`MPI_Bcast` / ddl 1.25-3.7, where it was 0.74-1.56); against the
-  /// reader reading the whole: 1.25x at 32 KiB, 2.9x at 1 MiB. Threads:
-  /// 64 KiB-16 MiB 1.6-5x faster than the tree `auto` measured before
-  /// (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04).
+  /// `MPI_Bcast` / ddl 1.2-3.35 where the stages or the tree gave 0.72-1.24;
+  /// against the reader reading the whole: 1.25x at 32 KiB, 2.9x at 1 MiB.
+  /// Threads: 64 KiB-16 MiB 1.3-5.3x faster than the tree `auto` measured
+  /// before (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04).
   template <class Transport>
   static bool halves(const Transport& t) {
     if constexpr (has_peer_memory_v<Transport>) return t.size() == 2;
