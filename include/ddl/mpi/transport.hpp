@@ -506,8 +506,7 @@ class mpi_transport {
   /// its stage that far and said so). Mapped once, again only when longer.
   const std::byte* peer_stage(int peer, std::size_t bytes) {
     refuse_if_broken();
-    if (peer < 0 || peer >= size_)
-      throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
+    require_rank(peer);
     if (const std::byte* s = stages_.peer_mapped(peer, bytes)) return s;
     return stages_.peer(peer, bytes, "mpi_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
   }
@@ -527,8 +526,7 @@ class mpi_transport {
   /// (see the Transport concept's `read_peer`).
   void read_peer(int peer, const std::byte* at, std::byte* dst, std::size_t bytes) {
     refuse_if_broken();
-    if (peer < 0 || peer >= size_)
-      throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
+    require_rank(peer);
     if (const int err = stages_.read(peer, at, dst, bytes))
       throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " cannot read " + std::to_string(bytes) +
                             " bytes of " + process_of(peer) + "'s memory: " + std::strerror(err));
@@ -537,8 +535,7 @@ class mpi_transport {
   /// (see the Transport concept's `write_peer`).
   void write_peer(int peer, const std::byte* src, std::byte* at, std::size_t bytes) {
     refuse_if_broken();
-    if (peer < 0 || peer >= size_)
-      throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
+    require_rank(peer);
     if (const int err = stages_.write(peer, src, at, bytes))
       throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " cannot write " + std::to_string(bytes) +
                             " bytes into " + process_of(peer) + "'s memory: " + std::strerror(err));
@@ -548,8 +545,7 @@ class mpi_transport {
   /// the peer's process, mapped once, kept for later calls.
   const std::byte* peer_buffer(int peer, const detail::shared_region& r) {
     refuse_if_broken();
-    if (peer < 0 || peer >= size_)
-      throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
+    require_rank(peer);
     if (const std::byte* s = stages_.peer_buffer_mapped(peer, r)) return s;
     return stages_.peer_buffer(peer, procs_[static_cast<std::size_t>(peer)].pid, r,
                                "mpi_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
@@ -748,6 +744,11 @@ class mpi_transport {
     return note;
   }
   // "rank 2 (pid 4242 on node1)": a rank of this machine, by its process.
+  // `peer` is one of this communicator's ranks, else `invalid_argument`.
+  void require_rank(int peer) const {
+    if (peer < 0 || peer >= size_)
+      throw invalid_argument("mpi_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
+  }
   std::string process_of(int q) const {
     char host[MPI_MAX_PROCESSOR_NAME] = {};
     int len = 0;
