@@ -14,7 +14,8 @@
 # talk over shared memory (Open MPI's vader): the innermost level.
 #
 # Needs root (CAP_NET_ADMIN), iproute2, Open MPI and a ddl-bench built with
-# MPI. Exits 77 when namespaces cannot be created (CTest reports a skip).
+# Open MPI. Exits 77 (CTest reports a skip) when namespaces cannot be created
+# or when ddl-bench links another MPI (MPICH).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -82,7 +83,15 @@ ip netns del "$probe_ns"
 ((probe_ok == 1)) || skip "$( ((probe_ok == 0)) && echo "veth or tc htb unavailable in this kernel" || echo "cannot create UTS namespaces (unshare --uts)")"
 bench=${bench:-$root/build/release/bench/ddl-bench}
 [ -x "$bench" ] || { echo "run.sh: $bench not found; build first (./quickstart.sh demo) or pass --bench" >&2; exit 1; }
-"$bench" --help 2>&1 | grep -q -- "--transport" || true
+# The ranks are launched by Open MPI's mpirun across the namespaces; a
+# ddl-bench linked with another MPI would start as n singletons of one rank.
+libs=$(ldd "$bench" 2>/dev/null || true)
+if grep -q -E 'libmpi\.so\.[0-9]' <<<"$libs"; then :
+elif other=$(grep -o -E 'lib(mpich|mpi[a-z_]*)\.so[.0-9]*' <<<"$libs" | head -n 1) && [ -n "$other" ]; then
+  skip "$bench links $other, not Open MPI's libmpi; the emulation launches with Open MPI's mpirun"
+else
+  echo "run.sh: $bench links no MPI library; build it with -DDDL_ENABLE_MPI=ON" >&2; exit 1
+fi
 
 # --- the emulated network -----------------------------------------------------
 P="ddl$$"                       # every name this run creates starts with it
