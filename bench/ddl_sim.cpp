@@ -12,7 +12,9 @@
 // every read of a peer's memory a flow over the links between them
 // (`sim_options::shared_levels`).
 //
-// Per strategy it prints the cost model's prediction, the simulated time, the
+// Per strategy it prints the cost model's prediction, the simulated time, its
+// ratio to the bandwidth floor no all-reduce beats on these links
+// (`cost::all_reduce_floor`, named with its level above the table), the
 // level that bounded the run (the highest level crossed by messages in
 // flight the longest) and that level's busiest link. In --scaling mode it
 // prints speed-up and scaling efficiency from 1 to N GPUs for a model's
@@ -52,9 +54,15 @@ struct preset {
 // `paper` gives every GPU its own link (S822LC nodes have two EDR ports, so
 // ~10 GB/s per GPU means ~40 GB/s per node), `paper-node-links` one shared
 // link per node. Latencies are ours (the paper gives none): 3, 5, 8 us.
+// Both send a GPU's network traffic through its NVLink port first; on an
+// S822LC the GPU-to-GPU NVLink is separate from the path to the InfiniBand
+// adapters (behind the CPUs), which `paper-ports` models: the node level's
+// links private, every GPU's own 10 GB/s port beside its 20 GB/s NVLink.
 const preset presets[] = {
     {"paper", {"20GB/s:3us", "10GB/s:5us", "9.5GB/s:8us"}, "per-GPU links"},
     {"paper-node-links", {"20GB/s:3us", "10GB/s:5us:1", "9.5GB/s:8us:1"}, "one link per node (4 GPUs share it)"},
+    {"paper-ports", {"20GB/s:3us:private", "10GB/s:5us", "9.5GB/s:8us"},
+     "per-GPU links, the network reached beside NVLink, not through it"},
 };
 
 struct model_preset {
@@ -84,7 +92,7 @@ const model_preset models[] = {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "ddl-sim: %s\n"
-               "usage: ddl-sim [--preset paper|paper-node-links | --topology SPEC] [--bytes N]\n"
+               "usage: ddl-sim [--preset paper|paper-node-links|paper-ports | --topology SPEC] [--bytes N]\n"
                "               [--strategy all|auto|ring|recursive_doubling|halving_doubling|multi_ring|one_shot|two_shot]\n"
                "               [--chunk BYTES] [--shared-levels K] [--csv FILE]\n"
                "       ddl-sim --scaling [--preset ...] [--model resnet50|resnet50-caffe|resnet101-22k]\n"
@@ -185,23 +193,30 @@ int run_strategies(const ddl::topology& topo, const std::string& which, double b
   std::printf("# ddl-sim: all-reduce of %.0f bytes (float32, sum) on %s, %d ranks, chunk %zu bytes, %d shared-memory "
               "level(s)\n", bytes, topo.str().c_str(), topo.size(), chunk, shared);
   std::printf("# model = cost model (strategy/cost_model.hpp); sim = sim_transport running the strategy code\n");
-  std::printf("# %-34s %11s %11s %7s  %-28s %-26s %9s %7s\n", "strategy", "model_ms", "sim_ms", "sim/mod",
-              "bound by", "busiest link (busy %)", "messages", "wall_s");
+  // What no algorithm reducing at the ranks beats on these links.
+  const ddl::cost::floor_bound floor = ddl::cost::all_reduce_floor(topo.data(), topo.count(), bytes);
+  std::string floor_links = level_name(topo, floor.level);
+  for (int l = floor.level + 1; l <= floor.last; ++l) floor_links += " with " + level_name(topo, l);
+  std::printf("# floor = bandwidth floor of any all-reduce, %.3f ms: %s, 2 (m-1) S out of its m units in all "
+              "(cost::all_reduce_floor)\n", floor.seconds * 1e3, floor_links.c_str());
+  std::printf("# %-34s %11s %11s %7s %7s  %-28s %-26s %9s %7s\n", "strategy", "model_ms", "sim_ms", "sim/mod",
+              "sim/flr", "bound by", "busiest link (busy %)", "messages", "wall_s");
   std::FILE* out = csv.empty() ? nullptr : std::fopen(csv.c_str(), "w");
   if (!csv.empty() && !out) usage("cannot write " + csv);
-  if (out) std::fprintf(out, "strategy,bytes,ranks,model_ms,sim_ms,bound_level,messages,wall_s\n");
+  if (out) std::fprintf(out, "strategy,bytes,ranks,model_ms,sim_ms,bound_level,messages,wall_s,floor_ms\n");
   const ddl::plan_for allowed = allowed_on(fab);  // what auto weighs here
   const ddl::plan best = ddl::best_plan(topo, bytes, allowed);
   auto line = [&](const std::string& name, double model, const outcome& o, bool chosen) {
     const auto& b = o.rep.busiest;
     char busy[64];
     std::snprintf(busy, sizeof busy, "%s (%.0f%%)", b.str().c_str(), o.seconds > 0 ? 100 * b.busy_seconds / o.seconds : 0.0);
-    std::printf("%s %-34s %11.3f %11.3f %7.3f  %-28s %-26s %9zu %7.2f\n", chosen ? "*" : " ", name.c_str(),
+    std::printf("%s %-34s %11.3f %11.3f %7.3f %7.3f  %-28s %-26s %9zu %7.2f\n", chosen ? "*" : " ", name.c_str(),
                 model * 1e3, o.seconds * 1e3, model > 0 ? o.seconds / model : 0.0,
-                level_name(topo, o.rep.bound_level).c_str(), busy, o.rep.messages, o.wall);
+                floor.seconds > 0 ? o.seconds / floor.seconds : 0.0, level_name(topo, o.rep.bound_level).c_str(),
+                busy, o.rep.messages, o.wall);
     if (out)
-      std::fprintf(out, "%s,%.0f,%d,%.6f,%.6f,%d,%zu,%.3f\n", field(name).c_str(), bytes, topo.size(), model * 1e3,
-                   o.seconds * 1e3, o.rep.bound_level + 1, o.rep.messages, o.wall);
+      std::fprintf(out, "%s,%.0f,%d,%.6f,%.6f,%d,%zu,%.3f,%.6f\n", field(name).c_str(), bytes, topo.size(),
+                   model * 1e3, o.seconds * 1e3, o.rep.bound_level + 1, o.rep.messages, o.wall, floor.seconds * 1e3);
     std::fflush(stdout);
   };
   bool any = false;

@@ -210,6 +210,39 @@ TEST_CASE("DDL_TOPOLOGY: an exchange bandwidth, with or without links, round-tri
   CHECK(error_of("4:1GB/s:3us:x0GB/s").find("exchange bandwidth must be positive") != std::string::npos);
 }
 
+TEST_CASE("DDL_TOPOLOGY: private links, in any place after the latency, round-trip through str(); said twice is an error") {
+  const auto t = ddl::topology::parse("4:20GB/s:3us:private,16:10GB/s:5us:1:private,4:9.5GB/s:8us:x9GB/s:private:2");
+  REQUIRE(t.count() == 3);
+  CHECK(t[0].private_links);
+  CHECK(t[0].links == 0);
+  CHECK(t[1].private_links);
+  CHECK(t[1].links == 1);
+  CHECK(t[2].private_links);
+  CHECK(t[2].links == 2);
+  CHECK(t[2].exchange == doctest::Approx(9e9));
+  CHECK_FALSE(ddl::topology::parse("4:20GB/s:3us")[0].private_links);
+  const auto back = ddl::topology::parse(t.str());
+  CHECK(back.str() == t.str());
+  for (std::size_t l = 0; l < 3; ++l) {
+    CHECK(back[l].private_links == t[l].private_links);
+    CHECK(back[l].links == t[l].links);
+  }
+  CHECK(ddl::topology::parse("4:1GB/s:3us").str().find("private") == std::string::npos);
+  static_assert(ddl::level_c<4, 20'000'000'000, 3000, 0, 0, true>::value.private_links);
+  static_assert(!ddl::level_c<4, 20'000'000'000, 3000>::value.private_links);
+  auto error_of = [](const char* s) {
+    try {
+      (void)ddl::topology::parse(s);
+    } catch (const ddl::topology_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of("4:1GB/s:3us:private:private").find("says 'private' twice") != std::string::npos);
+  CHECK(error_of("4:1GB/s:3us:privat").find("links 'privat' is not a positive integer") != std::string::npos);
+  CHECK(error_of("4:1GB/s:3us:1:x1GB/s:private:2").find("too many fields") != std::string::npos);
+}
+
 // A multi-ring with one dimension per level, reduced innermost first.
 static ddl::plan ring_per_level(std::size_t levels) {
   ddl::plan p;

@@ -283,7 +283,8 @@ class flow_network {
     }
     for (int l = 0; l <= top; ++l) {
       const level& lv = topo_[static_cast<std::size_t>(l)];
-      if (lv.extent > 1) {
+      // A private level's links carry only messages that stay inside its unit.
+      if (lv.extent > 1 && (l == top || !lv.private_links)) {
         const std::uint32_t base = link_base_[static_cast<std::size_t>(l)];
         c.links.push_back(base + static_cast<std::uint32_t>(2 * (a / g)));
         c.links.push_back(base + static_cast<std::uint32_t>(2 * (b / g) + 1));

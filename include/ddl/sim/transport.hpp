@@ -11,8 +11,9 @@
 ///    of g_l = extent_0 ... extent_(l-1) ranks (a unit of level 0 is a rank);
 ///    it has `links_l` links (default g_l) of bandwidth B_l, out and in.
 ///  * A message from a to b crosses, for every level l up to their lowest
-///    common level L (levels of extent 1 have no links), the egress of a's
-///    unit and the ingress of b's unit. It starts alpha_max after both sides
+///    common level L (levels of extent 1 have no links; a level with
+///    `private_links` only when it is L), the egress of a's unit and the
+///    ingress of b's unit. It starts alpha_max after both sides
 ///    have posted it (rendezvous; alpha_max = the largest latency on its path),
 ///    then moves at the rate of its connection (the ordered pair a -> b).
 ///  * A connection uses one link per level: on each resource (a unit's

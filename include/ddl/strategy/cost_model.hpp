@@ -260,7 +260,8 @@ constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes,
 ///
 /// Pipelined over K = `p.segments` segments, the dimensions run at once and
 /// share links: a message crosses every level up to the one its ring spans
-/// (a ring across nodes also uses each rank's in-node link). With tau_j
+/// (a ring across nodes also uses each rank's in-node link, unless that
+/// level's links are private: `level::private_links`). With tau_j
 /// dimension j's time for S/K bytes and, per level l, busy_l the time one
 /// segment keeps l's links busy (tau_j for the dimension spanning l, plus
 /// every outer dimension's bytes at l's bandwidth),
@@ -287,7 +288,7 @@ constexpr void price_multi_ring(const level* lv, plan& p, double bytes, const tr
     for (int l = lo; l < hi; ++l) own[static_cast<std::size_t>(l)] += t;
     if (m > 1)
       for (int l = 0; l < lo; ++l)
-        if (lv[l].extent > 1) {
+        if (lv[l].extent > 1 && !lv[l].private_links) {
           busy[static_cast<std::size_t>(l)] += 2.0 * (m - 1) / m * data / flow_bandwidth(lv, l, ranks_below(lv, l));
           ++outer[static_cast<std::size_t>(l)];
         }
@@ -462,6 +463,54 @@ constexpr double in_place_extra(const level* lv, std::size_t k, const plan& p, d
 /// 2 (n-1) (S / (n B) + alpha).
 constexpr double uniform_ring(int n, double bytes, double bandwidth, double latency) {
   return n == 1 ? 0.0 : 2.0 * (n - 1) * (bytes / (n * bandwidth) + latency);
+}
+
+/// The bandwidth floor of an all-reduce: what no algorithm that reduces at
+/// the ranks can beat, and the levels whose links set it.
+struct floor_bound {
+  double seconds = 0;
+  int level = 0;  ///< innermost first; meaningless when `seconds` is 0
+  int last = 0;   ///< the links of levels `level`..`last` set it (`last` > `level`: `level` is private)
+};
+
+/// The bandwidth floor of an all-reduce of `bytes` per rank on levels
+/// `lv[0..k)`, on the network of the simulator (and of the pipelined
+/// multi-ring's price). Seen from level l the ranks are m_l = n / g_l units,
+/// and each element's reduction is a gossip among them in which every
+/// transfer is one-way: it takes at least 2 (m_l - 1) transfers (the one-way
+/// gossip bound), so the units send 2 (m_l - 1) S bytes out of themselves in
+/// all. Every such byte crosses level l's links, or, where those are private
+/// (`level::private_links`), the links of some level from l up to the first
+/// level q above l that is not: the message's lowest common level L if L <= q,
+/// else q's. Those links together carry at most C_l = sum_{j=l..q} (n / g_j)
+/// links_j B_j bytes a second, so
+///     t >= max_l 2 (m_l - 1) S / C_l
+/// (levels of extent 1 skipped; B_j the larger of the one-way and the
+/// exchange bandwidth). Where no level is private this is
+/// max_l 2 (m_l - 1) / m_l * S / (links_l B_l), and at the ranks' own level
+/// (g_0 = 1, one link each) the ring's bandwidth term, 2 (n-1) S / (n B_0).
+/// Latency is not counted: the floor is for large messages.
+constexpr floor_bound all_reduce_floor(const level* lv, std::size_t k, double bytes) {
+  int n = 1;
+  for (std::size_t l = 0; l < k; ++l) n *= lv[l].extent;
+  floor_bound f{};
+  for (std::size_t l = 0; l < k; ++l) {
+    const int li = static_cast<int>(l);
+    if (lv[l].extent == 1) continue;
+    const int m = n / ranks_below(lv, li);
+    double capacity = 0;  // bytes/s out of all units of level l, over the links they may leave by
+    std::size_t j = l;
+    for (;; ++j) {
+      if (lv[j].extent > 1) {
+        const double b = lv[j].exchange > lv[j].bandwidth ? lv[j].exchange : lv[j].bandwidth;
+        capacity += static_cast<double>(n / ranks_below(lv, static_cast<int>(j))) * unit_links(lv, static_cast<int>(j)) * b;
+      }
+      if (j + 1 == k || (lv[j].extent > 1 && !lv[j].private_links)) break;
+    }
+    const double t = 2.0 * (m - 1) * bytes / capacity;
+    if (t > f.seconds) f = floor_bound{t, li, static_cast<int>(j)};
+  }
+  return f;
 }
 
 }  // namespace cost

@@ -12,13 +12,23 @@
 /// than the one-way figure (a TCP connection's acknowledgements and
 /// handshakes queue behind its own data); 0 means the same.
 ///
+/// A level's links may be private (`:private`): they carry only messages
+/// between ranks whose lowest common level is this one, and a message that
+/// leaves the unit for an outer level goes out through the outer levels'
+/// links alone. A node whose GPUs are joined by NVLink but reach the network
+/// through their own ports (the paper's S822LC: GPU-to-GPU NVLink, the
+/// InfiniBand adapters behind the CPUs) is such a level. Without it every
+/// message crosses the links of every level up to its lowest common one.
+/// On the outermost level it changes nothing.
+///
 /// Two forms feed one planner: `ddl::topology` (a run-time value, parsed from
 /// `DDL_TOPOLOGY`) and `ddl::static_topology<ddl::level_c<...>...>` (a type
 /// with `constexpr` costs).
 ///
 /// `DDL_TOPOLOGY` syntax: levels separated by commas, innermost first; each
-/// `extent:bandwidth:latency[:links][:x<exchange bandwidth>]`, e.g.
-/// `4:20GB/s:3us,16:10GB/s:5us,4:9.5GB/s:8us` or `2:24MB/s:30us:2:x18MB/s`.
+/// `extent:bandwidth:latency[:links][:x<exchange bandwidth>][:private]`, e.g.
+/// `4:20GB/s:3us,16:10GB/s:5us,4:9.5GB/s:8us`, `2:24MB/s:30us:2:x18MB/s` or
+/// `4:20GB/s:3us:private,16:10GB/s:5us,4:9.5GB/s:8us`.
 /// Bandwidth units: B/s KB/s MB/s GB/s (powers of 1000), KiB/s MiB/s GiB/s,
 /// Kbit/s Mbit/s Gbit/s (also tc's kbit mbit gbit). Latency units: s ms us ns.
 #include <array>
@@ -42,10 +52,12 @@ struct level {
   double latency = 1e-6;   ///< seconds per communication step at this level
   int links = 0;           ///< links one group of the level below shares here; 0 = one per rank
   double exchange = 0;     ///< bytes/s each way in an exchange with one peer; 0 = `bandwidth`
+  bool private_links = false;  ///< links carry only messages whose lowest common level is this one
 };
 
 /// A level as a type, for static topologies: bandwidths in bytes/s, latency in ns.
-template <int Extent, long long BytesPerSecond, long long LatencyNs, int Links = 0, long long ExchangeBytesPerSecond = 0>
+template <int Extent, long long BytesPerSecond, long long LatencyNs, int Links = 0, long long ExchangeBytesPerSecond = 0,
+          bool PrivateLinks = false>
 struct level_c {
   static_assert(Extent > 0, "ddl: a level's extent must be positive");
   static_assert(BytesPerSecond > 0, "ddl: a level's bandwidth must be positive");
@@ -53,7 +65,7 @@ struct level_c {
   static_assert(Links >= 0, "ddl: a level's link count must not be negative");
   static_assert(ExchangeBytesPerSecond >= 0, "ddl: a level's exchange bandwidth must not be negative");
   static constexpr level value{Extent, static_cast<double>(BytesPerSecond), static_cast<double>(LatencyNs) * 1e-9,
-                               Links, static_cast<double>(ExchangeBytesPerSecond)};
+                               Links, static_cast<double>(ExchangeBytesPerSecond), PrivateLinks};
 };
 
 /// A topology known at compile time.
@@ -130,14 +142,14 @@ class topology {
       throw topology_error("topology " + str() + " describes " + std::to_string(size()) + " ranks but the group has " +
                            std::to_string(ranks));
   }
-  /// `extent:bandwidth:latency[:links][:x<exchange>]` per level, as `DDL_TOPOLOGY` takes it.
+  /// `extent:bandwidth:latency[:links][:x<exchange>][:private]` per level, as `DDL_TOPOLOGY` takes it.
   std::string str() const {
     std::string s;
     for (std::size_t i = 0; i < count_; ++i) {
       const auto& l = levels_[i];
       s += (i ? "," : "") + std::to_string(l.extent) + ":" + format_number(l.bandwidth / 1e9) + "GB/s:" +
            format_number(l.latency * 1e6) + "us" + (l.links ? ":" + std::to_string(l.links) : "") +
-           (l.exchange > 0 ? ":x" + format_number(l.exchange / 1e9) + "GB/s" : "");
+           (l.exchange > 0 ? ":x" + format_number(l.exchange / 1e9) + "GB/s" : "") + (l.private_links ? ":private" : "");
     }
     return s;
   }
@@ -212,20 +224,20 @@ inline topology topology::parse(const std::string& text, const char* source) {
     const std::size_t comma = text.find(',', start);
     const std::size_t stop = comma == std::string::npos ? text.size() : comma;
     ++lvl;
-    std::array<detail::field, 6> f{};
+    std::array<detail::field, 7> f{};
     std::size_t nf = 0, p = start;
     while (p <= stop) {
       const std::size_t colon = text.find(':', p);
       const std::size_t e = (colon == std::string::npos || colon > stop) ? stop : colon;
       if (nf == f.size())
-        detail::topology_parse_error(source, text, p, stop - p, "level " + std::to_string(lvl) + " has too many fields (extent:bandwidth:latency[:links][:x<exchange>])");
+        detail::topology_parse_error(source, text, p, stop - p, "level " + std::to_string(lvl) + " has too many fields (extent:bandwidth:latency[:links][:x<exchange>][:private])");
       f[nf++] = {text.substr(p, e - p), p};
       p = e + 1;
     }
     const std::string where = "level " + std::to_string(lvl) + " ('" + text.substr(start, stop - start) + "')";
     if (nf < 3)
       detail::topology_parse_error(source, text, start, stop - start,
-                                   where + " needs extent:bandwidth:latency[:links][:x<exchange>], got " + std::to_string(nf) + " field(s)");
+                                   where + " needs extent:bandwidth:latency[:links][:x<exchange>][:private], got " + std::to_string(nf) + " field(s)");
     level l;
     char* end = nullptr;
     const long ext = std::strtol(f[0].text.c_str(), &end, 10);
@@ -242,10 +254,14 @@ inline topology topology::parse(const std::string& text, const char* source) {
     if (l.latency < 0) detail::topology_parse_error(source, text, f[2].at, f[2].text.size(), where + ": latency must not be negative");
     if (l.latency > max_latency)
       detail::topology_parse_error(source, text, f[2].at, f[2].text.size(), where + ": latency above 1000 s is not a link's");
-    // Optional fields after the latency: a link count, an exchange bandwidth ('x...'), once each.
+    // Optional fields after the latency: a link count, an exchange bandwidth ('x...'), `private`, once each.
     bool have_links = false;
     for (std::size_t k = 3; k < nf; ++k) {
-      if (!f[k].text.empty() && f[k].text[0] == 'x') {
+      if (f[k].text == "private") {
+        if (l.private_links)
+          detail::topology_parse_error(source, text, f[k].at, f[k].text.size(), where + " says 'private' twice");
+        l.private_links = true;
+      } else if (!f[k].text.empty() && f[k].text[0] == 'x') {
         if (l.exchange > 0)
           detail::topology_parse_error(source, text, f[k].at, f[k].text.size(), where + " gives the exchange bandwidth twice");
         const detail::field bw{f[k].text.substr(1), f[k].at + 1};
