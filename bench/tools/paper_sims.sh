@@ -15,6 +15,10 @@ for preset in paper paper-node-links; do
       --csv "$out/scaling-$preset-$model.csv" --plot "$out/scaling-$preset-$model.png" > "$out/scaling-$preset-$model.txt"
   done
 done
+# The GPUs' network ports beside NVLink, not through it (the node level's links private)
+for bytes in 350e6 100e6; do
+  "$sim" --preset paper-ports --bytes $bytes --strategy all --csv "$out/paper-ports-$bytes.csv" > "$out/paper-ports-$bytes.txt"
+done
 # FAIR's 32 DGX-1 (8 P100 each, NVLink ~20 GB/s; 4 EDR ports per node ~10 GB/s each, shared by 8 GPUs)
 "$sim" --topology 8:20GB/s:3us,32:10GB/s:5us:4 --bytes 100e6 --strategy all > "$out/dgx1-256-100e6.txt"
 "$sim" --topology 8:20GB/s:3us --bytes 100e6 --strategy all > "$out/dgx1-8-100e6.txt"
