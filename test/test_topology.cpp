@@ -24,6 +24,16 @@ using paper_topology = ddl::static_topology<ddl::level_c<4, 20'000'000'000, 3000
                                             ddl::level_c<16, 10'000'000'000, 5000>,
                                             ddl::level_c<4, 9'500'000'000, 8000>>;
 
+// What `DDL_TOPOLOGY` parsing of `s` throws, or "<no error>".
+static std::string error_of(const char* s) {
+  try {
+    (void)ddl::topology::parse(s);
+  } catch (const ddl::topology_error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
 TEST_CASE("rank_of(coord_of(r)) == r for static, dynamic and mixed boxes") {
   const ddl::extents<4, 3, 2> s;
   const ddl::extents<4, ddl::dynamic, 2> m(3);
@@ -84,14 +94,6 @@ TEST_CASE("DDL_TOPOLOGY parses units and points at the offending field") {
   CHECK(u[2].bandwidth == doctest::Approx(2147483648.0));
   CHECK(ddl::topology::parse(t.str()).str() == t.str());
 
-  auto error_of = [](const char* s) {
-    try {
-      ddl::topology::parse(s);
-    } catch (const ddl::topology_error& e) {
-      return std::string(e.what());
-    }
-    return std::string("<no error>");
-  };
   // The caret line sits under the bad unit: "GX/s" starts at offset 18 of the string.
   const std::string e1 = error_of("4:20GB/s:3us,16:10GX/s:5us");
   CHECK(e1.find("level 2") != std::string::npos);
@@ -196,14 +198,6 @@ TEST_CASE("DDL_TOPOLOGY: an exchange bandwidth, with or without links, round-tri
   CHECK(ddl::topology::parse("4:1GB/s:3us").str().find(":x") == std::string::npos);
   static_assert(ddl::level_c<2, 1'000'000'000, 0, 0, 500'000'000>::value.exchange == 5e8);
   static_assert(ddl::level_c<2, 1'000'000'000, 0>::value.exchange == 0);
-  auto error_of = [](const char* s) {
-    try {
-      (void)ddl::topology::parse(s);
-    } catch (const ddl::topology_error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   CHECK(error_of("4:1GB/s:3us:xfast").find("exchange bandwidth 'fast' does not start with a number") != std::string::npos);
   CHECK(error_of("4:1GB/s:3us:x1GB/s:x2GB/s").find("exchange bandwidth twice") != std::string::npos);
   CHECK(error_of("4:1GB/s:3us:2:3").find("too many fields") != std::string::npos);
@@ -230,14 +224,6 @@ TEST_CASE("DDL_TOPOLOGY: private links, in any place after the latency, round-tr
   CHECK(ddl::topology::parse("4:1GB/s:3us").str().find("private") == std::string::npos);
   static_assert(ddl::level_c<4, 20'000'000'000, 3000, 0, 0, true>::value.private_links);
   static_assert(!ddl::level_c<4, 20'000'000'000, 3000>::value.private_links);
-  auto error_of = [](const char* s) {
-    try {
-      (void)ddl::topology::parse(s);
-    } catch (const ddl::topology_error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   CHECK(error_of("4:1GB/s:3us:private:private").find("says 'private' twice") != std::string::npos);
   CHECK(error_of("4:1GB/s:3us:privat").find("links 'privat' is not a positive integer") != std::string::npos);
   CHECK(error_of("4:1GB/s:3us:1:x1GB/s:private:2").find("too many fields") != std::string::npos);
