@@ -786,6 +786,8 @@ TEST_CASE("one_shot: through its stage and around it, call after call, every res
 }
 
 #if defined(__linux__)
+#include <sys/resource.h>
+
 #include "ddl/transport/shared_stages.hpp"
 
 TEST_CASE("shared stages: two ranks share when each opened the other's; a group shares when all its pairs do") {
@@ -860,6 +862,48 @@ TEST_CASE("shared stages: two ranks share when each opened the other's; a group 
   const auto qf = quiet.create();
   REQUIRE(quiet.open_peer(1, static_cast<std::int64_t>(::getpid()), qf, 2, false));
   CHECK(quiet.row(0, 2)[1] == 0b01u);
+}
+
+// Page faults this thread has taken so far (minor: the page was in memory or
+// could be allocated without I/O).
+static long minor_faults() {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_minflt;
+}
+
+TEST_CASE("shared stages: a new mapping, own or a peer's, has its first warm_bytes faulted in; past them pages fault on touch") {
+  // The direct strategies' counters, slots and broadcast ring lie there.
+  static_assert(ddl::detail::direct_base::stage_prefix <= ddl::detail::shared_stages::warm_bytes);
+  ddl::detail::shared_stages s;
+  const auto f = s.create();
+  REQUIRE(f.fd >= 0);
+  REQUIRE(s.open_peer(1, static_cast<std::int64_t>(::getpid()), f, 2));  // rank 1's stage: our own file again
+  s.agree(std::vector<std::uint64_t>(2 * ddl::detail::shared_stages::row_words(2), 0b11u), 0, 2);
+  REQUIRE(s.shared());
+  constexpr std::size_t warm = ddl::detail::shared_stages::warm_bytes, bytes = warm + (std::size_t{512} << 10);
+  std::byte* own = s.own(bytes, "test");
+  const std::byte* peer = s.peer(1, bytes, "test");
+  // Touches a page every 4 KiB of [from, to): writes to the own mapping, reads of the peer's.
+  auto faults_touching = [&](std::size_t from, std::size_t to) {
+    const long before = minor_faults();
+    unsigned sum = 0;
+    for (std::size_t i = from; i < to; i += 4096) {
+      *static_cast<volatile std::byte*>(own + i) = std::byte{1};
+      sum += static_cast<unsigned>(*static_cast<const volatile std::byte*>(peer + i));
+    }
+    CHECK(sum == (to - from + 4095) / 4096);  // the peer's mapping shows the owner's writes
+    return minor_faults() - before;
+  };
+  const long in_warm = faults_touching(0, warm), past_warm = faults_touching(warm, bytes);
+  CAPTURE(in_warm);
+  CAPTURE(past_warm);
+  // 64 pages in each mapping: 128 faults unwarmed (a few to spare for the
+  // test's own stack and the allocator).
+  CHECK(in_warm <= 8);
+  // The control: past the warm bytes each page faults in each mapping (at
+  // least once: 2 x 128 pages), so this thread's faults are counted page by page.
+  CHECK(past_warm >= 128);
 }
 #endif
 

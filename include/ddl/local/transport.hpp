@@ -370,6 +370,10 @@ class local_fabric {
     if (s) return s;
     auto* fresh = static_cast<std::byte*>(std::calloc(1, local_transport::stage_capacity));
     if (!fresh) throw std::bad_alloc();
+    // Every page written once now, not by the first small calls that reach
+    // it (a first touch costs more than such a call: shared_stages::warm).
+    for (std::size_t i = 0; i < local_transport::stage_capacity; i += 4096)
+      *static_cast<volatile std::byte*>(fresh + i) = std::byte{0};
     if (p.compare_exchange_strong(s, fresh, std::memory_order_acq_rel)) return fresh;
     std::free(fresh);  // another rank made it first
     return s;
