@@ -43,3 +43,9 @@ def floor_times(path):
         if len(f) >= 6 and f[0].isdigit() and f[4] == "floor:copy":
             out[int(f[0])] = float(f[5])
     return out
+
+
+def median_range(v, digits=1):
+    """'median (min-max)' of the values v, or '-' when there are none."""
+    import statistics
+    return f"{statistics.median(v):.{digits}f} ({min(v):.{digits}f}-{max(v):.{digits}f})" if v else "-"

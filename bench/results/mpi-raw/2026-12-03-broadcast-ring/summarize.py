@@ -5,18 +5,14 @@ to back a sample; single: one call between barriers).
 usage: summarize.py [DIR]   (default: this folder) > summary.txt"""
 import glob
 import os
-import statistics
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "..", "tools"))
-from bench_table import times  # noqa: E402
+from bench_table import median_range as fmt, times  # noqa: E402
 
 folder = sys.argv[1] if len(sys.argv) > 1 else here
 
-
-def fmt(v, digits=1):
-    return f"{statistics.median(v):.{digits}f} ({min(v):.{digits}f}-{max(v):.{digits}f})" if v else "-"
 
 
 for kind, label in (("threads-", "threads"), ("", "Open MPI"), ("mpich-", "MPICH")):
