@@ -898,12 +898,14 @@ TEST_CASE("shared stages: a new mapping, own or a peer's, has its first warm_byt
   const long in_warm = faults_touching(0, warm), past_warm = faults_touching(warm, bytes);
   CAPTURE(in_warm);
   CAPTURE(past_warm);
-  // 64 pages in each mapping: 128 faults unwarmed (a few to spare for the
-  // test's own stack and the allocator).
-  CHECK(in_warm <= 8);
-  // The control: past the warm bytes each page faults in each mapping (at
-  // least once: 2 x 128 pages), so this thread's faults are counted page by page.
-  CHECK(past_warm >= 128);
+  // Past the warm bytes each page faults once in each mapping, 2 a page;
+  // inside them none (unwarmed, 2 as well). Compared per page, so faults of
+  // a sanitizer's own (its shadow of each page touched, alike on both sides
+  // of the line) cancel: plainly 0 against 2 a page, under ThreadSanitizer
+  // 4 against 6, AddressSanitizer 0.25 against 2.2.
+  const double per_page_in = static_cast<double>(in_warm) / (warm / 4096),
+               per_page_past = static_cast<double>(past_warm) / ((bytes - warm) / 4096);
+  CHECK(per_page_past - per_page_in >= 1.5);
 }
 #endif
 
