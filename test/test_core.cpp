@@ -220,6 +220,42 @@ TEST_CASE("host::copy: every distance between source and destination, overlappin
   CHECK(wrong == 0);
 }
 
+TEST_CASE("host::stream_copy: the bytes memmove gives, at every alignment, size and overlap; the host table offers it") {
+  // Streaming stores from 16-byte boundaries of the destination, a head and
+  // a tail copied plainly, small or overlapping ranges as host::copy.
+  const std::size_t most = (std::size_t{64} << 10) + 77;
+  std::vector<unsigned char> init(2 * most + 256);
+  for (std::size_t i = 0; i < init.size(); ++i) init[i] = static_cast<unsigned char>(i * 167 + 3);
+  int wrong = 0, cases = 0;
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{63}, ddl::host::stream_from - 1,
+                            ddl::host::stream_from, ddl::host::stream_from + 1, std::size_t{4096 + 63}, most}) {
+    for (std::size_t src = 0; src < 20; src += 3) {
+      for (std::size_t dst_off : {std::size_t{0}, std::size_t{1}, std::size_t{8}, std::size_t{15}, std::size_t{16},
+                                  std::size_t{47}}) {
+        for (bool overlap : {false, true}) {
+          const std::size_t dst = overlap ? src + dst_off : most + 64 + dst_off;
+          std::vector<unsigned char> got = init, want = init;
+          ddl::host::stream_copy(got.data() + dst, got.data() + src, bytes);
+          std::memmove(want.data() + dst, want.data() + src, bytes);
+          ++cases;
+          if (got != want) {
+            ++wrong;
+            INFO("bytes " << bytes << ", source " << src << ", destination " << dst);
+            CHECK(got == want);
+          }
+        }
+      }
+    }
+  }
+  CHECK(cases == 8 * 7 * 6 * 2);
+  CHECK(wrong == 0);
+  const ddl::memory_ops host = ddl::host_memory_ops();
+  REQUIRE(static_cast<bool>(host.stream_copy));
+  std::vector<unsigned char> a(10000, 7), b(10000, 0);
+  host.stream_copy(nullptr, reinterpret_cast<std::byte*>(b.data()), reinterpret_cast<const std::byte*>(a.data()), a.size());
+  CHECK(a == b);
+}
+
 #if DDL_HAVE_X86_DISPATCH && defined(__GNUC__) && !defined(__clang__)
 TEST_CASE("x86 features: what CPUID and XGETBV say, as GCC's __builtin_cpu_supports reads them") {
   // The kernels dispatch on ddl's own reading (Clang 14 has no "f16c" for the

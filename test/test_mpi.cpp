@@ -193,13 +193,13 @@ T segment_value(int p, std::size_t i) {
 }
 
 template <class T>
-void segments_check(ddl::mpi_transport& t, failure_log& log, bool reading) {
+void segments_check(ddl::mpi_transport& t, failure_log& log, const ddl::two_shot& strategy) {
   const int n = t.size(), me = t.rank();
   const std::size_t per = ddl::two_shot::stage_segment / sizeof(T);
   // Every block over one segment and ragged (blocks differ by one).
   const std::size_t count = static_cast<std::size_t>(n) * (per + per / 3) + static_cast<std::size_t>(n / 2) + 1;
   const T sum_ranks = static_cast<T>(n * (n + 1) / 2);
-  ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(t, ddl::two_shot{}.reading_peers(reading));
+  ddl::communicator<ddl::two_shot, ddl::mpi_transport> comm(t, strategy);
   auto note = [&](const char* what, std::size_t i, double got, double want) {
     log.add(std::string(what) + " " + ddl::name_of(ddl::dtype_of<T>::value) + " rank " + std::to_string(me) + " [" +
             std::to_string(i) + "] = " + std::to_string(got) + ", expected " + std::to_string(want));
@@ -241,23 +241,59 @@ void segments_check(ddl::mpi_transport& t, failure_log& log, bool reading) {
 }
 
 TEST_CASE("mpi: two_shot and the direct all-gather take blocks longer than a stage segment in segments, every "
-          "buffer layout agreed; or whole, reading the peers' memory") {
+          "buffer layout agreed, the stages written cached or streamed; or whole, reading the peers' memory") {
   ddl::mpi_transport t(MPI_COMM_WORLD);
   if (!t.stages_shared()) {
     MESSAGE("shared memory between the ranks is not allowed here");
     return;
   }
-  // Through the stages, then reading the peers' memory where the kernel
-  // lets them (else through the stages again).
-  for (bool reading : {false, true}) {
+  // Through the stages, through the stages written with streaming stores,
+  // then reading the peers' memory where the kernel lets them (else through
+  // the stages again).
+  for (const ddl::two_shot& s : {ddl::two_shot{}, ddl::two_shot{}.streaming_stages(), ddl::two_shot{}.reading_peers()}) {
+    CAPTURE(s.describe());
     failure_log log;
-    segments_check<float>(t, log, reading);
-    segments_check<double>(t, log, reading);
-    segments_check<std::int32_t>(t, log, reading);
+    segments_check<float>(t, log, s);
+    segments_check<double>(t, log, s);
+    segments_check<std::int32_t>(t, log, s);
     const int failures = all_sum(static_cast<int>(log.count()));
     CHECK_MESSAGE(log.count() == 0, log.summary());
     CHECK(failures == 0);
   }
+}
+
+TEST_CASE("mpi: two_shot may write its stages with streaming stores: the same bits as cached, every dtype and op; "
+          "auto measures it") {
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  if (!t.stages_shared()) {
+    MESSAGE("shared memory between the ranks is not allowed here");
+    return;
+  }
+  const int me = t.rank();
+  // Every dtype and op, in place and out of place, odd counts; blocks past
+  // host::stream_from bytes, so the streamed copies run.
+  mpi_matrix(t, ddl::two_shot{}.streaming_stages(), 100003);
+  CHECK(ddl::two_shot{}.streaming_stages().describe() == "two_shot (streamed)");
+  CHECK(ddl::two_shot{}.streaming_stages().reading_peers().describe() == "two_shot (read_peer)");
+  // The same bits as the cached stages, on sums that round, over stage segments.
+  {
+    const std::size_t count = (std::size_t{5} << 18) + 7;
+    std::vector<float> cached_sum(count), streamed_sum(count);
+    for (std::size_t i = 0; i < count; ++i)
+      cached_sum[i] = streamed_sum[i] = 1.0f / static_cast<float>(i % 1013 + 1) + static_cast<float>(me) * 0.3f;
+    ddl::communicator<ddl::two_shot, ddl::mpi_transport> cached(t), streamed(t, ddl::two_shot{}.streaming_stages());
+    cached.all_reduce(ddl::host_view(cached_sum), ddl::op::sum);
+    streamed.all_reduce(ddl::host_view(streamed_sum), ddl::op::sum);
+    CHECK(std::memcmp(cached_sum.data(), streamed_sum.data(), count * sizeof(float)) == 0);
+  }
+  // A candidate for auto over stages (never over threads, whose direct
+  // strategies write no stage), measured, never the model's choice.
+  const ddl::plan_for q = ddl::plan_for::transport(t);
+  CHECK(q.streams_stages);
+  CHECK_FALSE(ddl::plan_for::transport<ddl::mpi_transport>().streams_stages);
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+  CHECK(comm.explain(64 << 20).find("two_shot (streamed)") != std::string::npos);
+  CHECK_FALSE(comm.strategy().running(64 << 20).streams);
 }
 
 TEST_CASE("mpi: ranks of one machine copy from each other's memory where the kernel lets them, all ranks agreed") {

@@ -410,6 +410,47 @@ TEST_CASE("planner: two_shot reading the peers' memory is a candidate only where
   CHECK(ddl::explain(t4, 64e6, r).find("two_shot (read_peer)") != std::string::npos);
 }
 
+TEST_CASE("planner: two_shot with its stages streamed is a candidate only over stages, priced above the others "
+          "(measured, never modelled), and stamped apart") {
+  const auto t4 = ddl::topology::uniform(4, 4e9, 8e-6);
+  ddl::plan_for q{ddl::candidates::all, true};
+  q.reads_memory = true;
+  ddl::plan_for s = q;
+  s.streams_stages = true;
+  CHECK(s != q);
+  for (double bytes : {1e5, 64e6}) {
+    CAPTURE(bytes);
+    auto streamed = [&](const ddl::plan_for& with) {
+      int count = 0;
+      double staged = -1, stream = -1;
+      for (const auto& p : ddl::all_plans(t4, bytes, with)) {
+        CHECK_FALSE((p.streams && p.reads));
+        if (p.streams) {
+          ++count;
+          CHECK(p.algo == ddl::algorithm::two_shot);
+          stream = p.seconds;
+        } else if (p.algo == ddl::algorithm::two_shot && !p.reads) {
+          staged = p.seconds;
+        }
+      }
+      if (count) CHECK(stream == doctest::Approx(staged * ddl::streams_premium));
+      return count;
+    };
+    CHECK(streamed(q) == 0);
+    CHECK(streamed(s) == 1);
+    CHECK_FALSE(ddl::best_plan(t4, bytes, s).streams);
+  }
+  ddl::plan two{}, read{}, stream{};
+  for (const auto& p : ddl::all_plans(t4, 64e6, s)) {
+    if (p.algo != ddl::algorithm::two_shot) continue;
+    (p.reads ? read : p.streams ? stream : two) = p;
+  }
+  CHECK(ddl::describe(t4, stream) == "two_shot (streamed)");
+  CHECK(ddl::detail::plan_hash(stream) != ddl::detail::plan_hash(two));
+  CHECK(ddl::detail::plan_hash(stream) != ddl::detail::plan_hash(read));
+  CHECK(ddl::explain(t4, 64e6, s).find("two_shot (streamed)") != std::string::npos);
+}
+
 TEST_CASE("planner: a transport's direct_read_factor prices the direct strategies (MPI's shared stages: 8x its links)") {
   // 4 ranks on a crowded node's default costs (2.5 GB/s, 20 us a step).
   const auto t = ddl::topology::uniform(4, 2.5e9, 20e-6);

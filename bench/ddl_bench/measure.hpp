@@ -185,7 +185,8 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
         const auto& strat = comm->strategy();
         const ddl::plan model = strat.choose(bytes), model_ip = strat.choose(bytes, ddl::candidates::all, true);
         const ddl::plan p = strat.running(bytes), ip = strat.running(bytes, true);
-        auto same = [](const ddl::plan& a, const ddl::plan& b) { return a.algo == b.algo && a.dims == b.dims && a.reads == b.reads; };
+        auto same = [](const ddl::plan& a, const ddl::plan& b) { return a.algo == b.algo && a.dims == b.dims && a.reads == b.reads &&
+                                                                     a.streams == b.streams; };
         char pred[48];
         std::snprintf(pred, sizeof pred, " [model %.1f us]", model.seconds * 1e6);
         std::string note = ddl::describe(strat.topo(), p);
@@ -251,6 +252,16 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
                 "letting them attach to each other (not DDL_MPI_CMA=0)");
       } else if (!s.all_strategies) {
         usage("two_shot_read copies from the peers' memory: it runs on --transport mpi only");
+      }
+    } else if (name == "two_shot_stream") {  // two_shot writing its stages with streaming stores (mpi)
+      if constexpr (ddl::has_peer_stage_v<Transport> && !ddl::has_peer_memory_v<Transport>) {
+        if (ddl::peers_reachable(t))
+          impls.push_back(make_impl("ddl:two_shot_stream", t, ddl::two_shot{}.streaming_stages(), opts, s));
+        else if (!s.all_strategies)
+          usage("two_shot_stream writes the stages its peers read: over MPI every rank must be on one machine, "
+                "sharing memory");
+      } else if (!s.all_strategies) {
+        usage("two_shot_stream writes stages shared between processes: it runs on --transport mpi only");
       }
     } else if (name == "one_shot" || name == "two_shot") {
       if constexpr (ddl::reaches_peers_v<Transport>) {

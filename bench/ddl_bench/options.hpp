@@ -23,7 +23,8 @@ const char* const collective_names[] = {"all_reduce", "reduce_scatter", "all_gat
 enum class collective { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather, scatter, reduce, sendrecv };
 
 const char* const strategy_names[] = {"ring",     "multi_ring", "pipelined", "direct_first", "recursive_doubling",
-                                      "halving_doubling", "one_shot", "two_shot", "two_shot_read", "auto"};
+                                      "halving_doubling", "one_shot", "two_shot", "two_shot_read",
+                                      "two_shot_stream", "auto"};
 
 struct settings : sweep_flags {  // -b -e -f -n
   int warmup = 5;
@@ -74,7 +75,7 @@ inline double bus_factor(collective c, int n) {
                "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo,ring]\n"
                "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all|\n"
                "                               gather|scatter|reduce|sendrecv]\n"
-               "                 [--strategy ring|multi_ring|pipelined|direct_first|recursive_doubling|halving_doubling|one_shot|two_shot|two_shot_read|auto|all[,...]]\n"
+               "                 [--strategy ring|multi_ring|pipelined|direct_first|recursive_doubling|halving_doubling|one_shot|two_shot|two_shot_read|two_shot_stream|auto|all[,...]]\n"
                "                 [--dims AxBx...] [--segments K] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--batch K] [-c 0|1]\n"
                "                 [-d int32|int64|float|double|half|bfloat16] [-o sum|prod|min|max|avg]\n"

@@ -24,6 +24,11 @@ struct memory_ops {
   void* ctx = nullptr;
   /// `bytes` from `src` to `dst`; the ranges may overlap.
   void (*copy)(void* ctx, std::byte* dst, const std::byte* src, std::size_t bytes) = nullptr;
+  /// Optional: `bytes` from `src` to `dst` (ranges apart) without keeping
+  /// the written lines in this core's cache (streaming stores), for memory
+  /// another core reads next (a shared stage); strategies fall back to
+  /// `copy` where it is null.
+  void (*stream_copy)(void* ctx, std::byte* dst, const std::byte* src, std::size_t bytes) = nullptr;
   /// `dst[i] = a[i] (op) b[i]`; `dst` equals `a` or `b`, or overlaps neither.
   void (*reduce)(void* ctx, std::byte* dst, const std::byte* a, const std::byte* b, std::size_t count,
                  reduction r) = nullptr;

@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "ddl/core/dtype.hpp"
 #include "ddl/core/macros.hpp"
@@ -205,6 +208,46 @@ inline void finalize(void* data, std::size_t count, reduction r, int ranks) {
   });
 }
 
+/// `bytes` from `src` to `dst` (ranges apart) with streaming stores on
+/// x86-64 (SSE2 `movntdq`; elsewhere, and below `stream_from` bytes,
+/// `copy`): the written lines go to memory without being read in first, and
+/// stay in no core's cache. For a stage a peer on another core reads next:
+/// a cached write must first take each line back from the peer's cache, which
+/// on this project's VM, with the two vCPUs placed far apart by the host
+/// (a cache line's round trip 320 ns, not 65-125), ran at a fifth of the
+/// rate (2 MPI ranks, two_shot, 64 MiB: 45 ms, 14 streamed; placed close,
+/// 13 against 18 ms: bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04
+/// (night)). Ends with a store fence, so a release that follows publishes it.
+inline constexpr std::size_t stream_from = 4096;
+inline void stream_copy(void* dst, const void* src, std::size_t bytes) {
+#if defined(__SSE2__)
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  const auto da = reinterpret_cast<std::uintptr_t>(d), sa = reinterpret_cast<std::uintptr_t>(s);
+  if (bytes < stream_from || da - sa < bytes || sa - da < bytes) {  // small, or overlapping
+    copy(dst, src, bytes);
+    return;
+  }
+  const std::size_t head = (16 - (da & 15u)) & 15u;  // to the first 16-byte boundary of `dst`
+  std::memcpy(d, s, head);
+  std::size_t at = head;
+  for (; at + 64 <= bytes; at += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + at));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + at + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + at + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + at + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + at), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + at + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + at + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + at + 48), e);
+  }
+  _mm_sfence();
+  std::memcpy(d + at, s + at, bytes - at);
+#else
+  copy(dst, src, bytes);
+#endif
+}
+
 }  // namespace host
 
 /// The table for host memory: `host::copy`, the host kernels, `new[]`.
@@ -212,6 +255,7 @@ inline memory_ops host_memory_ops() noexcept {
   memory_ops m;
   m.name = "host";
   m.copy = [](void*, std::byte* dst, const std::byte* src, std::size_t n) { host::copy(dst, src, n); };
+  m.stream_copy = [](void*, std::byte* dst, const std::byte* src, std::size_t n) { host::stream_copy(dst, src, n); };
   m.reduce = [](void*, std::byte* dst, const std::byte* a, const std::byte* b, std::size_t count, reduction r) {
     host::reduce(dst, a, b, count, r);
   };

@@ -25,6 +25,9 @@ namespace detail {
 struct direct_pair {
   ddl::one_shot one;
   ddl::two_shot two;
+  /// two_shot as plan `p` runs it: reading the peers (`plan::reads`), its
+  /// stages streamed (`plan::streams`) or neither.
+  ddl::two_shot& two_for(const plan& p) { return two.reading_peers(p.reads).streaming_stages(p.streams); }
 };
 
 constexpr bool is_direct(const plan& p) { return p.algo == algorithm::one_shot || p.algo == algorithm::two_shot; }
@@ -46,7 +49,7 @@ void run_plan_all_reduce(Transport& t, const topology& topo, const plan& p, dire
     case algorithm::two_shot:
       if constexpr (reaches_peers_v<Transport>) {
         if (p.algo == algorithm::one_shot) direct.one.all_reduce(t, in, out, count, c);
-        else direct.two.reading_peers(p.reads).all_reduce(t, in, out, count, c);
+        else direct.two_for(p).all_reduce(t, in, out, count, c);
         return;
       } else {
         no_peer_memory(p);
@@ -75,7 +78,7 @@ void run_plan_reduce_scatter(Transport& t, const topology& topo, const plan& p, 
                              direct_pair& direct, const std::byte* in, std::byte* work, std::byte* out,
                              std::size_t count, const call_context& c) {
   if constexpr (reaches_peers_v<Transport>) {
-    if (is_direct(p)) return direct.two.reading_peers(p.reads).reduce_scatter(t, in, work, out, count, c);
+    if (is_direct(p)) return direct.two_for(p).reduce_scatter(t, in, work, out, count, c);
   }
   if (logarithmic(topo, p, t.size())) return halving_reduce_scatter(t, in, work, out, count, c);
   multi_ring_reduce_scatter(t, box, in, work, out, count, c);
@@ -86,7 +89,7 @@ template <class Transport>
 void run_plan_all_gather(Transport& t, const topology& topo, const plan& p, const ring_box& box, direct_pair& direct,
                          const std::byte* own, std::byte* out, std::size_t count, const call_context& c) {
   if constexpr (reaches_peers_v<Transport>) {
-    if (is_direct(p)) return direct.two.reading_peers(p.reads).all_gather(t, own, out, count, c);
+    if (is_direct(p)) return direct.two_for(p).all_gather(t, own, out, count, c);
   }
   if (logarithmic(topo, p, t.size())) return doubling_all_gather(t, own, out, count, c);
   multi_ring_all_gather(t, box, own, out, count, c);
@@ -168,14 +171,24 @@ class auto_strategy {
       detail::run_plan_all_reduce(t, topology_, p, direct_, in, out, count, cp);
     };
     if (!detail::plan_tuner::applies(t, c, bytes)) {
-      // two_shot reading the peers' memory reaches the same bits as through
-      // the stages (each block reduced once, in rank order, by its owner),
-      // so the two are measured as copies are: by default, the result the
-      // same whichever runs.
-      if (model.algo == algorithm::two_shot && allows_.reads_memory && detail::plan_tuner::applies(t, c, bytes, true)) {
-        plan reading = model;
-        reading.reads = true;
-        reads_.run(t, bytes, in == out, model, c, [&] { return std::vector<plan>{model, reading}; }, run);
+      // two_shot reading the peers' memory, or writing its stages with
+      // streaming stores, reaches the same bits as through the stages (each
+      // block reduced once, in rank order, by its owner), so the three are
+      // measured as copies are: by default, the result the same whichever
+      // runs. Which wins depends on where the ranks' cores lie
+      // (`two_shot::streaming_stages`), known only by running.
+      if (model.algo == algorithm::two_shot && (allows_.reads_memory || allows_.streams_stages) &&
+          detail::plan_tuner::applies(t, c, bytes, true)) {
+        reads_.run(t, bytes, in == out, model, c, [&] {
+          std::vector<plan> v{model};
+          for (bool reading : {true, false}) {
+            if (!(reading ? allows_.reads_memory : allows_.streams_stages)) continue;
+            plan other = model;
+            (reading ? other.reads : other.streams) = true;
+            v.push_back(other);
+          }
+          return v;
+        }, run);
         return;
       }
       return run(model, detail::with_plan_stamp(c, model));
@@ -231,8 +244,9 @@ class auto_strategy {
   }
   // An all-gather's measured candidates: the model's plan, then the model's
   // best of each other form an all-gather takes on `n` ranks (the direct
-  // form through the stages, the direct form reading the peers' memory where
-  // the ranks can, the doubling form, the multi-ring), each form
+  // form through the stages, the same with the stages streamed, the direct
+  // form reading the peers' memory where the ranks can, the doubling form,
+  // the multi-ring), each form
   // once whatever it is priced at: one_shot and two_shot gather alike, as
   // recursive doubling and halving-doubling do, and the all-reduce prices
   // that rank them count the reduction too (on 2 MPI ranks of this
@@ -240,10 +254,10 @@ class auto_strategy {
   // gathered 1.5-1.8x faster in one of its modes).
   std::vector<plan> gather_candidates(std::size_t bytes, int n) const {
     auto form = [&](const plan& p) {
-      return detail::is_direct(p) ? (p.reads ? 3 : 0) : detail::logarithmic(topology_, p, n) ? 1 : 2;
+      return detail::is_direct(p) ? (p.reads ? 3 : p.streams ? 4 : 0) : detail::logarithmic(topology_, p, n) ? 1 : 2;
     };
     std::vector<plan> v{choose_parts(bytes)};
-    bool seen[4] = {false, false, false, false};
+    bool seen[5] = {false, false, false, false, false};
     seen[form(v.front())] = true;
     for (const plan& p : all_plans(topology_, static_cast<double>(bytes), parts_question()))
       if (!seen[form(p)]) {
@@ -277,7 +291,7 @@ class auto_strategy {
   mutable detail::direct_pair direct_;
   mutable detail::plan_tuner tuner_;
   mutable detail::plan_tuner gathers_;  // all-gathers' measured choices
-  mutable detail::plan_tuner reads_;    // all-reduces untuned otherwise: two_shot through the stages or reading
+  mutable detail::plan_tuner reads_;    // all-reduces untuned otherwise: two_shot through the stages, streamed or reading
   struct cached_plan {
     std::size_t bytes = ~std::size_t{0};  // none
     plan_for asked{};

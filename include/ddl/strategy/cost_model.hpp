@@ -112,6 +112,9 @@ struct plan {
   /// two_shot: copies the peers' plain buffers where they lie (`read_peer`)
   /// instead of through the stages (`direct_base::reading_peers`).
   bool reads = false;
+  /// two_shot through the stages: writes them with streaming stores
+  /// (`two_shot::streaming_stages`).
+  bool streams = false;
   /// Predicted seconds in all.
   double seconds = 0;
   /// Predicted seconds per phase: per dimension in reduction order

@@ -173,6 +173,9 @@ class direct_base {
   /// What a plan's or strategy's name gains when it reads its peers
   /// (`describe`: `two_shot (read_peer)`).
   static constexpr const char* reading_suffix = " (read_peer)";
+  /// What a plan's or strategy's name gains when it writes its stage with
+  /// streaming stores (`two_shot (streamed)`).
+  static constexpr const char* streaming_suffix = " (streamed)";
   /// Whether this call copies the peers' plain buffers where they lie
   /// (`read_peer`) instead of through the stages: asked for
   /// (`reading_peers`) and possible (`memory_readable`, the same answer on
@@ -311,7 +314,7 @@ class direct_base {
     const auto length = [&](const block& b, std::size_t from) { return b.size > from ? std::min(per, b.size - from) : 0; };
     for (std::size_t from = 0; from < block_of(count, n, 0).size; from += per) {
       open_stage(t, per * es, c);
-      local_copy(c, shared_stage_, own + from * es, length(block_of(count, n, r), from) * es);
+      stage_copy(c, shared_stage_, own + from * es, length(block_of(count, n, r), from) * es);
       share_addresses(t, own, out, "direct all-gather: addresses", c);  // the peers' `in`: their stages
       for (int k = 0; k < n; ++k) {
         const int p = (r + k) % n;
@@ -343,7 +346,7 @@ class direct_base {
         skip_stage(count * es, c);
       } else {
         open_stage(t, count * es, c);
-        local_copy(c, shared_stage_ + mine.offset * es, own, mine.size * es);
+        stage_copy(c, shared_stage_ + mine.offset * es, own, mine.size * es);
       }
     }
     share_addresses(t, own, out, "direct all-gather", c, own_at);
@@ -740,6 +743,16 @@ class direct_base {
     staged_ = true;
     shared_stage_ = t.stage(stage_prefix + bytes) + stage_prefix;
   }
+  /// Over `peer_stage`: `bytes` into this rank's stage, which its peers read
+  /// next: with streaming stores when asked (`streams_`) and the memory has
+  /// them (`memory_ops::stream_copy`), else `local_copy`.
+  void stage_copy(const call_context& c, std::byte* dst, const std::byte* src, std::size_t bytes) const {
+    if (streams_ && c.mem->stream_copy) {
+      if (bytes) c.mem->stream_copy(c.mem->ctx, dst, src, bytes);
+    } else {
+      local_copy(c, dst, src, bytes);
+    }
+  }
   /// Over `peer_stage`: a call of `bytes` whose peers read nothing from this
   /// rank's stage (its buffers lie in a `shared_buffer`).
   void skip_stage(std::size_t bytes, const call_context& c) {
@@ -756,8 +769,8 @@ class direct_base {
     const std::size_t es = size_of(c.red.type);
     open_stage(t, count * es, c);
     const std::size_t from = skip.offset * es, to = (skip.offset + skip.size) * es;
-    if (from > 0) local_copy(c, shared_stage_, in, from);
-    if (to < stage_bytes_) local_copy(c, shared_stage_ + to, in + to, stage_bytes_ - to);
+    if (from > 0) stage_copy(c, shared_stage_, in, from);
+    if (to < stage_bytes_) stage_copy(c, shared_stage_ + to, in + to, stage_bytes_ - to);
   }
 
   /// Over stages a transport can wait on (`wait_until`), for calls of at
@@ -959,7 +972,8 @@ class direct_base {
     exchange_with_all(t, nullptr, 0, c, c.base_tag + offset, what);
   }
 
-  bool reads_ = false;  // see `reads_memory`
+  bool reads_ = false;    // see `reads_memory`
+  bool streams_ = false;  // see `stage_copy`
   std::vector<addresses> peers_;
   std::vector<const std::byte*> sources_;
   std::vector<std::byte> pieces_;  // over `read_peer`: `read_piece` bytes per peer read (`reduce_block_reading`)
@@ -1298,7 +1312,9 @@ struct one_shot : detail::direct_base {
 /// workspace.
 struct two_shot : detail::direct_base {
   static constexpr const char* name = "two_shot";
-  std::string describe() const { return reads_ ? std::string(name) + reading_suffix : name; }
+  std::string describe() const {
+    return std::string(name) + (reads_ ? reading_suffix : streams_ ? streaming_suffix : "");
+  }
   /// Over stages whose ranks copy from each other's memory (`read_peer`,
   /// `memory_readable`: MPI ranks of one machine that the kernel lets
   /// attach to each other), read the peers' plain buffers where they lie,
@@ -1308,6 +1324,21 @@ struct two_shot : detail::direct_base {
   /// both (`plan::reads`). Covers the direct reduce-scatter and all-gather too.
   two_shot& reading_peers(bool on = true) noexcept {
     reads_ = on;
+    return *this;
+  }
+  /// Over stages (`peer_stage`, host memory), write them with streaming
+  /// stores (`memory_ops::stream_copy`): the copies in go to memory, and the
+  /// peers read them from there, not from this core's cache. Where the
+  /// ranks' cores lie far apart (a cache line's round trip 320 ns on this
+  /// project's VM when the host places its two vCPUs apart, against 65-125
+  /// ns close) a cached write waits to take each line back from the peer
+  /// that read it, and the stages ran 3x slower than streamed (2 MPI ranks,
+  /// 64 MiB: 45 against 14 ms); close, streamed ran 1.3x slower. Off by
+  /// default; `auto` measures both (`plan::streams`). Covers the direct
+  /// reduce-scatter and all-gather too; nothing changes over `peer_memory`
+  /// or when reading the peers (`reading_peers`).
+  two_shot& streaming_stages(bool on = true) noexcept {
+    streams_ = on;
     return *this;
   }
   static std::size_t all_reduce_workspace(std::size_t, dtype, int) { return 0; }
@@ -1361,7 +1392,7 @@ struct two_shot : detail::direct_base {
     reduce_block_reading(t, mine, out + mine.offset * es, c);
     local_finalize(c, out + mine.offset * es, mine.size, n);
     if (!has_peer_memory_v<Transport> && !out_at && staged_)  // where the peers gather it from
-      local_copy(c, shared_stage_ + mine.offset * es, out + mine.offset * es, mine.size * es);
+      stage_copy(c, shared_stage_ + mine.offset * es, out + mine.offset * es, mine.size * es);
     end_of_phase(t, c, tag_offset::reduced, "two-shot: reduce phase");
     for (int k = 1; k < n; ++k) {
       const int p = (r + k) % n;

@@ -79,6 +79,11 @@ struct plan_for {
   /// two_shot through the stages, so the model keeps the stages and only a
   /// measurement (`strategy/tuning.hpp`) picks it.
   bool reads_memory = false;
+  /// The direct strategies go through stages in host memory (`peer_stage`,
+  /// not `peer_memory`, not the simulator's links): two_shot writing them
+  /// with streaming stores is a candidate too (`plan::streams`), priced a
+  /// hair above the others so that only a measurement picks it.
+  bool streams_stages = false;
   constexpr plan_for(candidates w = candidates::all, bool peer = false, bool inplace = false,
                      bool pipelined = false) noexcept
       : which(w), peer_memory(peer), in_place(inplace), pipeline(pipelined) {}
@@ -109,6 +114,8 @@ struct plan_for {
     if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = t.flagged_ready() ? T::flagged_bytes : 0;
     if constexpr (has_flagged_two_shot_v<T>) q.two_shot_one_round = t.flagged_ready();
     if constexpr (has_read_peer_v<T>) q.reads_memory = q.peer_memory && t.memory_readable();
+    if constexpr (has_peer_stage_v<T> && !has_peer_memory_v<T> && !direct_reads_over_links_v<T>)
+      q.streams_stages = q.peer_memory;
     return q;
   }
   /// How steps and the direct strategies are priced under these assumptions
@@ -128,7 +135,8 @@ struct plan_for {
            copy_step == o.copy_step && direct_read == o.direct_read && one_round_bytes == o.one_round_bytes &&
            two_shot_one_round == o.two_shot_one_round && flagged_latency == o.flagged_latency &&
            shared_levels == o.shared_levels && direct_round_one_step == o.direct_round_one_step &&
-           direct_over_links == o.direct_over_links && reads_memory == o.reads_memory;
+           direct_over_links == o.direct_over_links && reads_memory == o.reads_memory &&
+           streams_stages == o.streams_stages;
   }
   constexpr bool operator!=(const plan_for& o) const noexcept { return !(*this == o); }
 };
@@ -190,6 +198,11 @@ constexpr bool next_permutation(std::array<int, max_dims>& a, std::size_t n) {
 /// ranks on 2 cores and at 128 MiB: bench/results/mpi-vs-openmpi-mpich-gloo.md,
 /// 2026-11-28 (night)), so only a measurement picks it.
 inline constexpr double reads_premium = 1.001;
+/// two_shot writing its stages with streaming stores (`plan::streams`): at
+/// this multiple of two_shot through the stages, for the same reason (it
+/// depends on where the ranks' cores lie: bench/results/mpi-vs-openmpi-mpich-gloo.md,
+/// 2026-12-04 (night)).
+inline constexpr double streams_premium = 1.002;
 
 /// Calls `f(plan)` for every candidate, priced for `bytes` per rank.
 /// Enumeration order is fixed (multi-rings by composition then order, then
@@ -259,6 +272,12 @@ constexpr void for_each_candidate(const level* lv, std::size_t k, double bytes, 
         c.seconds *= reads_premium;
         f(c);
       }
+      if (a == algorithm::two_shot && q.streams_stages) {  // the same, its stages written streaming (measured too)
+        plan c = p;
+        c.streams = true;
+        c.seconds *= streams_premium;
+        f(c);
+      }
     }
   }
 }
@@ -297,6 +316,7 @@ inline detail::ring_box box_of(const topology& t, const plan& p) {
 /// One line naming a plan, e.g. `multi_ring 4x16x4` or `multi_ring 64x4 order 1,0`.
 inline std::string describe(const topology& t, const plan& p) {
   if (p.reads) return std::string(name_of(p.algo)) + detail::direct_base::reading_suffix;
+  if (p.streams) return std::string(name_of(p.algo)) + detail::direct_base::streaming_suffix;
   if (p.algo != algorithm::multi_ring) return name_of(p.algo);
   if (p.dims == 1) return "ring (flat, " + std::to_string(t.size()) + ")";
   std::string s = std::string("multi_ring ") + box_of(t, p).str();

@@ -156,6 +156,7 @@ inline std::uint64_t plan_hash(const plan& p) {
   }
   if (p.direct_first) h = fnv1a_u64(0xd1u, h);
   if (p.reads) h = fnv1a_u64(0x7eadu, h);
+  if (p.streams) h = fnv1a_u64(0x57eau, h);
   return fnv1a_u64(static_cast<std::uint64_t>(p.segments), h);
 }
 inline std::uint64_t plan_hash(const broadcast_plan& p) {
@@ -211,7 +212,7 @@ inline std::vector<broadcast_plan> tuning_candidates(std::size_t bytes, const to
 template <class Plan>
 class measured_choice {
  public:
-  static constexpr int max_candidates = 4;
+  static constexpr int max_candidates = 5;
   static constexpr int trials = 3;
   static constexpr double within = 3.0;
   static constexpr double margin = 0.93;
