@@ -76,6 +76,12 @@
 /// and at 128 MiB (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-28
 /// (night)): `auto` measures both (`plan::reads`).
 ///
+/// `two_shot::streaming_stages()` writes the stages with streaming stores
+/// (`memory_ops::stream_copy`), so that a write need not first take each
+/// line back from the peer's cache that read it last: 3-4x faster where the
+/// ranks' cores lie far apart, 1.3x slower where they share a cache; `auto`
+/// measures it too (`plan::streams`).
+///
 /// Synchronisation is by messages over the transport, so group views and
 /// the transport's deadlines, aborts and error messages all apply: ranks
 /// trade buffer addresses (one small message to every peer), and zero-byte

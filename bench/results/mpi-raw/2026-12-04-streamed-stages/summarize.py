@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""run.sh's files: each size, each run's placement of the two vCPUs read off the cached stages
+(far: two_shot through cached stages slower than 2x the streamed one, both placements of the
+call, as at a cache line's round trip of ~320 ns; close otherwise), then per placement the
+median (min-max) us a call of every implementation, and MPI_Allreduce / ddl:auto.
+usage: summarize.py [DIR]   (default: this folder) > summary.txt"""
+import glob
+import os
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "..", "tools"))
+from bench_table import median_range as fmt, times  # noqa: E402
+
+folder = sys.argv[1] if len(sys.argv) > 1 else here
+impls = ("ddl:two_shot", "ddl:two_shot_stream", "ddl:two_shot_read", "ddl:auto", "MPI_Allreduce")
+for n in (2, 4):
+    runs = [times(p) for p in sorted(glob.glob(f"{folder}/n{n}_run*.txt"))]
+    if not runs:
+        continue
+    sizes = sorted({s for s, impl in runs[0] if impl == "ddl:auto"})
+    for s in sizes:
+        for col, label in ((0, "out of place"), (1, "in place")):
+            groups = {"close": [], "far": []}
+            for r in runs:
+                if (s, "ddl:two_shot") not in r:
+                    continue
+                cached, streamed = r[(s, "ddl:two_shot")][col], r[(s, "ddl:two_shot_stream")][col]
+                groups["far" if cached > 2 * streamed else "close"].append(r)
+            print(f"\n{n} ranks, {s >> 20} MiB, {label}: us a call, median (min-max) of the runs")
+            for place, rs in groups.items():
+                if not rs:
+                    continue
+                cells = "  ".join(f"{i.split(':')[-1]} {fmt([r[(s, i)][col] for r in rs], 0)}" for i in impls)
+                ratio = fmt([r[(s, 'MPI_Allreduce')][col] / r[(s, 'ddl:auto')][col] for r in rs], 2)
+                print(f"  {place:>5} ({len(rs)} runs): {cells}  | MPI/auto {ratio}")
