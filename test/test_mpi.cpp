@@ -87,6 +87,20 @@ void mpi_matrix(ddl::mpi_transport& t, const Strategy& s, std::size_t large = 65
   CHECK(failures == 0);
 }
 
+// Whether `other` all-reduces to the bits two_shot through cached stages
+// gives, on sums that round, blocks longer than a stage segment (auto
+// measures the forms that do, by default, for that reason).
+bool same_bits_as_stages(ddl::mpi_transport& t, const ddl::two_shot& other) {
+  const std::size_t count = (std::size_t{5} << 18) + 7;
+  std::vector<float> staged_sum(count), other_sum(count);
+  for (std::size_t i = 0; i < count; ++i)
+    staged_sum[i] = other_sum[i] = 1.0f / static_cast<float>(i % 1013 + 1) + static_cast<float>(t.rank()) * 0.3f;
+  ddl::communicator<ddl::two_shot, ddl::mpi_transport> through_stages(t), others(t, other);
+  through_stages.all_reduce(ddl::host_view(staged_sum), ddl::op::sum);
+  others.all_reduce(ddl::host_view(other_sum), ddl::op::sum);
+  return std::memcmp(staged_sum.data(), other_sum.data(), count * sizeof(float)) == 0;
+}
+
 // A box for n ranks: n = a * b with a the largest factor <= sqrt(n).
 ddl::multi_ring<ddl::dynamic_extents> box_for(int n) {
   int a = 1;
@@ -269,23 +283,12 @@ TEST_CASE("mpi: two_shot may write its stages with streaming stores: the same bi
     MESSAGE("shared memory between the ranks is not allowed here");
     return;
   }
-  const int me = t.rank();
   // Every dtype and op, in place and out of place, odd counts; blocks past
   // host::stream_from bytes, so the streamed copies run.
   mpi_matrix(t, ddl::two_shot{}.streaming_stages(), 100003);
   CHECK(ddl::two_shot{}.streaming_stages().describe() == "two_shot (streamed)");
   CHECK(ddl::two_shot{}.streaming_stages().reading_peers().describe() == "two_shot (read_peer)");
-  // The same bits as the cached stages, on sums that round, over stage segments.
-  {
-    const std::size_t count = (std::size_t{5} << 18) + 7;
-    std::vector<float> cached_sum(count), streamed_sum(count);
-    for (std::size_t i = 0; i < count; ++i)
-      cached_sum[i] = streamed_sum[i] = 1.0f / static_cast<float>(i % 1013 + 1) + static_cast<float>(me) * 0.3f;
-    ddl::communicator<ddl::two_shot, ddl::mpi_transport> cached(t), streamed(t, ddl::two_shot{}.streaming_stages());
-    cached.all_reduce(ddl::host_view(cached_sum), ddl::op::sum);
-    streamed.all_reduce(ddl::host_view(streamed_sum), ddl::op::sum);
-    CHECK(std::memcmp(cached_sum.data(), streamed_sum.data(), count * sizeof(float)) == 0);
-  }
+  CHECK(same_bits_as_stages(t, ddl::two_shot{}.streaming_stages()));
   // A candidate for auto over stages (never over threads, whose direct
   // strategies write no stage), measured, never the model's choice.
   const ddl::plan_for q = ddl::plan_for::transport(t);
@@ -352,18 +355,7 @@ TEST_CASE("mpi: ranks of one machine copy from each other's memory where the ker
   // place, bit-identical on every rank; auto weighs it (measured only).
   mpi_matrix(t, ddl::two_shot{}.reading_peers(), 300007);
   CHECK(ddl::two_shot{}.reading_peers().describe() == "two_shot (read_peer)");
-  // The same bits as through the stages (auto measures the two by default
-  // for that reason), on sums that round.
-  {
-    const std::size_t count = (std::size_t{5} << 18) + 7;  // blocks longer than a stage segment
-    std::vector<float> staged_sum(count), read_sum(count);
-    for (std::size_t i = 0; i < count; ++i)
-      staged_sum[i] = read_sum[i] = 1.0f / static_cast<float>(i % 1013 + 1) + static_cast<float>(me) * 0.3f;
-    ddl::communicator<ddl::two_shot, ddl::mpi_transport> through_stages(t), reading(t, ddl::two_shot{}.reading_peers());
-    through_stages.all_reduce(ddl::host_view(staged_sum), ddl::op::sum);
-    reading.all_reduce(ddl::host_view(read_sum), ddl::op::sum);
-    CHECK(std::memcmp(staged_sum.data(), read_sum.data(), count * sizeof(float)) == 0);
-  }
+  CHECK(same_bits_as_stages(t, ddl::two_shot{}.reading_peers()));
   CHECK(ddl::plan_for::transport(t).reads_memory);
   {
     ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);

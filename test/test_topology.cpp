@@ -369,6 +369,27 @@ TEST_CASE("planner: the direct strategies, priced by memory traffic, only where 
   CHECK(e.find("one_shot") != std::string::npos);
 }
 
+// How many of `all_plans(t, bytes, with)` are the two_shot variant `is(p)`
+// picks, each checked to be priced at `premium` x two_shot through cached
+// stages.
+template <class Is>
+int two_shot_variants(const ddl::topology& t, double bytes, const ddl::plan_for& with, Is is, double premium) {
+  int count = 0;
+  double staged = -1, variant = -1;
+  for (const auto& p : ddl::all_plans(t, bytes, with)) {
+    CHECK_FALSE((p.streams && p.reads));
+    if (is(p)) {
+      ++count;
+      CHECK(p.algo == ddl::algorithm::two_shot);
+      variant = p.seconds;
+    } else if (p.algo == ddl::algorithm::two_shot && !p.reads && !p.streams) {
+      staged = p.seconds;
+    }
+  }
+  if (count) CHECK(variant == doctest::Approx(staged * premium));
+  return count;
+}
+
 TEST_CASE("planner: two_shot reading the peers' memory is a candidate only where the ranks can, priced above the "
           "stages (the model never picks it, a measurement may), and stamped apart") {
   const auto t4 = ddl::topology::uniform(4, 4e9, 8e-6);
@@ -376,19 +397,7 @@ TEST_CASE("planner: two_shot reading the peers' memory is a candidate only where
   for (double bytes : {1e5, 64e6}) {
     CAPTURE(bytes);
     auto count_reads = [&](const ddl::plan_for& with) {
-      int reads = 0;
-      double staged = -1, read = -1;
-      for (const auto& p : ddl::all_plans(t4, bytes, with)) {
-        if (p.reads) {
-          ++reads;
-          CHECK(p.algo == ddl::algorithm::two_shot);
-          read = p.seconds;
-        } else if (p.algo == ddl::algorithm::two_shot) {
-          staged = p.seconds;
-        }
-      }
-      if (reads) CHECK(read == doctest::Approx(staged * ddl::reads_premium));
-      return reads;
+      return two_shot_variants(t4, bytes, with, [](const ddl::plan& p) { return p.reads; }, ddl::reads_premium);
     };
     CHECK(count_reads(q) == 0);
     ddl::plan_for r = q;
@@ -421,20 +430,7 @@ TEST_CASE("planner: two_shot with its stages streamed is a candidate only over s
   for (double bytes : {1e5, 64e6}) {
     CAPTURE(bytes);
     auto streamed = [&](const ddl::plan_for& with) {
-      int count = 0;
-      double staged = -1, stream = -1;
-      for (const auto& p : ddl::all_plans(t4, bytes, with)) {
-        CHECK_FALSE((p.streams && p.reads));
-        if (p.streams) {
-          ++count;
-          CHECK(p.algo == ddl::algorithm::two_shot);
-          stream = p.seconds;
-        } else if (p.algo == ddl::algorithm::two_shot && !p.reads) {
-          staged = p.seconds;
-        }
-      }
-      if (count) CHECK(stream == doctest::Approx(staged * ddl::streams_premium));
-      return count;
+      return two_shot_variants(t4, bytes, with, [](const ddl::plan& p) { return p.streams; }, ddl::streams_premium);
     };
     CHECK(streamed(q) == 0);
     CHECK(streamed(s) == 1);
