@@ -87,6 +87,14 @@ void mpi_matrix(ddl::mpi_transport& t, const Strategy& s, std::size_t large = 65
   CHECK(failures == 0);
 }
 
+// Whether every rank passed the same `s` (a plan's description).
+bool same_on_every_rank(const std::string& s) {
+  unsigned long long lo = std::hash<std::string>{}(s), hi = lo;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return lo == hi;
+}
+
 // Whether `other` all-reduces to the bits two_shot through cached stages
 // gives, on sums that round, blocks longer than a stage segment (auto
 // measures the forms that do, by default, for that reason).
@@ -849,13 +857,8 @@ TEST_CASE("mpi: auto measures its candidates across processes: exact through the
     }
     // Every rank settled on the same plan for each placement.
     const std::size_t bytes = count * sizeof(std::int64_t);
-    for (bool in_place : {false, true}) {
-      unsigned long long h = std::hash<std::string>{}(ddl::describe(comm.strategy().topo(), comm.strategy().running(bytes, in_place)));
-      unsigned long long lo = h, hi = h;
-      MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
-      MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-      CHECK(lo == hi);
-    }
+    for (bool in_place : {false, true})
+      CHECK(same_on_every_rank(ddl::describe(comm.strategy().topo(), comm.strategy().running(bytes, in_place))));
   }
   // Measured where the model saw rivals within 3x, and explain says so.
   const ddl::plan_for q = ddl::plan_for::transport<ddl::mpi_transport>();  // out of place
@@ -881,16 +884,49 @@ TEST_CASE("mpi: all-gathers are measured by default across processes: exact thro
         log, "per " + std::to_string(per));
     // Every rank settled on the same plan for each placement, and explain says it measured.
     const std::size_t bytes = count * sizeof(std::int64_t);
-    for (bool in_place : {false, true}) {
-      unsigned long long h = std::hash<std::string>{}(
-          ddl::describe(comm.strategy().topo(), comm.strategy().running_all_gather(bytes, in_place)));
-      unsigned long long lo = h, hi = h;
-      MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
-      MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-      CHECK(lo == hi);
-    }
+    for (bool in_place : {false, true})
+      CHECK(same_on_every_rank(
+          ddl::describe(comm.strategy().topo(), comm.strategy().running_all_gather(bytes, in_place))));
     if (t.stages_shared() && bytes >= ddl::detail::plan_tuner::copies_from)  // the direct form and the multi-ring
       CHECK(comm.explain(bytes).find("# all-gather measured at " + std::to_string(bytes) + " bytes") !=
+            std::string::npos);
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
+}
+
+TEST_CASE("mpi: direct reduce-scatters over stages are measured by default across processes: exact through the "
+          "trials, one plan on every rank") {
+  const int n = world_size(), r = world_rank();
+  if (n < 2 || std::getenv("DDL_TUNE_COPIES")) return;  // the default is what is tested
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+  failure_log log;
+  for (std::size_t per : {std::size_t{1}, std::size_t{1025}, std::size_t{70001}}) {
+    const std::size_t count = per * static_cast<std::size_t>(n);
+    const ddl::block mine = ddl::block_of(count, n, r);
+    std::vector<std::int64_t> in(count), out(mine.size), inout(count);
+    for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
+      for (std::size_t i = 0; i < count; ++i) in[i] = inout[i] = static_cast<std::int64_t>(i % 1000) * (r + 1) + call;
+      comm.reduce_scatter(ddl::host_view(in), ddl::host_view(out), ddl::op::sum);
+      comm.reduce_scatter(ddl::host_view(inout), ddl::host_view(inout.data() + mine.offset, mine.size), ddl::op::sum);
+      for (std::size_t j = 0; j < mine.size; ++j) {
+        const std::int64_t want =
+            static_cast<std::int64_t>((mine.offset + j) % 1000) * n * (n + 1) / 2 + std::int64_t{call} * n;
+        if (out[j] != want || inout[mine.offset + j] != want) {
+          log.add("per " + std::to_string(per) + ", call " + std::to_string(call) + ": wrong at " +
+                  std::to_string(mine.offset + j));
+          break;
+        }
+      }
+    }
+    const std::size_t bytes = count * sizeof(std::int64_t);
+    for (bool in_place : {false, true})
+      CHECK(same_on_every_rank(
+          ddl::describe(comm.strategy().topo(), comm.strategy().running_reduce_scatter(bytes, in_place))));
+    if (t.stages_shared() && bytes >= ddl::detail::plan_tuner::copies_from &&
+        ddl::detail::is_direct(comm.strategy().choose(bytes)))  // the stages cached, streamed, reading the peers
+      CHECK(comm.explain(bytes).find("# reduce-scatter measured at " + std::to_string(bytes) + " bytes") !=
             std::string::npos);
   }
   CHECK_MESSAGE(log.count() == 0, log.summary());

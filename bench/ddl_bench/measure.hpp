@@ -166,11 +166,15 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
       break;
   }
   if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
-    if (s.coll == collective::all_gather && o.tune_copies_bytes > 0) {
+    if ((s.coll == collective::all_gather || s.coll == collective::reduce_scatter) && o.tune_copies_bytes > 0) {
       m.extra_warmup = ddl::detail::plan_tuner::most_calls;
-      m.note = [comm](std::size_t bytes) {  // the plan the timed calls ran (measured, else the model's)
+      const bool gather = s.coll == collective::all_gather;
+      m.note = [comm, gather](std::size_t bytes) {  // the plan the timed calls ran (measured, else the model's)
         const auto& strat = comm->strategy();
-        const ddl::plan p = strat.running_all_gather(bytes), ip = strat.running_all_gather(bytes, true);
+        auto running = [&](bool in_place) {
+          return gather ? strat.running_all_gather(bytes, in_place) : strat.running_reduce_scatter(bytes, in_place);
+        };
+        const ddl::plan p = running(false), ip = running(true);
         const std::string a = ddl::describe(strat.topo(), p), b = ddl::describe(strat.topo(), ip);
         return a == b ? a : a + "; in place " + b;
       };

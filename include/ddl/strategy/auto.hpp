@@ -129,6 +129,7 @@ class auto_strategy {
     tuner_.clear();
     gathers_.clear();
     reads_.clear();
+    scatters_.clear();
   }
   const ddl::topology& topo() const noexcept { return topology_; }
   std::string describe() const { return name; }
@@ -151,7 +152,13 @@ class auto_strategy {
   std::string explain(std::size_t bytes) const {
     auto describe = [&](const plan& p) { return ddl::describe(topology_, p); };
     return ddl::explain(topology_, static_cast<double>(bytes), allows_) + tuner_.report("", describe) +
-           reads_.report("", describe) + gathers_.report("all-gather ", describe);
+           reads_.report("", describe) + scatters_.report("reduce-scatter ", describe) +
+           gathers_.report("all-gather ", describe);
+  }
+  /// The plan reduce-scatters of `bytes` (the whole vector) run: the
+  /// measured choice once their size class is tuned, else the model's.
+  plan running_reduce_scatter(std::size_t bytes, bool in_place = false) const {
+    return scatters_.running(bytes, in_place, choose_parts(bytes));
   }
   /// The plan all-gathers of `bytes` (the whole vector) run: the measured
   /// choice once their size class is tuned, else the model's.
@@ -179,16 +186,7 @@ class auto_strategy {
       // (`two_shot::streaming_stages`), known only by running.
       if (model.algo == algorithm::two_shot && (allows_.reads_memory || allows_.streams_stages) &&
           detail::plan_tuner::applies(t, c, bytes, true)) {
-        reads_.run(t, bytes, in == out, model, c, [&] {
-          std::vector<plan> v{model};
-          for (bool reading : {true, false}) {
-            if (!(reading ? allows_.reads_memory : allows_.streams_stages)) continue;
-            plan other = model;
-            (reading ? other.reads : other.streams) = true;
-            v.push_back(other);
-          }
-          return v;
-        }, run);
+        reads_.run(t, bytes, in == out, model, c, [&] { return direct_variants(model); }, run);
         return;
       }
       return run(model, detail::with_plan_stamp(c, model));
@@ -203,13 +201,27 @@ class auto_strategy {
   /// Reduce-scatter and all-gather: the direct forms where the planner
   /// picks a direct all-reduce for this size, the logarithmic forms where it
   /// picks a doubling one on a flat power-of-two group (`detail::logarithmic`),
-  /// else its best multi-ring.
+  /// else its best multi-ring. The direct reduce-scatter over stages, from
+  /// 64 KiB, is measured as the all-reduce's two_shot is (`direct_variants`:
+  /// its stages cached or streamed, or reading the peers; the same bits
+  /// whichever runs), per size class of the whole vector, in place and out
+  /// of place apart (every rank must pass the same placement).
   template <class Transport>
   void reduce_scatter(Transport& t, const std::byte* in, std::byte* work, std::byte* out, std::size_t count,
                       const call_context& c) const {
-    const plan p = choose_parts(count * size_of(c.red.type));
-    detail::run_plan_reduce_scatter(t, topology_, p, ring_for(p, t.size(), count, c), direct_, in, work, out, count,
-                                    c);
+    const std::size_t bytes = count * size_of(c.red.type);
+    const plan model = choose_parts(bytes);
+    auto run = [&](const plan& p, const call_context& cp) {
+      detail::run_plan_reduce_scatter(t, topology_, p, ring_for(p, t.size(), count, cp), direct_, in, work, out,
+                                      count, cp);
+    };
+    if (detail::is_direct(model) && (allows_.reads_memory || allows_.streams_stages) &&
+        count >= static_cast<std::size_t>(t.size()) && detail::plan_tuner::applies(t, c, bytes, true)) {
+      scatters_.run(t, bytes, detail::overlaps(out, 1, in, bytes), model, c, [&] { return direct_variants(model); },
+                    run);
+      return;
+    }
+    run(model, c);
   }
   /// All-gathers from 64 KiB up to `options::tune_copies_bytes` are measured:
   /// one plan of each form they take (`gather_candidates`, `strategy/tuning.hpp`).
@@ -241,6 +253,20 @@ class auto_strategy {
     plan_for q = allows_;
     q.two_shot_one_round = false;
     return q;
+  }
+  // `model` (a direct plan), then two_shot reading the peers' memory and
+  // two_shot with its stages streamed where the transport allows them: the
+  // forms a direct all-reduce or reduce-scatter is measured among.
+  std::vector<plan> direct_variants(const plan& model) const {
+    std::vector<plan> v{model};
+    for (bool reading : {true, false}) {
+      if (!(reading ? allows_.reads_memory : allows_.streams_stages)) continue;
+      plan other = model;
+      other.algo = algorithm::two_shot;  // a direct reduce-scatter is two_shot's whichever the plan
+      (reading ? other.reads : other.streams) = true;
+      v.push_back(other);
+    }
+    return v;
   }
   // An all-gather's measured candidates: the model's plan, then the model's
   // best of each other form an all-gather takes on `n` ranks (the direct
@@ -291,6 +317,7 @@ class auto_strategy {
   mutable detail::direct_pair direct_;
   mutable detail::plan_tuner tuner_;
   mutable detail::plan_tuner gathers_;  // all-gathers' measured choices
+  mutable detail::plan_tuner scatters_;  // direct reduce-scatters' measured choices
   mutable detail::plan_tuner reads_;    // all-reduces untuned otherwise: two_shot through the stages, streamed or reading
   struct cached_plan {
     std::size_t bytes = ~std::size_t{0};  // none

@@ -62,7 +62,8 @@
 /// is not theirs), a transport that is not a set of fibers in virtual time
 /// (the simulator), 2-`max_ranks` ranks, and `options::tune_bytes`
 /// (`DDL_TUNE`, e.g. `16M`; off by default). Reduce-scatter follows the
-/// model.
+/// model, but for its direct form over stages, measured as a copy is (the
+/// stages cached or streamed, or reading the peers: `auto_strategy::reduce_scatter`).
 ///
 /// All-gathers (`auto_strategy`'s) and broadcasts (the communicator's,
 /// unless `DDL_BROADCAST` forces one) are measured the same way, up to
