@@ -3,8 +3,9 @@
 # measures the three), beside MPI_Allreduce, Open MPI tuned as in the scoreboard; ROUNDS runs at
 # 2 ranks (16, 64, 256 MiB) and at 4 ranks (64 MiB), each a fresh pair of processes, so each run
 # finds the host's placement of the VM's two vCPUs anew; then the all-gathers (ag_*: 256 KiB-64 MiB,
-# 2 ranks, beside MPI_Allgather, 3/4 of ROUNDS runs). From the repository root:
-#   bench/results/mpi-raw/2026-12-04-streamed-stages/run.sh BUILD [ROUNDS]     (~4 min at 8)
+# 2 ranks, beside MPI_Allgather, 3/4 of ROUNDS runs) and the reduce-scatters (rs_*: 256 KiB, 4 and
+# 64 MiB, beside MPI_Reduce_scatter_block, half of ROUNDS runs). From the repository root:
+#   bench/results/mpi-raw/2026-12-04-streamed-stages/run.sh BUILD [ROUNDS]     (~5 min at 8)
 set -euo pipefail
 here=$(dirname "$0")
 build=${1:-build/release}
@@ -23,4 +24,8 @@ done
 for r in $(seq $((rounds * 3 / 4))); do
   mpirun -n 2 --oversubscribe --mca mpi_yield_when_idle 1 -x GLIBC_TUNABLES=$tuned \
     "$build/bench/ddl-bench" "${args[@]}" -n 5 -w 2 --collective all_gather -b 256K -e 64M -f 4 > "$here/ag_n2_run$r.txt" 2>&1
+done
+for r in $(seq $((rounds / 2))); do
+  mpirun -n 2 --oversubscribe --mca mpi_yield_when_idle 1 -x GLIBC_TUNABLES=$tuned \
+    "$build/bench/ddl-bench" "${args[@]}" -n 5 -w 2 --collective reduce_scatter -b 256K -e 64M -f 16 > "$here/rs_n2_run$r.txt" 2>&1
 done
