@@ -9,6 +9,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -966,6 +967,53 @@ std::vector<tuned_rank> tune_on_threads(int n, std::size_t count, int calls, con
   return seen;
 }
 }  // namespace
+
+TEST_CASE("a measured choice that follows drift: measured again once its choice turns slow on the ranks, and left "
+          "while it holds") {
+  using tuner = ddl::detail::measured_choice<ddl::plan>;
+  const std::size_t bytes = std::size_t{1} << 20;
+  std::vector<std::string> seen(2);
+  ddl::local_fabric::run(2, [&](ddl::local_transport& tr) {
+    const ddl::options o;
+    const ddl::memory_ops host = ddl::host_memory_ops();
+    tuner choice(true), fixed;  // following drift, and not
+    ddl::plan cached{}, streamed{};
+    cached.algo = streamed.algo = ddl::algorithm::two_shot;
+    streamed.streams = true;
+    bool cached_slow = false;  // the same on both ranks, call by call
+    auto run = [&](const ddl::plan& p, const ddl::call_context&) {
+      const bool slow = p.streams ? !cached_slow : cached_slow;
+      std::this_thread::sleep_for(std::chrono::milliseconds(slow ? 4 : 1));
+    };
+    ddl::tag k = 0;
+    auto calls = [&](int count) {
+      for (int i = 0; i < count; ++i)
+        for (tuner* m : {&choice, &fixed}) {
+          ddl::call_context c;
+          c.opts = &o;
+          c.mem = &host;
+          c.base_tag = ++k << 8;
+          m->run(tr, bytes, false, cached, c, [&] { return std::vector<ddl::plan>{cached, streamed}; }, run);
+        }
+    };
+    calls(1 + 2 * tuner::trials);  // the warm-up and the trials: cached is faster
+    CHECK(choice.measurements(bytes, false) == 1);
+    CHECK_FALSE(choice.running(bytes, false, cached).streams);
+    calls(tuner::drift_window);  // a window in which the choice holds: nothing changes
+    CHECK(choice.measurements(bytes, false) == 1);
+    cached_slow = true;  // the placement moves: streamed is faster now
+    calls(tuner::drift_window + 1 + 2 * tuner::trials);
+    CHECK(choice.measurements(bytes, false) == 2);
+    CHECK(choice.running(bytes, false, cached).streams);
+    CHECK(fixed.measurements(bytes, false) == 1);  // one that does not follow drift keeps its choice
+    CHECK_FALSE(fixed.running(bytes, false, cached).streams);
+    seen[static_cast<std::size_t>(tr.rank())] =
+        choice.report("", [&](const ddl::plan& p) { return ddl::describe(ddl::topology::uniform(2, 1e9, 1e-6), p); });
+  });
+  CHECK(seen[0] == seen[1]);
+  CHECK(seen[0].find("# measured at 1048576 bytes (2 times: drift): two_shot") != std::string::npos);
+  CHECK(seen[0].find("*two_shot (streamed)") != std::string::npos);
+}
 
 TEST_CASE("auto tunes on in-process ranks: exact before, during and after, and every rank settles on one plan") {
   failure_log log;

@@ -316,9 +316,12 @@ class auto_strategy {
   plan_for allows_{};  // what the transport allows (set by `validate`)
   mutable detail::direct_pair direct_;
   mutable detail::plan_tuner tuner_;
-  mutable detail::plan_tuner gathers_;  // all-gathers' measured choices
-  mutable detail::plan_tuner scatters_;  // direct reduce-scatters' measured choices
-  mutable detail::plan_tuner reads_;    // all-reduces untuned otherwise: two_shot through the stages, streamed or reading
+  // The choices among forms that give the same bits follow drift
+  // (`measured_choice(true)`): which is fastest moves with where the
+  // ranks' cores lie.
+  mutable detail::plan_tuner gathers_{true};   // all-gathers' measured choices
+  mutable detail::plan_tuner scatters_{true};  // direct reduce-scatters' measured choices
+  mutable detail::plan_tuner reads_{true};  // all-reduces untuned otherwise: two_shot through the stages, streamed or reading
   struct cached_plan {
     std::size_t bytes = ~std::size_t{0};  // none
     plan_for asked{};

@@ -210,9 +210,28 @@ inline std::vector<broadcast_plan> tuning_candidates(std::size_t bytes, const to
 /// One communicator's measured choices among plans of type `Plan` (`plan`
 /// for `auto_strategy`'s all-reduces, `broadcast_plan` for the
 /// communicator's broadcasts).
+///
+/// One that follows drift (`measured_choice(true)`: `auto`'s choices among
+/// forms that give the same bits, the stages cached or streamed, reading the
+/// peers, an all-gather's forms) keeps timing its choice: every `window`
+/// calls of a class (`drift_window` at first) the ranks trade one flag each,
+/// whether more than half of those calls took over `drift` x the rank's own
+/// least time for that plan in the trials, and if any rank says so the
+/// class is measured again. A choice that stands again doubles the window
+/// (up to `most_window`), so a class that is merely noisy costs one trade
+/// per thousands of calls. Why: on this project's VM the host moves the two
+/// vCPUs between close and far apart while a job runs, and the fastest form
+/// of a 2-rank all-reduce moves with them (cached stages 8 against 34 ms,
+/// streamed 12 against 9, 64 MiB: bench/results/mpi-vs-openmpi-mpich-gloo.md,
+/// 2026-12-04 (night)); a choice kept for good ran 0.57x `MPI_Allreduce`.
 template <class Plan>
 class measured_choice {
  public:
+  measured_choice() = default;
+  explicit measured_choice(bool follows_drift) noexcept : follows_(follows_drift) {}
+  static constexpr int drift_window = 64;
+  static constexpr int most_window = 4096;
+  static constexpr double drift = 2.0;
   static constexpr int max_candidates = 5;
   static constexpr int trials = 3;
   static constexpr double within = 3.0;
@@ -230,6 +249,11 @@ class measured_choice {
     int chosen = -1;                             ///< index into `candidates` once decided
     std::size_t bytes = 0;                       ///< the size its candidates were priced at
     bool in_place = false;
+    int since = 0;                  ///< following drift: calls of the choice in this window
+    int slow = 0;                   ///< of which slower than `drift` x this rank's trial time
+    int window = drift_window;      ///< calls between two trades of the flags
+    int previous = -1;              ///< the choice before a measurement again
+    int measured = 0;               ///< times the class was measured (1 + the times again)
   };
 
   /// Copies (all-gathers, broadcasts) of fewer bytes follow the model: a
@@ -273,7 +297,16 @@ class measured_choice {
     }
     if (e.chosen >= 0) {
       const Plan& p = e.chosen == 0 ? model : e.candidates[static_cast<std::size_t>(e.chosen)];
-      run(p, with_plan_stamp(c, p));
+      const call_context cp = with_plan_stamp(c, p);
+      if (!follows_ || e.candidates.size() < 2) {
+        run(p, cp);
+        return;
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      run(p, cp);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s > drift * e.mine[static_cast<std::size_t>(e.chosen)]) ++e.slow;
+      if (++e.since >= e.window) watch(t, cp, e);
       return;
     }
     // Call 0 warms up, untimed (the class's first call pays for pages,
@@ -318,8 +351,13 @@ class measured_choice {
     char line[160];
     for (const auto& [k, e] : entries_) {
       if (e.chosen < 0 || e.candidates.size() < 2) continue;
-      std::snprintf(line, sizeof line, "# %smeasured at %zu bytes%s:", what, e.bytes, e.in_place ? ", in place" : "");
+      std::snprintf(line, sizeof line, "# %smeasured at %zu bytes%s", what, e.bytes, e.in_place ? ", in place" : "");
       s += line;
+      if (e.measured > 1) {  // again, after a drift (the figures: the last measurement's)
+        std::snprintf(line, sizeof line, " (%d times: drift)", e.measured);
+        s += line;
+      }
+      s += ":";
       for (std::size_t j = 0; j < e.candidates.size(); ++j) {
         std::snprintf(line, sizeof line, " %s%s %.1f us%s", static_cast<int>(j) == e.chosen ? "*" : "",
                       describe(e.candidates[j]).c_str(), e.worst[j] * 1e6, j + 1 < e.candidates.size() ? "," : "");
@@ -336,6 +374,12 @@ class measured_choice {
                ? it->second.candidates[static_cast<std::size_t>(it->second.chosen)]
                : model;
   }
+  /// How many times the class of `bytes` was measured (0: not yet; more
+  /// than 1: again after a drift).
+  int measurements(std::size_t bytes, bool in_place) const {
+    const auto it = entries_.find(key(bytes, in_place));
+    return it != entries_.end() ? it->second.measured : 0;
+  }
   void clear() { entries_.clear(); }
 
  private:
@@ -343,6 +387,22 @@ class measured_choice {
     unsigned k = 0;
     while (bytes >>= 1) ++k;
     return 2 * k + (in_place ? 1u : 0u);
+  }
+  // The end of a window: every rank's flag (more than half its calls
+  // slow) to every other; if any is up, the class is measured again from
+  // its next call (the same candidates, every figure forgotten).
+  template <class Transport>
+  void watch(Transport& t, const call_context& c, entry& e) {
+    const int n = t.size();
+    std::vector<std::byte> flags(static_cast<std::size_t>(n));
+    flags[static_cast<std::size_t>(t.rank())] = 2 * e.slow > e.since ? std::byte{1} : std::byte{0};
+    e.since = e.slow = 0;
+    exchange_with_all(t, flags.data(), 1, c, c.base_tag + tag_offset::tuning, "tuning: drift");
+    if (std::none_of(flags.begin(), flags.end(), [](std::byte b) { return b != std::byte{0}; })) return;
+    e.previous = e.chosen;
+    e.chosen = -1;
+    e.calls = 0;
+    e.mine.fill(std::numeric_limits<double>::infinity());
   }
   template <class Transport>
   void agree(Transport& t, const call_context& c, entry& e) {
@@ -354,9 +414,12 @@ class measured_choice {
     const int count = static_cast<int>(e.candidates.size());
     slowest_of(table_.data(), n, max_candidates, count, e.worst.data());
     e.chosen = tuning_decision(e.worst.data(), count, margin);
+    ++e.measured;
+    e.window = e.previous < 0 || e.chosen != e.previous ? drift_window : std::min(2 * e.window, most_window);
   }
   std::map<unsigned, entry> entries_;
   std::vector<double> table_;
+  bool follows_ = false;
 };
 
 /// `auto_strategy`'s all-reduce choices.
