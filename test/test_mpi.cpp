@@ -868,42 +868,34 @@ TEST_CASE("mpi: auto measures its candidates across processes: exact through the
   CHECK(all_sum(static_cast<int>(log.count())) == 0);
 }
 
-TEST_CASE("mpi: all-gathers are measured by default across processes: exact through the trials, one plan on every rank") {
+TEST_CASE("mpi: all-gathers and direct reduce-scatters are measured by default across processes: exact through "
+          "the trials, one plan on every rank") {
   const int n = world_size(), r = world_rank();
   if (n < 2 || std::getenv("DDL_TUNE_COPIES")) return;  // the default is what is tested
   ddl::mpi_transport t(MPI_COMM_WORLD);
   ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
+  const auto& strategy = comm.strategy();
   failure_log log;
+  // Every rank settled on the same plan for each placement, and explain
+  // says it measured (`what`: "all-gather ", "reduce-scatter ") where `measured`.
+  auto settled = [&](const char* what, auto running, std::size_t bytes, bool measured) {
+    for (bool in_place : {false, true}) CHECK(same_on_every_rank(ddl::describe(strategy.topo(), running(bytes, in_place))));
+    if (measured)
+      CHECK(comm.explain(bytes).find(std::string("# ") + what + "measured at " + std::to_string(bytes) + " bytes") !=
+            std::string::npos);
+  };
   for (std::size_t per : {std::size_t{1}, std::size_t{1025}, std::size_t{70001}}) {
-    const std::size_t count = per * static_cast<std::size_t>(n);
+    const std::size_t count = per * static_cast<std::size_t>(n), bytes = count * sizeof(std::int64_t);
+    const bool copies = t.stages_shared() && bytes >= ddl::detail::plan_tuner::copies_from;
     check_all_gathers<std::int64_t>(
         comm, r, n, per, ddl::detail::plan_tuner::most_calls + 2,
         [](int rank, std::size_t i, int call) {
           return std::int64_t{rank} * 1000003 + static_cast<std::int64_t>(i) * 3 + call;
         },
         log, "per " + std::to_string(per));
-    // Every rank settled on the same plan for each placement, and explain says it measured.
-    const std::size_t bytes = count * sizeof(std::int64_t);
-    for (bool in_place : {false, true})
-      CHECK(same_on_every_rank(
-          ddl::describe(comm.strategy().topo(), comm.strategy().running_all_gather(bytes, in_place))));
-    if (t.stages_shared() && bytes >= ddl::detail::plan_tuner::copies_from)  // the direct form and the multi-ring
-      CHECK(comm.explain(bytes).find("# all-gather measured at " + std::to_string(bytes) + " bytes") !=
-            std::string::npos);
-  }
-  CHECK_MESSAGE(log.count() == 0, log.summary());
-  CHECK(all_sum(static_cast<int>(log.count())) == 0);
-}
-
-TEST_CASE("mpi: direct reduce-scatters over stages are measured by default across processes: exact through the "
-          "trials, one plan on every rank") {
-  const int n = world_size(), r = world_rank();
-  if (n < 2 || std::getenv("DDL_TUNE_COPIES")) return;  // the default is what is tested
-  ddl::mpi_transport t(MPI_COMM_WORLD);
-  ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t);
-  failure_log log;
-  for (std::size_t per : {std::size_t{1}, std::size_t{1025}, std::size_t{70001}}) {
-    const std::size_t count = per * static_cast<std::size_t>(n);
+    settled("all-gather ", [&](std::size_t b, bool ip) { return strategy.running_all_gather(b, ip); }, bytes,
+            copies);  // the direct form and the multi-ring
+    // Reduce-scatters: the direct form's stages cached, streamed, or reading the peers.
     const ddl::block mine = ddl::block_of(count, n, r);
     std::vector<std::int64_t> in(count), out(mine.size), inout(count);
     for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
@@ -914,20 +906,14 @@ TEST_CASE("mpi: direct reduce-scatters over stages are measured by default acros
         const std::int64_t want =
             static_cast<std::int64_t>((mine.offset + j) % 1000) * n * (n + 1) / 2 + std::int64_t{call} * n;
         if (out[j] != want || inout[mine.offset + j] != want) {
-          log.add("per " + std::to_string(per) + ", call " + std::to_string(call) + ": wrong at " +
+          log.add("reduce-scatter, per " + std::to_string(per) + ", call " + std::to_string(call) + ": wrong at " +
                   std::to_string(mine.offset + j));
           break;
         }
       }
     }
-    const std::size_t bytes = count * sizeof(std::int64_t);
-    for (bool in_place : {false, true})
-      CHECK(same_on_every_rank(
-          ddl::describe(comm.strategy().topo(), comm.strategy().running_reduce_scatter(bytes, in_place))));
-    if (t.stages_shared() && bytes >= ddl::detail::plan_tuner::copies_from &&
-        ddl::detail::is_direct(comm.strategy().choose(bytes)))  // the stages cached, streamed, reading the peers
-      CHECK(comm.explain(bytes).find("# reduce-scatter measured at " + std::to_string(bytes) + " bytes") !=
-            std::string::npos);
+    settled("reduce-scatter ", [&](std::size_t b, bool ip) { return strategy.running_reduce_scatter(b, ip); }, bytes,
+            copies && ddl::detail::is_direct(strategy.choose(bytes)));
   }
   CHECK_MESSAGE(log.count() == 0, log.summary());
   CHECK(all_sum(static_cast<int>(log.count())) == 0);
