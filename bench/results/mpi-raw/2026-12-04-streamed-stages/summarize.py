@@ -3,7 +3,7 @@
 (far: two_shot through cached stages slower than 2x the streamed one, both placements of the
 call, as at a cache line's round trip of ~320 ns; close otherwise), then per placement the
 median (min-max) us a call of every implementation, and the MPI call's time / ddl:auto's
-(all-reduces n*_run*.txt, all-gathers ag_n*_run*.txt, reduce-scatters rs_n*_run*.txt).
+(all-reduces n*_run*.txt, all-gathers ag_n*_run*.txt, reduce-scatters rs_n*_run*.txt; all-reduces over MPICH mpich_n*_run*.txt).
 usage: summarize.py [DIR]   (default: this folder) > summary.txt"""
 import glob
 import os
@@ -16,7 +16,8 @@ from bench_table import median_range as fmt, times  # noqa: E402
 folder = sys.argv[1] if len(sys.argv) > 1 else here
 for prefix, what, mpi, n in (("", "all-reduce", "MPI_Allreduce", 2), ("", "all-reduce", "MPI_Allreduce", 4),
                              ("ag_", "all-gather", "MPI_Allgather", 2),
-                             ("rs_", "reduce-scatter", "MPI_Reduce_scatter_block", 2)):
+                             ("rs_", "reduce-scatter", "MPI_Reduce_scatter_block", 2),
+                             ("mpich_", "all-reduce (MPICH)", "MPI_Allreduce", 2)):
     impls = ("ddl:two_shot", "ddl:two_shot_stream", "ddl:two_shot_read", "ddl:auto", mpi)
     runs = [times(p) for p in sorted(glob.glob(f"{folder}/{prefix}n{n}_run*.txt"))]
     if not runs:
