@@ -969,7 +969,7 @@ std::vector<tuned_rank> tune_on_threads(int n, std::size_t count, int calls, con
 }  // namespace
 
 TEST_CASE("a measured choice that follows drift: measured again once its choice turns slow on the ranks, and left "
-          "while it holds") {
+          "while it holds, larger calls of its class included") {
   using tuner = ddl::detail::measured_choice<ddl::plan>;
   const std::size_t bytes = std::size_t{1} << 20;
   std::vector<std::string> seen(2);
@@ -981,25 +981,35 @@ TEST_CASE("a measured choice that follows drift: measured again once its choice 
     cached.algo = streamed.algo = ddl::algorithm::two_shot;
     streamed.streams = true;
     bool cached_slow = false;  // the same on both ranks, call by call
+    double stretch = 1;        // a call's time against one of `bytes`
     auto run = [&](const ddl::plan& p, const ddl::call_context&) {
       const bool slow = p.streams ? !cached_slow : cached_slow;
-      std::this_thread::sleep_for(std::chrono::milliseconds(slow ? 4 : 1));
+      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int>((slow ? 4000 : 1000) * stretch)));
     };
     ddl::tag k = 0;
-    auto calls = [&](int count) {
+    auto calls = [&](int count, std::size_t size = 0) {  // 0: `bytes`
       for (int i = 0; i < count; ++i)
         for (tuner* m : {&choice, &fixed}) {
           ddl::call_context c;
           c.opts = &o;
           c.mem = &host;
           c.base_tag = ++k << 8;
-          m->run(tr, bytes, false, cached, c, [&] { return std::vector<ddl::plan>{cached, streamed}; }, run);
+          m->run(tr, size ? size : bytes, false, cached, c, [&] { return std::vector<ddl::plan>{cached, streamed}; },
+                 run);
         }
     };
     calls(1 + 2 * tuner::trials);  // the warm-up and the trials: cached is faster
     CHECK(choice.measurements(bytes, false) == 1);
     CHECK_FALSE(choice.running(bytes, false, cached).streams);
     calls(tuner::drift_window);  // a window in which the choice holds: nothing changes
+    CHECK(choice.measurements(bytes, false) == 1);
+    // Calls of the same class 1.9x as large, and 1.3x slower than that
+    // again (2.5x the trials' time): slow against the trials, not against
+    // the trials scaled to their size; nothing changes.
+    stretch = 1.9 * 1.3;
+    calls(tuner::drift_window, bytes * 19 / 10);
+    stretch = 1;
+    calls(1 + 2 * tuner::trials);  // as many calls as a measurement again would take
     CHECK(choice.measurements(bytes, false) == 1);
     cached_slow = true;  // the placement moves: streamed is faster now
     calls(tuner::drift_window + 1 + 2 * tuner::trials);

@@ -147,16 +147,19 @@ inline void reduce(void* dst, const void* a, const void* b, std::size_t count, r
 /// GB/s; bench/results/shared-memory.md, 2026-11-27). Elsewhere, pieces cost
 /// as much as one call.
 inline constexpr std::size_t copy_piece = 2048;
+/// Whether `bytes` at addresses `da` and `sa` share no byte: distances both
+/// ways as unsigned addresses (no comparison of pointers into unrelated
+/// objects), both at least `bytes`.
+inline bool ranges_apart(std::uintptr_t da, std::uintptr_t sa, std::size_t bytes) noexcept {
+  return da - sa >= bytes && sa - da >= bytes;
+}
 inline void copy(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0 || dst == src) return;
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
-  // Distances both ways as unsigned addresses (no comparison of pointers
-  // into unrelated objects): the ranges are apart when both are >= bytes.
   const auto da = reinterpret_cast<std::uintptr_t>(d), sa = reinterpret_cast<std::uintptr_t>(s);
   const std::uintptr_t ahead = da - sa;
-  const bool apart = ahead >= bytes && sa - da >= bytes;
-  if (bytes <= copy_piece || !apart || (ahead & 4095u) - 1u >= 63u) {
+  if (bytes <= copy_piece || !ranges_apart(da, sa, bytes) || (ahead & 4095u) - 1u >= 63u) {
     std::memmove(d, s, bytes);
     return;
   }
@@ -224,7 +227,7 @@ inline void stream_copy(void* dst, const void* src, std::size_t bytes) {
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
   const auto da = reinterpret_cast<std::uintptr_t>(d), sa = reinterpret_cast<std::uintptr_t>(s);
-  if (bytes < stream_from || da - sa < bytes || sa - da < bytes) {  // small, or overlapping
+  if (bytes < stream_from || !ranges_apart(da, sa, bytes)) {  // small, or overlapping
     copy(dst, src, bytes);
     return;
   }

@@ -184,8 +184,7 @@ class auto_strategy {
       // measured as copies are: by default, the result the same whichever
       // runs. Which wins depends on where the ranks' cores lie
       // (`two_shot::streaming_stages`), known only by running.
-      if (model.algo == algorithm::two_shot && (allows_.reads_memory || allows_.streams_stages) &&
-          detail::plan_tuner::applies(t, c, bytes, true)) {
+      if (model.algo == algorithm::two_shot && has_direct_variants() && detail::plan_tuner::applies(t, c, bytes, true)) {
         reads_.run(t, bytes, in == out, model, c, [&] { return direct_variants(model); }, run);
         return;
       }
@@ -215,8 +214,8 @@ class auto_strategy {
       detail::run_plan_reduce_scatter(t, topology_, p, ring_for(p, t.size(), count, cp), direct_, in, work, out,
                                       count, cp);
     };
-    if (detail::is_direct(model) && (allows_.reads_memory || allows_.streams_stages) &&
-        count >= static_cast<std::size_t>(t.size()) && detail::plan_tuner::applies(t, c, bytes, true)) {
+    if (detail::is_direct(model) && has_direct_variants() && count >= static_cast<std::size_t>(t.size()) &&
+        detail::plan_tuner::applies(t, c, bytes, true)) {
       scatters_.run(t, bytes, detail::overlaps(out, 1, in, bytes), model, c, [&] { return direct_variants(model); },
                     run);
       return;
@@ -257,6 +256,7 @@ class auto_strategy {
   // `model` (a direct plan), then two_shot reading the peers' memory and
   // two_shot with its stages streamed where the transport allows them: the
   // forms a direct all-reduce or reduce-scatter is measured among.
+  bool has_direct_variants() const noexcept { return allows_.reads_memory || allows_.streams_stages; }
   std::vector<plan> direct_variants(const plan& model) const {
     std::vector<plan> v{model};
     for (bool reading : {true, false}) {

@@ -216,7 +216,8 @@ inline std::vector<broadcast_plan> tuning_candidates(std::size_t bytes, const to
 /// peers, an all-gather's forms) keeps timing its choice: every `window`
 /// calls of a class (`drift_window` at first) the ranks trade one flag each,
 /// whether more than half of those calls took over `drift` x the rank's own
-/// least time for that plan in the trials, and if any rank says so the
+/// least time for that plan in the trials (scaled to the call's bytes), and
+/// if any rank says so the
 /// class is measured again. A choice that stands again doubles the window
 /// (up to `most_window`), so a class that is merely noisy costs one trade
 /// per thousands of calls. Why: on this project's VM the host moves the two
@@ -305,7 +306,10 @@ class measured_choice {
       const auto t0 = std::chrono::steady_clock::now();
       run(p, cp);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (s > drift * e.mine[static_cast<std::size_t>(e.chosen)]) ++e.slow;
+      // Against the trial time scaled to this call's size: a class spans
+      // up to 2x the bytes its trials ran at.
+      const double scale = std::max(1.0, static_cast<double>(bytes) / static_cast<double>(e.bytes));
+      if (s > drift * scale * e.mine[static_cast<std::size_t>(e.chosen)]) ++e.slow;
       if (++e.since >= e.window) watch(t, cp, e);
       return;
     }
