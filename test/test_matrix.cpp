@@ -61,6 +61,17 @@ TEST_CASE_TEMPLATE("matrix: ranks 32", S, DDL_STRATEGIES) { matrix_for<S>({32}, 
 
 TEST_CASE_TEMPLATE("matrix: direct ranks 1-8", S, DDL_DIRECT_STRATEGIES) { matrix_for<S>({1, 2, 3, 4, 5, 6, 7, 8}); }
 TEST_CASE_TEMPLATE("matrix: direct ranks 13, 17, 32", S, DDL_DIRECT_STRATEGIES) { matrix_for<S>({13, 17, 32}, 65539); }
+// two_shot streaming the blocks it gathers (`two_shot::streaming_stages`
+// over threads): 65539 elements, so blocks pass `host::stream_from` bytes
+// and the streamed copies run.
+TEST_CASE("matrix: two_shot streaming what it gathers, ranks 2, 3, 4, 7") {
+  for (int n : {2, 3, 4, 7}) {
+    CAPTURE(n);
+    failure_log log;
+    run_matrix<ddl::two_shot>(n, matrix_counts(n, 65539), log, ddl::options{}, ddl::two_shot{}.streaming_stages());
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+  }
+}
 
 TEST_CASE_TEMPLATE("matrix: tiny chunks exercise the pipeline window", S, DDL_STRATEGIES) {
   // 64-byte chunks: every step of 1009 elements runs many chunks through a

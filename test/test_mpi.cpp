@@ -297,8 +297,8 @@ TEST_CASE("mpi: two_shot may write its stages with streaming stores: the same bi
   CHECK(ddl::two_shot{}.streaming_stages().describe() == "two_shot (streamed)");
   CHECK(ddl::two_shot{}.streaming_stages().reading_peers().describe() == "two_shot (read_peer)");
   CHECK(same_bits_as_stages(t, ddl::two_shot{}.streaming_stages()));
-  // A candidate for auto over stages (never over threads, whose direct
-  // strategies write no stage), measured, never the model's choice.
+  // A candidate for auto over stages (over threads too: test_topology),
+  // measured, never the model's choice.
   const ddl::plan_for q = ddl::plan_for::transport(t);
   CHECK(q.streams_stages);
   CHECK_FALSE(ddl::plan_for::transport<ddl::mpi_transport>().streams_stages);

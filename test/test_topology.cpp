@@ -420,7 +420,40 @@ TEST_CASE("planner: two_shot reading the peers' memory is a candidate only where
   CHECK(ddl::explain(t4, 64e6, r).find("two_shot (read_peer)") != std::string::npos);
 }
 
-TEST_CASE("planner: two_shot with its stages streamed is a candidate only over stages, priced above the others "
+TEST_CASE("auto over threads measures two_shot streaming what it gathers: exact through the trials, never the "
+          "model's choice, not for reduce-scatters (which gather nothing)") {
+  ddl::local_fabric::run(4, [](ddl::local_transport& t) {
+    if (!ddl::plan_for::transport(t).streams_stages) throw std::runtime_error("threads offer no streamed two_shot");
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(
+        t, ddl::auto_strategy(ddl::topology::uniform(4, 4e9, 8e-6)));
+    const std::size_t count = std::size_t{1} << 20, bytes = count * sizeof(float);
+    const ddl::plan model = comm.strategy().running(bytes);
+    if (model.algo != ddl::algorithm::two_shot || model.streams)
+      throw std::runtime_error("the model's plan at 4 MiB is " + ddl::describe(comm.strategy().topo(), model));
+    if (comm.explain(bytes).find("two_shot (streamed)") == std::string::npos)
+      throw std::runtime_error("explain lists no streamed two_shot");
+    std::vector<float> v(count);
+    for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
+      for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 7) + static_cast<std::size_t>(t.rank() + call));
+      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+      for (std::size_t i = 0; i < count; ++i)
+        if (v[i] != static_cast<float>(4 * (i % 7) + 6 + 4 * static_cast<std::size_t>(call)))
+          throw std::runtime_error("call " + std::to_string(call) + " wrong at " + std::to_string(i));
+    }
+    const std::string e = comm.explain(bytes);
+    const std::size_t at = e.find("# measured at " + std::to_string(bytes) + " bytes, in place:");
+    if (at == std::string::npos || e.substr(at, e.find('\n', at) - at).find("two_shot (streamed)") == std::string::npos)
+      throw std::runtime_error("the streamed form was not measured:\n" + e);
+    const ddl::block mine = ddl::block_of(count, 4, t.rank());
+    std::vector<float> out(mine.size);
+    for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call)
+      comm.reduce_scatter(ddl::host_view(v), ddl::host_view(out), ddl::op::sum);
+    if (comm.explain(bytes).find("# reduce-scatter measured") != std::string::npos)
+      throw std::runtime_error("a threads' reduce-scatter was measured against itself");
+  });
+}
+
+TEST_CASE("planner: two_shot with its stages streamed is a candidate only where asked, priced above the others "
           "(measured, never modelled), and stamped apart") {
   const auto t4 = ddl::topology::uniform(4, 4e9, 8e-6);
   ddl::plan_for q{ddl::candidates::all, true};

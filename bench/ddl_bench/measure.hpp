@@ -257,15 +257,15 @@ inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::t
       } else if (!s.all_strategies) {
         usage("two_shot_read copies from the peers' memory: it runs on --transport mpi only");
       }
-    } else if (name == "two_shot_stream") {  // two_shot writing its stages with streaming stores (mpi)
-      if constexpr (ddl::has_peer_stage_v<Transport> && !ddl::has_peer_memory_v<Transport>) {
+    } else if (name == "two_shot_stream") {  // two_shot writing with streaming stores what its peers read next
+      if constexpr (ddl::has_peer_stage_v<Transport>) {
         if (ddl::peers_reachable(t))
           impls.push_back(make_impl("ddl:two_shot_stream", t, ddl::two_shot{}.streaming_stages(), opts, s));
         else if (!s.all_strategies)
           usage("two_shot_stream writes the stages its peers read: over MPI every rank must be on one machine, "
                 "sharing memory");
       } else if (!s.all_strategies) {
-        usage("two_shot_stream writes stages shared between processes: it runs on --transport mpi only");
+        usage("two_shot_stream writes memory its peers read: it runs on ranks that share it (mpi, local)");
       }
     } else if (name == "one_shot" || name == "two_shot") {
       if constexpr (ddl::reaches_peers_v<Transport>) {

@@ -214,10 +214,12 @@ class auto_strategy {
       detail::run_plan_reduce_scatter(t, topology_, p, ring_for(p, t.size(), count, cp), direct_, in, work, out,
                                       count, cp);
     };
-    if (detail::is_direct(model) && has_direct_variants() && count >= static_cast<std::size_t>(t.size()) &&
+    // Threads' direct reduce-scatter writes nothing its peers read: streamed is no other form there.
+    constexpr bool streams = !has_peer_memory_v<Transport>;
+    if (detail::is_direct(model) && has_direct_variants(streams) && count >= static_cast<std::size_t>(t.size()) &&
         detail::plan_tuner::applies(t, c, bytes, true)) {
-      scatters_.run(t, bytes, detail::overlaps(out, 1, in, bytes), model, c, [&] { return direct_variants(model); },
-                    run);
+      scatters_.run(t, bytes, detail::overlaps(out, 1, in, bytes), model, c,
+                    [&] { return direct_variants(model, streams); }, run);
       return;
     }
     run(model, c);
@@ -254,13 +256,16 @@ class auto_strategy {
     return q;
   }
   // `model` (a direct plan), then two_shot reading the peers' memory and
-  // two_shot with its stages streamed where the transport allows them: the
-  // forms a direct all-reduce or reduce-scatter is measured among.
-  bool has_direct_variants() const noexcept { return allows_.reads_memory || allows_.streams_stages; }
-  std::vector<plan> direct_variants(const plan& model) const {
+  // two_shot with its stages streamed (unless not `streams`) where the
+  // transport allows them: the forms a direct all-reduce or reduce-scatter
+  // is measured among.
+  bool has_direct_variants(bool streams = true) const noexcept {
+    return allows_.reads_memory || (streams && allows_.streams_stages);
+  }
+  std::vector<plan> direct_variants(const plan& model, bool streams = true) const {
     std::vector<plan> v{model};
     for (bool reading : {true, false}) {
-      if (!(reading ? allows_.reads_memory : allows_.streams_stages)) continue;
+      if (!(reading ? allows_.reads_memory : streams && allows_.streams_stages)) continue;
       plan other = model;
       other.algo = algorithm::two_shot;  // a direct reduce-scatter is two_shot's whichever the plan
       (reading ? other.reads : other.streams) = true;

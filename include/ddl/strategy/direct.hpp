@@ -320,7 +320,7 @@ class direct_base {
     const auto length = [&](const block& b, std::size_t from) { return b.size > from ? std::min(per, b.size - from) : 0; };
     for (std::size_t from = 0; from < block_of(count, n, 0).size; from += per) {
       open_stage(t, per * es, c);
-      stage_copy(c, shared_stage_, own + from * es, length(block_of(count, n, r), from) * es);
+      streamable_copy(c, shared_stage_, own + from * es, length(block_of(count, n, r), from) * es);
       share_addresses(t, own, out, "direct all-gather: addresses", c);  // the peers' `in`: their stages
       for (int k = 0; k < n; ++k) {
         const int p = (r + k) % n;
@@ -352,7 +352,7 @@ class direct_base {
         skip_stage(count * es, c);
       } else {
         open_stage(t, count * es, c);
-        stage_copy(c, shared_stage_ + mine.offset * es, own, mine.size * es);
+        streamable_copy(c, shared_stage_ + mine.offset * es, own, mine.size * es);
       }
     }
     share_addresses(t, own, out, "direct all-gather", c, own_at);
@@ -749,10 +749,12 @@ class direct_base {
     staged_ = true;
     shared_stage_ = t.stage(stage_prefix + bytes) + stage_prefix;
   }
-  /// Over `peer_stage`: `bytes` into this rank's stage, which its peers read
-  /// next: with streaming stores when asked (`streams_`) and the memory has
-  /// them (`memory_ops::stream_copy`), else `local_copy`.
-  void stage_copy(const call_context& c, std::byte* dst, const std::byte* src, std::size_t bytes) const {
+  /// `bytes` of `src` into memory this rank's peers read next (over
+  /// `peer_stage`: its stage; over `peer_memory`: a block it gathers into
+  /// its own buffer, which they read where it lies in the next call): with
+  /// streaming stores when asked (`streams_`) and the memory has them
+  /// (`memory_ops::stream_copy`), else `local_copy`.
+  void streamable_copy(const call_context& c, std::byte* dst, const std::byte* src, std::size_t bytes) const {
     if (streams_ && c.mem->stream_copy) {
       if (bytes) c.mem->stream_copy(c.mem->ctx, dst, src, bytes);
     } else {
@@ -775,8 +777,8 @@ class direct_base {
     const std::size_t es = size_of(c.red.type);
     open_stage(t, count * es, c);
     const std::size_t from = skip.offset * es, to = (skip.offset + skip.size) * es;
-    if (from > 0) stage_copy(c, shared_stage_, in, from);
-    if (to < stage_bytes_) stage_copy(c, shared_stage_ + to, in + to, stage_bytes_ - to);
+    if (from > 0) streamable_copy(c, shared_stage_, in, from);
+    if (to < stage_bytes_) streamable_copy(c, shared_stage_ + to, in + to, stage_bytes_ - to);
   }
 
   /// Over stages a transport can wait on (`wait_until`), for calls of at
@@ -969,7 +971,8 @@ class direct_base {
     (void)t;
     (void)p;
     (void)out;
-    local_copy(c, dst, from, bytes);
+    if constexpr (has_peer_memory_v<Transport>) streamable_copy(c, dst, from, bytes);  // gathered from a peer
+    else local_copy(c, dst, from, bytes);
   }
 
   /// Returns once every rank has reached this point.
@@ -979,7 +982,7 @@ class direct_base {
   }
 
   bool reads_ = false;    // see `reads_memory`
-  bool streams_ = false;  // see `stage_copy`
+  bool streams_ = false;  // see `streamable_copy`
   std::vector<addresses> peers_;
   std::vector<const std::byte*> sources_;
   std::vector<std::byte> pieces_;  // over `read_peer`: `read_piece` bytes per peer read (`reduce_block_reading`)
@@ -1339,10 +1342,13 @@ struct two_shot : detail::direct_base {
   /// project's VM when the host places its two vCPUs apart, against 65-125
   /// ns close) a cached write waits to take each line back from the peer
   /// that read it, and the stages ran 3x slower than streamed (2 MPI ranks,
-  /// 64 MiB: 45 against 14 ms); close, streamed ran 1.3x slower. Off by
+  /// 64 MiB: 45 against 14 ms); close, streamed ran 1.3x slower. Over
+  /// `peer_memory` (threads, no stages) the blocks a rank gathers from its
+  /// peers into its own buffer are streamed instead: 4 threads in place,
+  /// 64 MiB, 1.6-2.2x faster, 4 MiB at 2 threads 1.4x slower. Off by
   /// default; `auto` measures both (`plan::streams`). Covers the direct
-  /// reduce-scatter and all-gather too; nothing changes over `peer_memory`
-  /// or when reading the peers (`reading_peers`).
+  /// all-gather too, and the reduce-scatter over stages; nothing changes
+  /// when reading the peers (`reading_peers`).
   two_shot& streaming_stages(bool on = true) noexcept {
     streams_ = on;
     return *this;
@@ -1398,7 +1404,7 @@ struct two_shot : detail::direct_base {
     reduce_block_reading(t, mine, out + mine.offset * es, c);
     local_finalize(c, out + mine.offset * es, mine.size, n);
     if (!has_peer_memory_v<Transport> && !out_at && staged_)  // where the peers gather it from
-      stage_copy(c, shared_stage_ + mine.offset * es, out + mine.offset * es, mine.size * es);
+      streamable_copy(c, shared_stage_ + mine.offset * es, out + mine.offset * es, mine.size * es);
     end_of_phase(t, c, tag_offset::reduced, "two-shot: reduce phase");
     for (int k = 1; k < n; ++k) {
       const int p = (r + k) % n;

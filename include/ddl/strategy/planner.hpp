@@ -79,10 +79,11 @@ struct plan_for {
   /// two_shot through the stages, so the model keeps the stages and only a
   /// measurement (`strategy/tuning.hpp`) picks it.
   bool reads_memory = false;
-  /// The direct strategies go through stages in host memory (`peer_stage`,
-  /// not `peer_memory`, not the simulator's links): two_shot writing them
-  /// with streaming stores is a candidate too (`plan::streams`), priced a
-  /// hair above the others so that only a measurement picks it.
+  /// The direct strategies write host memory their peers read next
+  /// (`peer_stage`: stages, or threads' own buffers; not the simulator's
+  /// links): two_shot writing it with streaming stores
+  /// (`two_shot::streaming_stages`) is a candidate too (`plan::streams`),
+  /// priced a hair above the others so that only a measurement picks it.
   bool streams_stages = false;
   constexpr plan_for(candidates w = candidates::all, bool peer = false, bool inplace = false,
                      bool pipelined = false) noexcept
@@ -114,8 +115,7 @@ struct plan_for {
     if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = t.flagged_ready() ? T::flagged_bytes : 0;
     if constexpr (has_flagged_two_shot_v<T>) q.two_shot_one_round = t.flagged_ready();
     if constexpr (has_read_peer_v<T>) q.reads_memory = q.peer_memory && t.memory_readable();
-    if constexpr (has_peer_stage_v<T> && !has_peer_memory_v<T> && !direct_reads_over_links_v<T>)
-      q.streams_stages = q.peer_memory;
+    if constexpr (has_peer_stage_v<T> && !direct_reads_over_links_v<T>) q.streams_stages = q.peer_memory;
     return q;
   }
   /// How steps and the direct strategies are priced under these assumptions
