@@ -182,6 +182,10 @@ class direct_base {
   /// What a plan's or strategy's name gains when it writes its stage with
   /// streaming stores (`two_shot (streamed)`).
   static constexpr const char* streaming_suffix = " (streamed)";
+  /// Over stages, a streamed call (`streams_`) out of place streams what it
+  /// gathers into its result too from this many bytes of result
+  /// (`gathered_copy`).
+  static constexpr std::size_t stream_result_from = std::size_t{8} << 20;
   /// Whether this call copies the peers' plain buffers where they lie
   /// (`read_peer`) instead of through the stages: asked for
   /// (`reading_peers`) and possible (`memory_readable`, the same answer on
@@ -283,6 +287,7 @@ class direct_base {
     const int n = t.size(), r = t.rank();
     const std::size_t es = size_of(c.red.type);
     const block mine = block_of(count, n, r);
+    stream_result(own, mine.size * es, out, count * es);
     if (n == 1) {
       local_copy(c, out + mine.offset * es, own, mine.size * es);
       return;
@@ -326,7 +331,7 @@ class direct_base {
         const int p = (r + k) % n;
         const block b = block_of(count, n, p);
         const std::byte* src = k == 0 ? own + from * es : peers_[static_cast<std::size_t>(p)].in;
-        local_copy(c, out + (b.offset + from) * es, src, length(b, from) * es);
+        gathered_copy<Transport>(c, out + (b.offset + from) * es, src, length(b, from) * es);
       }
       end_of_phase(t, c, tag_offset::call_done, "direct all-gather: peers reading");
     }
@@ -339,6 +344,7 @@ class direct_base {
                         const call_context& c) {
     const int n = t.size(), r = t.rank();
     const std::size_t es = size_of(c.red.type);
+    stream_result(own, part(r).size * es, out, count * es);
     if (n == 1) {  // a group of one: its own part only, no stage needed
       const block mine = part(r);
       local_copy(c, out + mine.offset * es, own, mine.size * es);
@@ -751,12 +757,13 @@ class direct_base {
   }
   /// `bytes` of `src` into memory this rank's peers read next (over
   /// `peer_stage`: its stage; over `peer_memory`: a block it gathers into
-  /// its own buffer, which they read where it lies in the next call): with
-  /// streaming stores when asked (`streams_`) and the memory has them
-  /// (`memory_ops::stream_copy`), else `local_copy`.
+  /// its own buffer, which they read where it lies in the next call) or that
+  /// it gathers from them into its result: with streaming stores when asked
+  /// (`streams_`) and the memory has them (`memory_ops::stream_copy`), else
+  /// `local_copy`.
   void streamable_copy(const call_context& c, std::byte* dst, const std::byte* src, std::size_t bytes) const {
     if (streams_ && c.mem->stream_copy) {
-      if (bytes) c.mem->stream_copy(c.mem->ctx, dst, src, bytes);
+      if (bytes && dst != src) c.mem->stream_copy(c.mem->ctx, dst, src, bytes);
     } else {
       local_copy(c, dst, src, bytes);
     }
@@ -971,8 +978,28 @@ class direct_base {
     (void)t;
     (void)p;
     (void)out;
-    if constexpr (has_peer_memory_v<Transport>) streamable_copy(c, dst, from, bytes);  // gathered from a peer
-    else local_copy(c, dst, from, bytes);
+    gathered_copy<Transport>(c, dst, from, bytes);
+  }
+  /// `bytes` of a peer's part (or this rank's own) at `src` into this
+  /// call's result at `dst`: streamed when asked (`streams_`) over
+  /// `peer_memory`, where the result's lines are what the peers read next
+  /// call, and elsewhere out of place from `stream_result_from` bytes of
+  /// result (`stream_result`): too large to stay in cache and not just read
+  /// by this rank, so a write that need not first read the line pays (the
+  /// streamed form out of place, 2 MPI ranks: all-gather 8-64 MiB 1.0-1.2x
+  /// faster, all-reduce 16-256 MiB 1.1-1.15x, 4 ranks 64 MiB 1.1-1.4x; in
+  /// place 8-16 MiB 0.9x, at 1 MiB 0.8-0.9x:
+  /// bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04 (night, later));
+  /// else `local_copy`.
+  template <class Transport>
+  void gathered_copy(const call_context& c, std::byte* dst, const std::byte* src, std::size_t bytes) const {
+    if (has_peer_memory_v<Transport> || streams_result_) streamable_copy(c, dst, src, bytes);
+    else local_copy(c, dst, src, bytes);
+  }
+  /// Sets `streams_result_` for a call whose result `out` of `bytes` is
+  /// gathered from its input (or own part) of `in_bytes` at `in`.
+  void stream_result(const std::byte* in, std::size_t in_bytes, const std::byte* out, std::size_t bytes) noexcept {
+    streams_result_ = bytes >= stream_result_from && !detail::overlaps(in, in_bytes, out, bytes);
   }
 
   /// Returns once every rank has reached this point.
@@ -983,6 +1010,7 @@ class direct_base {
 
   bool reads_ = false;    // see `reads_memory`
   bool streams_ = false;  // see `streamable_copy`
+  bool streams_result_ = false;  // see `gathered_copy`
   std::vector<addresses> peers_;
   std::vector<const std::byte*> sources_;
   std::vector<std::byte> pieces_;  // over `read_peer`: `read_piece` bytes per peer read (`reduce_block_reading`)
@@ -1342,10 +1370,13 @@ struct two_shot : detail::direct_base {
   /// project's VM when the host places its two vCPUs apart, against 65-125
   /// ns close) a cached write waits to take each line back from the peer
   /// that read it, and the stages ran 3x slower than streamed (2 MPI ranks,
-  /// 64 MiB: 45 against 14 ms); close, streamed ran 1.3x slower. Over
-  /// `peer_memory` (threads, no stages) the blocks a rank gathers from its
-  /// peers into its own buffer are streamed instead: 4 threads in place,
-  /// 64 MiB, 1.6-2.2x faster, 4 MiB at 2 threads 1.4x slower. Off by
+  /// 64 MiB: 45 against 14 ms); close, streamed ran 1.3x slower. The blocks
+  /// a rank gathers from its peers into its result are streamed too, over
+  /// stages from `stream_result_from` bytes of result (`gathered_copy`: a
+  /// write that need not first read the line); over `peer_memory` (threads,
+  /// no stages), at any size, for they are the
+  /// lines its peers read next call: 4 threads in place, 64 MiB, 1.6-2.2x
+  /// faster than cached, 4 MiB at 2 threads 1.4x slower. Off by
   /// default; `auto` measures both (`plan::streams`). Covers the direct
   /// all-gather too, and the reduce-scatter over stages; nothing changes
   /// when reading the peers (`reading_peers`).
@@ -1358,6 +1389,7 @@ struct two_shot : detail::direct_base {
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count, const call_context& c) {
     const std::size_t es = size_of(c.red.type);
+    stream_result(in, count * es, out, count * es);
     if constexpr (has_flagged_two_shot_v<Transport>) {  // the transport's own counters (CUDA: device memory)
       if (t.size() > 1 && count > 0 && t.flagged_ready()) {
         t.flagged_two_shot(in, out, count, c.red, c.base_tag,
