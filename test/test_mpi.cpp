@@ -297,6 +297,32 @@ TEST_CASE("mpi: two_shot may write its stages with streaming stores: the same bi
   CHECK(ddl::two_shot{}.streaming_stages().describe() == "two_shot (streamed)");
   CHECK(ddl::two_shot{}.streaming_stages().reading_peers().describe() == "two_shot (read_peer)");
   CHECK(same_bits_as_stages(t, ddl::two_shot{}.streaming_stages()));
+  // Out of place from `stream_result_from` bytes of result, the blocks
+  // gathered into the result stream too (`gathered_copy`): all-reduce and
+  // all-gather, ragged blocks.
+  {
+    const int n = t.size(), me = t.rank();
+    const std::size_t count = ddl::two_shot::stream_result_from / sizeof(float) + 3 * static_cast<std::size_t>(n) + 1;
+    ddl::communicator<ddl::two_shot, ddl::mpi_transport> streamed(t, ddl::two_shot{}.streaming_stages());
+    std::vector<float> in(count), out(count, -1.0f);
+    for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i % 7 + 1) * static_cast<std::size_t>(me + 1));
+    streamed.all_reduce(ddl::host_view(std::as_const(in)), ddl::host_view(out), ddl::op::sum);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < count; ++i)
+      wrong += out[i] != static_cast<float>((i % 7 + 1) * static_cast<std::size_t>(n * (n + 1) / 2)) ? 1 : 0;
+    const ddl::block mine = ddl::block_of(count, n, me);
+    std::vector<float> own(mine.size);
+    for (std::size_t i = 0; i < mine.size; ++i) own[i] = static_cast<float>(me * 1000 + static_cast<int>(i % 1000));
+    std::fill(out.begin(), out.end(), -1.0f);
+    streamed.all_gather(ddl::host_view(std::as_const(own)), ddl::host_view(out));
+    for (int p = 0; p < n; ++p) {
+      const ddl::block b = ddl::block_of(count, n, p);
+      for (std::size_t i = 0; i < b.size; ++i)
+        wrong += out[b.offset + i] != static_cast<float>(p * 1000 + static_cast<int>(i % 1000)) ? 1 : 0;
+    }
+    CHECK(wrong == 0);
+    CHECK(all_sum(static_cast<int>(wrong)) == 0);
+  }
   // A candidate for auto over stages (over threads too: test_topology),
   // measured, never the model's choice.
   const ddl::plan_for q = ddl::plan_for::transport(t);
