@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Medians of the streamed form, cached two_shot, auto and the MPI call per binary (old, new),
 size, placement of the calls (oop, ip) and placement of the vCPUs (far: cached two_shot more
-than 2x the streamed form in that row's run, else close). us a call."""
+than 2x the streamed form in that row's run, else close). us a call. Reads this folder's runs,
+or those of the folder given (every-size/, in-place-too/: the versions tried before the kept one)."""
 import glob, os, re, statistics, sys
-here = os.path.dirname(os.path.abspath(__file__))
+here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 rows = {}
 for f in sorted(glob.glob(os.path.join(here, "*_run*.txt"))):
     which, kind = re.match(r"(old|new)_(n2|n4|ag_n2)_run", os.path.basename(f)).groups()
