@@ -1374,9 +1374,9 @@ struct two_shot : detail::direct_base {
   /// a rank gathers from its peers into its result are streamed too, over
   /// stages from `stream_result_from` bytes of result (`gathered_copy`: a
   /// write that need not first read the line); over `peer_memory` (threads,
-  /// no stages), at any size, for they are the
-  /// lines its peers read next call: 4 threads in place, 64 MiB, 1.6-2.2x
-  /// faster than cached, 4 MiB at 2 threads 1.4x slower. Off by
+  /// no stages) at any size, for they are the lines its peers read next
+  /// call: 4 threads in place, 64 MiB, 1.6-2.2x faster than cached, 4 MiB
+  /// at 2 threads 1.4x slower. Off by
   /// default; `auto` measures both (`plan::streams`). Covers the direct
   /// all-gather too, and the reduce-scatter over stages; nothing changes
   /// when reading the peers (`reading_peers`).
