@@ -287,7 +287,6 @@ class direct_base {
     const int n = t.size(), r = t.rank();
     const std::size_t es = size_of(c.red.type);
     const block mine = block_of(count, n, r);
-    stream_result(own, mine.size * es, out, count * es);
     if (n == 1) {
       local_copy(c, out + mine.offset * es, own, mine.size * es);
       return;
@@ -307,6 +306,7 @@ class direct_base {
       const std::size_t per = segment_elements(es);
       if (block_of(count, n, 0).size > per && !reads_memory(t) &&  // block 0 is the largest
           !every_rank_shared(t, own, block_of(count, n, r).size * es, c, "direct all-gather: shared buffers")) {
+        stream_result(own, mine.size * es, out, count * es);  // (all_gather_parts sets it itself)
         all_gather_segments(t, own, out, count, per, c);
         return;
       }
