@@ -175,6 +175,9 @@ int main(int argc, char** argv) {
                     rw.floor_s / res.t_ip, res.note.c_str());
       }
     }
+    if (s.explain)  // what auto's trials measured, per size (each candidate's slowest rank; * its choice)
+      for (const row& rw : rows)
+        for (const result& res : rw.impls) std::printf("%s", res.measured.c_str());
     std::printf("# out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
   }
   if (wrong_total) {

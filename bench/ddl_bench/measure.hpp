@@ -27,6 +27,7 @@ struct result {
   double t_oop = 0, t_ip = 0;  // < 0: not measured
   long wrong_oop = 0, wrong_ip = 0;
   std::string note;
+  std::string measured;  // what auto measured at this size (its explain's "measured at" lines), if anything
 };
 struct row {
   std::size_t bytes = 0, count = 0;
@@ -45,6 +46,8 @@ struct impl {
   std::function<void(const std::byte*, std::byte*, std::size_t)> oop;
   std::function<void(std::byte*, std::size_t)> ip;
   std::function<std::string(std::size_t)> note = [](std::size_t) { return std::string(); };
+  /// The trials' figures at a size (`--explain` prints them after the table).
+  std::function<std::string(std::size_t)> measured = [](std::size_t) { return std::string(); };
   std::function<void(std::byte*, std::size_t)> prepare;
   bool ip_block_at_own_offset = true;
   /// Warm-up calls on top of `-w` (the tuning trials under `DDL_TUNE`, and `DDL_TUNE_COPIES` for
@@ -166,6 +169,18 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
       break;
   }
   if constexpr (std::is_same_v<Strategy, ddl::auto_strategy>) {
+    // The lines of auto's explain that give the trials at `bytes` (any collective).
+    m.measured = [comm](std::size_t bytes) {
+      const std::string e = comm->strategy().explain(bytes), at = "measured at " + std::to_string(bytes) + " bytes";
+      std::string lines;
+      for (std::size_t b = 0, nl; b < e.size(); b = nl + 1) {
+        nl = e.find('\n', b);
+        if (nl == std::string::npos) nl = e.size();
+        const std::string line = e.substr(b, nl - b);
+        if (line.find(at) != std::string::npos) lines += line + "\n";
+      }
+      return lines;
+    };
     if ((s.coll == collective::all_gather || s.coll == collective::reduce_scatter) && o.tune_copies_bytes > 0) {
       m.extra_warmup = ddl::detail::plan_tuner::most_calls;
       const bool gather = s.coll == collective::all_gather;
@@ -422,6 +437,7 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
         }
         res.wrong_ip = count_wrong(true, impls[j]);
         res.note = impls[j].note(bytes);
+        res.measured = impls[j].measured(bytes);
       }
       barrier();  // nobody rewrites expected[] while others count
     }

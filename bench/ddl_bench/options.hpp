@@ -83,6 +83,7 @@ inline double bus_factor(collective c, int n) {
                "sizes take K, M, G suffixes (powers of 1024); --dims is the multi_ring box and the\n"
                "extents of auto's topology (link costs: DDL_TOPOLOGY, else the transport's defaults);\n"
                "pipelined is that multi_ring cut into --segments K segments (default 8) pipelined across its levels;\n"
+               "--explain prints the planner's table per size, and after the run what auto's trials measured;\n"
                "each of the ITERS samples is barrier, K calls back to back (default 1), barrier, and reports a\n"
                "call's share (in place, the K calls reduce the running result again; a separate call is checked);\n"
                "before each sample every rank writes its input afresh (into the input buffer out of place, the\n"
