@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -450,6 +451,99 @@ TEST_CASE("auto over threads measures two_shot streaming what it gathers: exact 
       comm.reduce_scatter(ddl::host_view(v), ddl::host_view(out), ddl::op::sum);
     if (comm.explain(bytes).find("# reduce-scatter measured") != std::string::npos)
       throw std::runtime_error("a threads' reduce-scatter was measured against itself");
+  });
+}
+
+TEST_CASE("on 2 ranks every all-reduce plan gives the same bits for sum, prod and avg (every dtype) and integers' "
+          "min/max; floats' min with -0/+0 ties tells plans apart") {
+  // What lets `auto` measure every algorithm on 2 ranks (`detail::order_free`).
+  for (std::size_t count : {std::size_t{30011}, std::size_t{1} << 18}) {
+    for (ddl::dtype dt : ddl::all_dtypes) {
+      for (ddl::op op : ddl::all_ops) {
+        CAPTURE(count);
+        CAPTURE(ddl::name_of(dt));
+        CAPTURE(ddl::name_of(op));
+        const std::size_t bytes = count * ddl::size_of(dt);
+        const auto topo = ddl::topology::uniform(2, 4e9, 8e-6);
+        std::vector<ddl::plan> plans;
+        ddl::local_fabric::run(2, [&](ddl::local_transport& t) {
+          if (t.rank() == 0) plans = ddl::all_plans(topo, static_cast<double>(bytes), ddl::plan_for::transport(t));
+        });
+        REQUIRE(plans.size() >= 5);
+        CHECK(std::any_of(plans.begin(), plans.end(), [](const ddl::plan& p) { return p.streams; }));
+        // Per plan, both ranks' results; every one compared with the first plan's rank 0.
+        std::vector<std::vector<std::byte>> got(plans.size() * 2, std::vector<std::byte>(bytes));
+        for (std::size_t k = 0; k < plans.size(); ++k) {
+          ddl::local_fabric::run(2, [&](ddl::local_transport& t) {
+            ddl::communicator<ddl::planned, ddl::local_transport> comm(t, ddl::planned(topo, plans[k]));
+            ddl::visit_dtype(dt, [&](auto tag) {
+              using T = decltype(tag);
+              std::mt19937 gen(99u + static_cast<unsigned>(t.rank()));
+              std::normal_distribution<double> dist(0.0, 1e3);
+              std::vector<T> in(count);
+              for (std::size_t i = 0; i < count; ++i) {
+                const double x = i % 89 == 0 ? ((t.rank() & 1) ? -0.0 : 0.0) : dist(gen);
+                in[i] = std::is_integral_v<T> ? T(static_cast<std::int64_t>(x)) : T(static_cast<float>(x));
+              }
+              comm.all_reduce(ddl::host_view(std::as_const(in)),
+                              ddl::host_view(reinterpret_cast<T*>(got[2 * k + static_cast<std::size_t>(t.rank())].data()), count),
+                              op);
+            });
+          });
+        }
+        const bool floats_minmax = (op == ddl::op::min || op == ddl::op::max) && dt != ddl::dtype::int32 &&
+                                   dt != ddl::dtype::int64;
+        CHECK(ddl::detail::order_free(ddl::reduction{dt, op}, 2) == !floats_minmax);
+        CHECK_FALSE(ddl::detail::order_free(ddl::reduction{dt, op}, 3));
+        std::size_t differ = 0;
+        for (std::size_t k = 1; k < got.size(); ++k) differ += got[k] != got[0];
+        if (floats_minmax) {
+          CHECK(differ > 0);  // the ring keeps its own -0 or +0 on one block, the doubling the lower rank's
+        } else {
+          CHECK(differ == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("auto on 2 threads measures every algorithm for sums from 64 KiB: exact through the trials, one plan on "
+          "both ranks; floats' min is not measured") {
+  ddl::local_fabric::run(2, [](ddl::local_transport& t) {
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(
+        t, ddl::auto_strategy(ddl::topology::uniform(2, 4e9, 8e-6)));
+    const std::size_t count = std::size_t{1} << 18, bytes = count * sizeof(float);
+    std::vector<float> v(count);
+    for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
+      for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 7) + static_cast<std::size_t>(t.rank() + call));
+      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+      for (std::size_t i = 0; i < count; ++i)
+        if (v[i] != static_cast<float>(2 * (i % 7) + 1 + 2 * static_cast<std::size_t>(call)))
+          throw std::runtime_error("call " + std::to_string(call) + " wrong at " + std::to_string(i));
+    }
+    const std::string e = comm.explain(bytes);
+    const std::size_t at = e.find("# measured at " + std::to_string(bytes) + " bytes, in place:");
+    if (at == std::string::npos) throw std::runtime_error("nothing measured:\n" + e);
+    const std::string line = e.substr(at, e.find('\n', at) - at);
+    for (const char* form : {"ring (flat, 2)", "recursive_doubling", "two_shot (streamed)"})
+      if (line.find(form) == std::string::npos) throw std::runtime_error(std::string("not measured: ") + form + "\n" + e);
+    if (line.find("two_shot") == line.rfind("two_shot")) throw std::runtime_error("two_shot cached not measured\n" + e);
+    // Both ranks run the one plan they agreed on (else: mismatch_error).
+    for (int call = 0; call < 3; ++call) comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+    // Floats' min at another size: no algorithm measured against another
+    // (at most two_shot's forms, which reach the same bits).
+    std::vector<float> w(count * 4, static_cast<float>(t.rank()));
+    for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
+      comm.all_reduce(ddl::host_view(w), ddl::op::min);
+      if (w[count] != 0.0f) throw std::runtime_error("min wrong");
+    }
+    const std::string m = comm.explain(w.size() * sizeof(float));
+    const std::size_t mat = m.find("# measured at " + std::to_string(w.size() * sizeof(float)));
+    if (mat != std::string::npos) {
+      const std::string mline = m.substr(mat, m.find('\n', mat) - mat);
+      for (const char* other : {"ring", "doubling", "one_shot"})
+        if (mline.find(other) != std::string::npos) throw std::runtime_error("floats' min measured against " + std::string(other));
+    }
   });
 }
 

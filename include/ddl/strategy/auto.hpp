@@ -9,9 +9,11 @@
 /// candidates by measuring them, and all-gathers so from 64 KiB up to
 /// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`; by default every size
 /// from 64 KiB) (`strategy/tuning.hpp`).
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "ddl/core/memory.hpp"
 #include "ddl/strategy/planner.hpp"
@@ -31,6 +33,20 @@ struct direct_pair {
 };
 
 constexpr bool is_direct(const plan& p) { return p.algo == algorithm::one_shot || p.algo == algorithm::two_shot; }
+
+/// Whether every all-reduce plan on `n` ranks gives the same bits for
+/// reduction `r`: on 2 ranks each element is one operation on the two
+/// inputs, whichever rank's value comes first (the ring puts its own first,
+/// the doubling and direct forms the lower rank's), and sum and prod (so avg,
+/// which then divides the same sum) commute exactly, in IEEE arithmetic and
+/// in integers; min and max do on integers, not on floats (-0 / +0 ties and
+/// NaNs keep the first operand). The one difference left: which payload a NaN
+/// made of two NaNs carries.
+constexpr bool order_free(const reduction& r, int n) {
+  if (n != 2) return false;
+  if (r.oper != op::min && r.oper != op::max) return true;
+  return r.type == dtype::int32 || r.type == dtype::int64;
+}
 
 [[noreturn]] inline void no_peer_memory(const plan& p) {
   throw invalid_argument(std::string("plan ") + name_of(p.algo) +
@@ -129,6 +145,7 @@ class auto_strategy {
     tuner_.clear();
     gathers_.clear();
     reads_.clear();
+    pairs_.clear();
     scatters_.clear();
   }
   const ddl::topology& topo() const noexcept { return topology_; }
@@ -144,15 +161,17 @@ class auto_strategy {
   }
   /// The plan all-reduces of `bytes` run: the measured choice once their
   /// size class is tuned (`strategy/tuning.hpp`), else the model's (`choose`).
+  /// (On 2 ranks: the choice measured for sums, `detail::order_free`.)
   plan running(std::size_t bytes, bool in_place = false) const {
-    return tuner_.running(bytes, in_place, reads_.running(bytes, in_place, choose(bytes, candidates::all, in_place)));
+    const plan model = choose(bytes, candidates::all, in_place);
+    return tuner_.running(bytes, in_place, pairs_.running(bytes, in_place, reads_.running(bytes, in_place, model)));
   }
   /// Every candidate for `bytes`, best first, with predicted times per
   /// phase; then what was measured so far.
   std::string explain(std::size_t bytes) const {
     auto describe = [&](const plan& p) { return ddl::describe(topology_, p); };
     return ddl::explain(topology_, static_cast<double>(bytes), allows_) + tuner_.report("", describe) +
-           reads_.report("", describe) + scatters_.report("reduce-scatter ", describe) +
+           reads_.report("", describe) + pairs_.report("", describe) + scatters_.report("reduce-scatter ", describe) +
            gathers_.report("all-gather ", describe);
   }
   /// The plan reduce-scatters of `bytes` (the whole vector) run: the
@@ -184,9 +203,18 @@ class auto_strategy {
       // measured as copies are: by default, the result the same whichever
       // runs. Which wins depends on where the ranks' cores lie
       // (`two_shot::streaming_stages`), known only by running.
-      if (model.algo == algorithm::two_shot && has_direct_variants() && detail::plan_tuner::applies(t, c, bytes, true)) {
-        reads_.run(t, bytes, in == out, model, c, [&] { return direct_variants(model); }, run);
-        return;
+      if (detail::plan_tuner::applies(t, c, bytes, true)) {
+        // On 2 ranks, where every plan reaches the same bits
+        // (`detail::order_free`), so are the algorithms themselves: which
+        // wins moves with where the two cores lie, as the forms' does.
+        if (detail::order_free(c.red, t.size())) {
+          pairs_.run(t, bytes, in == out, model, c, [&] { return pair_candidates(bytes, model, in == out); }, run);
+          return;
+        }
+        if (model.algo == algorithm::two_shot && has_direct_variants()) {
+          reads_.run(t, bytes, in == out, model, c, [&] { return direct_variants(model); }, run);
+          return;
+        }
       }
       return run(model, detail::with_plan_stamp(c, model));
     }
@@ -273,6 +301,31 @@ class auto_strategy {
     }
     return v;
   }
+  // A 2-rank all-reduce's measured candidates: the model's plan and its
+  // forms (`direct_variants`), then one plan of each other algorithm,
+  // cheapest first, a two_shot followed by its forms (the streamed form is
+  // priced above the rest, measured, never modelled; on 2 threads it ran 3x
+  // faster than the model's ring where the cores lay far apart: 4 MiB in
+  // place 0.31 against 0.94-0.98 ms, bench/results/shared-memory.md). On 2 ranks
+  // halving-doubling sends the ring's two messages, so only one of them is
+  // measured. The tuner keeps the first `max_candidates`.
+  std::vector<plan> pair_candidates(std::size_t bytes, const plan& model, bool in_place) const {
+    std::vector<plan> v;
+    auto algo = [](const plan& p) { return p.algo == algorithm::halving_doubling ? algorithm::multi_ring : p.algo; };
+    auto add = [&](const plan& p) {
+      const auto forms = p.algo == algorithm::two_shot ? direct_variants(p) : std::vector<plan>{p};
+      for (const plan& f : forms)
+        if (std::none_of(v.begin(), v.end(), [&](const plan& o) {
+              return algo(o) == algo(f) && o.reads == f.reads && o.streams == f.streams;
+            }))
+          v.push_back(f);
+    };
+    add(model);
+    plan_for q = allows_;
+    q.in_place = in_place;
+    for (const plan& p : all_plans(topology_, static_cast<double>(bytes), q)) add(p);
+    return v;
+  }
   // An all-gather's measured candidates: the model's plan, then the model's
   // best of each other form an all-gather takes on `n` ranks (the direct
   // form through the stages, the same with the stages streamed, the direct
@@ -327,6 +380,7 @@ class auto_strategy {
   mutable detail::plan_tuner gathers_{true};   // all-gathers' measured choices
   mutable detail::plan_tuner scatters_{true};  // direct reduce-scatters' measured choices
   mutable detail::plan_tuner reads_{true};  // all-reduces untuned otherwise: two_shot through the stages, streamed or reading
+  mutable detail::plan_tuner pairs_{true};  // 2-rank all-reduces untuned otherwise: every plan (`detail::order_free`)
   struct cached_plan {
     std::size_t bytes = ~std::size_t{0};  // none
     plan_for asked{};

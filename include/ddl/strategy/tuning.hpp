@@ -23,9 +23,13 @@
 ///     for fresh pages and first contacts between peers), then `trials`
 ///     calls each, one candidate after another
 ///     (c0 c0 c0 c1 c1 c1 ...), every rank the same candidates in the same order, each timed on
-///     each rank; a rank's figure for a candidate is its least time (the
-///     first call of a plan may allocate, fault pages in, or find the caches
-///     as the previous plan left them). Blocks, not turns: the choice will
+///     each rank; a rank's figure for a candidate is the median of its
+///     trials (the first call of a plan may allocate, fault pages in, or find
+///     the caches as the previous plan left them; and the least of three
+///     rewarded a lucky call: on 2 threads, 256 KiB out of place, the least
+///     chose two_shot in 4 runs of 4, which then ran 35-37 µs a call against
+///     the ring's 18-24; the median chose recursive doubling, 16 µs:
+///     bench/results/shared-memory.md, 2026-12-05). Blocks, not turns: the choice will
 ///     run call after call, so each is timed that way (taken in turns, ring
 ///     looked faster than recursive doubling at 256 KiB on 2 threads and ran
 ///     1.4x slower once chosen);
@@ -85,7 +89,9 @@
 /// measured the way copies are, within the same limits, between two_shot
 /// through the stages and two_shot reading the peers: both reduce each
 /// block once, on its owner, in rank order, so the bits are the same
-/// whichever wins.
+/// whichever wins. So is one on 2 ranks whose reduction commutes exactly
+/// (`detail::order_free`: sum, prod, avg; integers' min and max), among one
+/// plan of each algorithm: every plan leaves the same bits there.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -128,7 +134,7 @@ inline std::vector<plan> tuning_candidates(const topology& t, double bytes, plan
 }
 
 /// Each candidate's slowest rank: `table` holds `ranks` rows of `stride`
-/// seconds, the first `count` of each a rank's least time per candidate
+/// seconds, the first `count` of each a rank's median time per candidate
 /// (infinity: none measured); `worst[j]` gets the largest of column j.
 inline void slowest_of(const double* table, int ranks, int stride, int count, double* worst) {
   for (int j = 0; j < count; ++j) {
@@ -216,7 +222,7 @@ inline std::vector<broadcast_plan> tuning_candidates(std::size_t bytes, const to
 /// peers, an all-gather's forms) keeps timing its choice: every `window`
 /// calls of a class (`drift_window` at first) the ranks trade one flag each,
 /// whether more than half of those calls took over `drift` x the rank's own
-/// least time for that plan in the trials (scaled to the call's bytes), and
+/// median time for that plan in the trials (scaled to the call's bytes), and
 /// if any rank says so the
 /// class is measured again. A choice that stands again doubles the window
 /// (up to `most_window`), so a class that is merely noisy costs one trade
@@ -245,7 +251,8 @@ class measured_choice {
   struct entry {
     std::vector<Plan> candidates;
     int calls = 0;  ///< calls made while measuring (the warm-up included)
-    std::array<double, max_candidates> mine{};   ///< this rank's least seconds per candidate
+    std::array<double, max_candidates> mine{};   ///< this rank's median seconds per candidate
+    std::array<double, trials> trial{};          ///< the running candidate's trials so far
     std::array<double, max_candidates> worst{};  ///< after the agreement: the slowest rank's
     int chosen = -1;                             ///< index into `candidates` once decided
     std::size_t bytes = 0;                       ///< the size its candidates were priced at
@@ -329,7 +336,15 @@ class measured_choice {
     try {
       run(p, cp);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (k > 0) e.mine[static_cast<std::size_t>(i)] = std::min(e.mine[static_cast<std::size_t>(i)], s);
+      if (k > 0) {
+        const int j = (k - 1) % trials;
+        e.trial[static_cast<std::size_t>(j)] = s;
+        if (j == trials - 1) {
+          std::array<double, trials> sorted = e.trial;
+          std::sort(sorted.begin(), sorted.end());
+          e.mine[static_cast<std::size_t>(i)] = sorted[trials / 2];
+        }
+      }
     } catch (...) {
       failed = std::current_exception();
     }

@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Per run, per size: auto's time, its ratio to the anchor in the same run (MPI_Allreduce / auto over
+MPI; the best of ring, two_shot and two_shot_stream / auto on threads), out of place | in place,
+and the plan auto ran. Usage: summarize.py [DIR]   (default: this script's folder)"""
+import glob, os, sys
+
+d = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+
+def rows(path):
+    out = {}
+    for line in open(path):
+        if line.startswith('#') or not line.strip():
+            continue
+        f = line.split()
+        if len(f) < 10:
+            continue
+        size, impl = int(f[0]), f[4]
+        oop = float(f[5])
+        ip = float(f[10]) if len(f) > 10 and impl != 'floor:copy' else None
+        plan = ' '.join(f[15:]) if len(f) > 15 else ''
+        out.setdefault(size, {})[impl] = (oop, ip, plan)
+    return out
+
+for kind in ('mpi', 'threads'):
+    print(f'## {kind}, 2 ranks: auto (us) and anchor / auto, out of place | in place')
+    for which in ('old', 'new'):
+        for path in sorted(glob.glob(os.path.join(d, f'{which}_{kind}_n2_run*.txt'))):
+            print(f'### {os.path.basename(path)}')
+            for size, impls in sorted(rows(path).items()):
+                a = impls.get('ddl:auto')
+                if not a:
+                    continue
+                if kind == 'mpi':
+                    anc = impls.get('MPI_Allreduce')
+                    ao, ai = anc[0], anc[1]
+                else:
+                    others = [v for k, v in impls.items() if k not in ('ddl:auto', 'floor:copy')]
+                    ao, ai = min(v[0] for v in others), min(v[1] for v in others)
+                print(f'{size:>10} auto {a[0]:9.1f} | {a[1]:9.1f}   ratio {ao / a[0]:5.2f} | {ai / a[1]:5.2f}   {a[2]}')
