@@ -421,6 +421,32 @@ TEST_CASE("planner: two_shot reading the peers' memory is a candidate only where
   CHECK(ddl::explain(t4, 64e6, r).find("two_shot (read_peer)") != std::string::npos);
 }
 
+namespace {
+// `most_calls + 2` in-place sums of a vector of `count` floats through `comm`
+// on `n` threads, each checked exactly (the trials run every candidate).
+template <class Comm>
+void sums_through_trials(Comm& comm, int rank, int n, std::size_t count) {
+  std::vector<float> v(count);
+  for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
+    const std::size_t c = static_cast<std::size_t>(call);
+    for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 7) + static_cast<std::size_t>(rank) + c);
+    comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+    const std::size_t ranks = static_cast<std::size_t>(n);
+    for (std::size_t i = 0; i < count; ++i)
+      if (v[i] != static_cast<float>(ranks * (i % 7) + ranks * (ranks - 1) / 2 + ranks * c))
+        throw std::runtime_error("call " + std::to_string(call) + " wrong at " + std::to_string(i));
+  }
+}
+// The line of `comm.explain(bytes)` that gives the all-reduce trials at
+// `bytes` (in place or not), or "".
+template <class Comm>
+std::string measured_line(const Comm& comm, std::size_t bytes, bool in_place) {
+  const std::string e = comm.explain(bytes);
+  const std::size_t at = e.find("# measured at " + std::to_string(bytes) + " bytes" + (in_place ? ", in place:" : ":"));
+  return at == std::string::npos ? std::string() : e.substr(at, e.find('\n', at) - at);
+}
+}  // namespace
+
 TEST_CASE("auto over threads measures two_shot streaming what it gathers: exact through the trials, never the "
           "model's choice, not for reduce-scatters (which gather nothing)") {
   ddl::local_fabric::run(4, [](ddl::local_transport& t) {
@@ -433,18 +459,10 @@ TEST_CASE("auto over threads measures two_shot streaming what it gathers: exact 
       throw std::runtime_error("the model's plan at 4 MiB is " + ddl::describe(comm.strategy().topo(), model));
     if (comm.explain(bytes).find("two_shot (streamed)") == std::string::npos)
       throw std::runtime_error("explain lists no streamed two_shot");
+    sums_through_trials(comm, t.rank(), 4, count);
+    if (measured_line(comm, bytes, true).find("two_shot (streamed)") == std::string::npos)
+      throw std::runtime_error("the streamed form was not measured:\n" + comm.explain(bytes));
     std::vector<float> v(count);
-    for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
-      for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 7) + static_cast<std::size_t>(t.rank() + call));
-      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
-      for (std::size_t i = 0; i < count; ++i)
-        if (v[i] != static_cast<float>(4 * (i % 7) + 6 + 4 * static_cast<std::size_t>(call)))
-          throw std::runtime_error("call " + std::to_string(call) + " wrong at " + std::to_string(i));
-    }
-    const std::string e = comm.explain(bytes);
-    const std::size_t at = e.find("# measured at " + std::to_string(bytes) + " bytes, in place:");
-    if (at == std::string::npos || e.substr(at, e.find('\n', at) - at).find("two_shot (streamed)") == std::string::npos)
-      throw std::runtime_error("the streamed form was not measured:\n" + e);
     const ddl::block mine = ddl::block_of(count, 4, t.rank());
     std::vector<float> out(mine.size);
     for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call)
@@ -513,22 +531,15 @@ TEST_CASE("auto on 2 threads measures every algorithm for sums from 64 KiB: exac
     ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(
         t, ddl::auto_strategy(ddl::topology::uniform(2, 4e9, 8e-6)));
     const std::size_t count = std::size_t{1} << 18, bytes = count * sizeof(float);
-    std::vector<float> v(count);
-    for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
-      for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i % 7) + static_cast<std::size_t>(t.rank() + call));
-      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
-      for (std::size_t i = 0; i < count; ++i)
-        if (v[i] != static_cast<float>(2 * (i % 7) + 1 + 2 * static_cast<std::size_t>(call)))
-          throw std::runtime_error("call " + std::to_string(call) + " wrong at " + std::to_string(i));
-    }
-    const std::string e = comm.explain(bytes);
-    const std::size_t at = e.find("# measured at " + std::to_string(bytes) + " bytes, in place:");
-    if (at == std::string::npos) throw std::runtime_error("nothing measured:\n" + e);
-    const std::string line = e.substr(at, e.find('\n', at) - at);
+    sums_through_trials(comm, t.rank(), 2, count);
+    const std::string line = measured_line(comm, bytes, true);
     for (const char* form : {"ring (flat, 2)", "recursive_doubling", "two_shot (streamed)"})
-      if (line.find(form) == std::string::npos) throw std::runtime_error(std::string("not measured: ") + form + "\n" + e);
-    if (line.find("two_shot") == line.rfind("two_shot")) throw std::runtime_error("two_shot cached not measured\n" + e);
+      if (line.find(form) == std::string::npos)
+        throw std::runtime_error(std::string("not measured: ") + form + "\n" + comm.explain(bytes));
+    if (line.find("two_shot") == line.rfind("two_shot"))
+      throw std::runtime_error("two_shot cached not measured\n" + comm.explain(bytes));
     // Both ranks run the one plan they agreed on (else: mismatch_error).
+    std::vector<float> v(count, 1.0f);
     for (int call = 0; call < 3; ++call) comm.all_reduce(ddl::host_view(v), ddl::op::sum);
     // Floats' min at another size: no algorithm measured against another
     // (at most two_shot's forms, which reach the same bits).
@@ -537,13 +548,9 @@ TEST_CASE("auto on 2 threads measures every algorithm for sums from 64 KiB: exac
       comm.all_reduce(ddl::host_view(w), ddl::op::min);
       if (w[count] != 0.0f) throw std::runtime_error("min wrong");
     }
-    const std::string m = comm.explain(w.size() * sizeof(float));
-    const std::size_t mat = m.find("# measured at " + std::to_string(w.size() * sizeof(float)));
-    if (mat != std::string::npos) {
-      const std::string mline = m.substr(mat, m.find('\n', mat) - mat);
-      for (const char* other : {"ring", "doubling", "one_shot"})
-        if (mline.find(other) != std::string::npos) throw std::runtime_error("floats' min measured against " + std::string(other));
-    }
+    const std::string mline = measured_line(comm, w.size() * sizeof(float), true);
+    for (const char* other : {"ring", "doubling", "one_shot"})
+      if (mline.find(other) != std::string::npos) throw std::runtime_error("floats' min measured against " + std::string(other));
   });
 }
 
