@@ -63,12 +63,15 @@ TEST_CASE_TEMPLATE("matrix: direct ranks 1-8", S, DDL_DIRECT_STRATEGIES) { matri
 TEST_CASE_TEMPLATE("matrix: direct ranks 13, 17, 32", S, DDL_DIRECT_STRATEGIES) { matrix_for<S>({13, 17, 32}, 65539); }
 // two_shot streaming the blocks it gathers (`two_shot::streaming_stages`
 // over threads): 65539 elements, so blocks pass `host::stream_from` bytes
-// and the streamed copies run.
+// and the streamed copies run; 8189, so calls of up to `flagged_limit`
+// bytes stream their slots past `stream_from` too.
 TEST_CASE("matrix: two_shot streaming what it gathers, ranks 2, 3, 4, 7") {
   for (int n : {2, 3, 4, 7}) {
     CAPTURE(n);
     failure_log log;
-    run_matrix<ddl::two_shot>(n, matrix_counts(n, 65539), log, ddl::options{}, ddl::two_shot{}.streaming_stages());
+    auto counts = matrix_counts(n, 65539);
+    counts.push_back(8189);
+    run_matrix<ddl::two_shot>(n, counts, log, ddl::options{}, ddl::two_shot{}.streaming_stages());
     CHECK_MESSAGE(log.count() == 0, log.summary());
   }
 }

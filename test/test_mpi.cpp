@@ -294,6 +294,9 @@ TEST_CASE("mpi: two_shot may write its stages with streaming stores: the same bi
   // Every dtype and op, in place and out of place, odd counts; blocks past
   // host::stream_from bytes, so the streamed copies run.
   mpi_matrix(t, ddl::two_shot{}.streaming_stages(), 100003);
+  // 8189 elements: one round through the stages' slots (at most
+  // `flagged_limit` bytes), blocks and whole calls past `stream_from`.
+  mpi_matrix(t, ddl::two_shot{}.streaming_stages(), 8189);
   CHECK(ddl::two_shot{}.streaming_stages().describe() == "two_shot (streamed)");
   CHECK(ddl::two_shot{}.streaming_stages().reading_peers().describe() == "two_shot (read_peer)");
   CHECK(same_bits_as_stages(t, ddl::two_shot{}.streaming_stages()));

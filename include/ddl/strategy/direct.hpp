@@ -790,15 +790,17 @@ class direct_base {
 
   /// Over stages a transport can wait on (`wait_until`), for calls of at
   /// most `flagged_limit` bytes: one synchronisation without a message
-  /// (`flagged_meet`). Afterwards `sources_[p]` is rank p's slot (this
-  /// rank's own too).
+  /// (`flagged_meet`), `src` copied into this rank's slot with streaming
+  /// stores when asked (`streamable_copy`: the peers read the slot next).
+  /// Afterwards `sources_[p]` is rank p's slot (this rank's own too).
   template <class Transport>
   void flagged_round(Transport& t, const std::byte* src, std::size_t bytes, std::uint64_t call_bytes,
                      const call_context& c) {
     const auto n = static_cast<std::size_t>(t.size());
     if (sources_.size() != n) sources_.assign(n, nullptr);
-    flagged_meet(t, src, bytes, call_bytes, c,
-                 [this](int p, const std::byte* slot) { sources_[static_cast<std::size_t>(p)] = slot; });
+    flagged_meet_filled(
+        t, [&](std::byte* own) { if (bytes > 0) streamable_copy(c, own, src, bytes); }, call_bytes, c,
+        [this](int p, const std::byte* slot) { sources_[static_cast<std::size_t>(p)] = slot; });
   }
 
   /// One synchronisation through the stages' counters, no message. Rank r's
