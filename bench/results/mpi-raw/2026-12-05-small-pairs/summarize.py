@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Per file and size: µs a call, out of place | in place, of two_shot (cached slots), two_shot
-(streamed) and auto, and MPI's call; then MPI / auto. Usage: summarize.py [DIR]"""
+"""Per ddl-bench output file and size: µs a call, out of place | in place, of every ddl
+implementation in it, then MPI's call / ddl:auto. Usage: summarize.py [DIR]   (default: this
+script's folder; 2026-12-05-median-copies/ is summarized by it too)"""
 import glob, os, sys
 
 d = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
@@ -16,6 +17,5 @@ for path in sorted(glob.glob(os.path.join(d, '*_run*.txt'))):
     for size, impls in sorted(rows.items()):
         mpi = next(v for k, v in impls.items() if k.startswith('MPI_'))
         a = impls['ddl:auto']
-        cell = lambda k: '%6.1f|%-6.1f' % impls[k]
-        print(f'  {size >> 10:3d}K cached {cell("ddl:two_shot")} streamed {cell("ddl:two_shot_stream")} '
-              f'auto {cell("ddl:auto")} MPI {mpi[0]:6.1f}|{mpi[1]:<6.1f} MPI/auto {mpi[0] / a[0]:.2f}|{mpi[1] / a[1]:.2f}')
+        cells = ' '.join('%s %6.1f|%-6.1f' % (k[4:], *v) for k, v in impls.items() if k.startswith('ddl:'))
+        print(f'  {size >> 10:6d}K {cells} MPI {mpi[0]:6.1f}|{mpi[1]:<6.1f} MPI/auto {mpi[0] / a[0]:.2f}|{mpi[1] / a[1]:.2f}')
