@@ -8,7 +8,8 @@
 /// default), all-reduces up to that size settle among the model's close
 /// candidates by measuring them, and all-gathers so from 64 KiB up to
 /// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`; by default every size
-/// from 64 KiB) (`strategy/tuning.hpp`).
+/// from 64 KiB) (`strategy/tuning.hpp`), as are 2-rank all-reduces whose
+/// every plan gives the same bits (`detail::order_free`: sums and the like).
 #include <algorithm>
 #include <array>
 #include <cstddef>

@@ -1380,7 +1380,8 @@ struct two_shot : detail::direct_base {
   /// call: 4 threads in place, 64 MiB, 1.6-2.2x faster than cached, 4 MiB
   /// at 2 threads 1.4x slower. Off by
   /// default; `auto` measures both (`plan::streams`). Covers the direct
-  /// all-gather too, and the reduce-scatter over stages; nothing changes
+  /// all-gather too, and the reduce-scatter over stages, and the slot a call
+  /// of up to `flagged_limit` bytes writes (`flagged_round`); nothing changes
   /// when reading the peers (`reading_peers`).
   two_shot& streaming_stages(bool on = true) noexcept {
     streams_ = on;
