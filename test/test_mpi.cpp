@@ -915,7 +915,7 @@ TEST_CASE("mpi: all-gathers and direct reduce-scatters are measured by default a
   };
   for (std::size_t per : {std::size_t{1}, std::size_t{1025}, std::size_t{70001}}) {
     const std::size_t count = per * static_cast<std::size_t>(n), bytes = count * sizeof(std::int64_t);
-    const bool copies = t.stages_shared() && bytes >= ddl::detail::plan_tuner::copies_from;
+    const bool copies = t.stages_shared() && bytes >= ddl::detail::plan_tuner::copies_from_for(n);
     check_all_gathers<std::int64_t>(
         comm, r, n, per, ddl::detail::plan_tuner::most_calls + 2,
         [](int rank, std::size_t i, int call) {

@@ -525,7 +525,7 @@ TEST_CASE("on 2 ranks every all-reduce plan gives the same bits for sum, prod an
   }
 }
 
-TEST_CASE("auto on 2 threads measures every algorithm for sums from 64 KiB: exact through the trials, one plan on "
+TEST_CASE("auto on 2 threads measures every algorithm for sums from 16 KiB: exact through the trials, one plan on "
           "both ranks; floats' min is not measured") {
   ddl::local_fabric::run(2, [](ddl::local_transport& t) {
     ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(
@@ -538,6 +538,13 @@ TEST_CASE("auto on 2 threads measures every algorithm for sums from 64 KiB: exac
         throw std::runtime_error(std::string("not measured: ") + form + "\n" + comm.explain(bytes));
     if (line.find("two_shot") == line.rfind("two_shot"))
       throw std::runtime_error("two_shot cached not measured\n" + comm.explain(bytes));
+    // A class below 64 KiB (20 KB, `small_trials` calls a candidate): measured too, not one below 16 KiB.
+    sums_through_trials(comm, t.rank(), 2, 5000);
+    sums_through_trials(comm, t.rank(), 2, 4000);
+    if (measured_line(comm, 20000, true).find(',') == std::string::npos)
+      throw std::runtime_error("20 KB not measured\n" + comm.explain(20000));
+    if (!measured_line(comm, 16000, true).empty())
+      throw std::runtime_error("16000 B measured\n" + comm.explain(16000));
     // Both ranks run the one plan they agreed on (else: mismatch_error).
     std::vector<float> v(count, 1.0f);
     for (int call = 0; call < 3; ++call) comm.all_reduce(ddl::host_view(v), ddl::op::sum);
@@ -1159,6 +1166,45 @@ TEST_CASE("a measured choice that follows drift: measured again once its choice 
   CHECK(seen[0].find("*two_shot (streamed)") != std::string::npos);
 }
 
+TEST_CASE("a measured choice times small classes with more calls a candidate, and copies from 16 KiB on 2 ranks") {
+  using tuner = ddl::detail::measured_choice<ddl::plan>;
+  CHECK(tuner::trials_for(tuner::copies_from - 1) == tuner::small_trials);
+  CHECK(tuner::trials_for(tuner::copies_from) == tuner::trials);
+  CHECK(tuner::small_trials > tuner::trials);
+  CHECK(tuner::most_calls == tuner::most_calls_for(1));
+  CHECK(tuner::copies_from_for(2) < tuner::copies_from_for(3));
+  CHECK(tuner::copies_from_for(4) == tuner::copies_from);
+  ddl::local_fabric::run(2, [&](ddl::local_transport& tr) {
+    ddl::options o;
+    const ddl::memory_ops host = ddl::host_memory_ops();
+    ddl::call_context probe;
+    probe.opts = &o;
+    probe.mem = &host;
+    // Copies: 2 ranks from 16 KiB (3 ranks would not, nor would reductions, `tune_bytes` being 0).
+    if (!tuner::applies(tr, probe, tuner::pair_copies_from, true) ||
+        tuner::applies(tr, probe, tuner::pair_copies_from - 1, true) || tuner::applies(tr, probe, tuner::pair_copies_from))
+      throw std::runtime_error("2 ranks: copies not measured from pair_copies_from alone");
+    ddl::plan a{}, b{};
+    a.algo = ddl::algorithm::multi_ring;
+    b.algo = ddl::algorithm::recursive_doubling;
+    ddl::tag k = 0;
+    for (std::size_t bytes : {std::size_t{20000}, std::size_t{1} << 20}) {
+      tuner choice;
+      const int calls = 1 + 2 * tuner::trials_for(bytes);
+      for (int i = 0; i < calls; ++i) {
+        ddl::call_context c = probe;
+        c.base_tag = ++k << 8;
+        choice.run(tr, bytes, false, a, c, [&] { return std::vector<ddl::plan>{a, b}; },
+                   [](const ddl::plan&, const ddl::call_context&) {});
+        // Decided after the warm-up and every candidate's trials, not before.
+        if (choice.measurements(bytes, false) != (i + 1 == calls ? 1 : 0))
+          throw std::runtime_error("class of " + std::to_string(bytes) + " bytes: measured after call " +
+                                   std::to_string(i + 1) + " of " + std::to_string(calls));
+      }
+    }
+  });
+}
+
 TEST_CASE("auto tunes on in-process ranks: exact before, during and after, and every rank settles on one plan") {
   failure_log log;
   for (int n : {2, 3, 4, 5}) {
@@ -1245,7 +1291,8 @@ TEST_CASE("all-gathers are measured by default on in-process ranks: exact throug
   CHECK(ddl::options{}.tune_copies_bytes == std::numeric_limits<std::size_t>::max());
   failure_log log;
   for (int n : {2, 3, 4, 5}) {
-    for (std::size_t per : {std::size_t{1}, std::size_t{1000}, std::size_t{17001}}) {
+    // 2500 a rank: 20-50 KB, measured (with `small_trials` a candidate) on 2 ranks alone.
+    for (std::size_t per : {std::size_t{1}, std::size_t{1000}, std::size_t{2500}, std::size_t{17001}}) {
       CAPTURE(n);
       CAPTURE(per);
       const std::size_t count = per * static_cast<std::size_t>(n), bytes = count * 4;
@@ -1264,9 +1311,9 @@ TEST_CASE("all-gathers are measured by default on in-process ranks: exact throug
       });
       for (const auto& c : chosen) CHECK(c == chosen[0]);
       // Threads offer the direct form and the multi-ring at least: measured in
-      // both placements, from `copies_from`.
+      // both placements, from `copies_from_for(n)`.
       CAPTURE(report[0]);
-      const bool measured = bytes >= ddl::detail::plan_tuner::copies_from;
+      const bool measured = bytes >= ddl::detail::plan_tuner::copies_from_for(n);
       CHECK((report[0].find("# all-gather measured at " + std::to_string(bytes) + " bytes:") != std::string::npos) ==
             measured);
       CHECK((report[0].find("# all-gather measured at " + std::to_string(bytes) + " bytes, in place:") !=
@@ -1363,7 +1410,7 @@ TEST_CASE("broadcast measured on in-process ranks: exact from every root through
       ddl::broadcast_costs threads;  // the threads': copies at 1.5 B, direct with the root's buffer read in place
       ddl::local_fabric::run(1, [&](ddl::local_transport& one) { threads = ddl::broadcast_costs_of(one); });
       const bool choice = ddl::detail::tuning_candidates(count * 4, topo, 4, 3.0, 4, threads).size() > 1 &&
-                          count * 4 >= ddl::detail::plan_tuner::copies_from;
+                          count * 4 >= ddl::detail::plan_tuner::copies_from_for(n);
       CAPTURE(report[0]);
       CHECK((report[0].find("# broadcast measured at " + std::to_string(count * 4) + " bytes:") != std::string::npos) ==
             choice);

@@ -50,9 +50,10 @@ struct impl {
   std::function<std::string(std::size_t)> measured = [](std::size_t) { return std::string(); };
   std::function<void(std::byte*, std::size_t)> prepare;
   bool ip_block_at_own_offset = true;
-  /// Warm-up calls on top of `-w` (the tuning trials under `DDL_TUNE`, and `DDL_TUNE_COPIES` for
-  /// all-gathers and broadcasts, so timed calls run the choice).
-  int extra_warmup = 0;
+  /// Whether `auto`'s trials may run (under `DDL_TUNE`, and `DDL_TUNE_COPIES` for all-gathers,
+  /// broadcasts and the forms that give the same bits): each size then warms up for as many calls
+  /// as its class measures on top of `-w`, so the timed calls run the choice.
+  bool measures = false;
 };
 
 // The rank's block of `count` elements: equal blocks (counts are multiples of n).
@@ -97,7 +98,7 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
       m.ip = [comm, dt](std::byte* buf, std::size_t c) { comm->broadcast(ddl::buffer_view{buf, c, dt, {}}, 0); };
       m.note = [comm, dt](std::size_t bytes) { return comm->broadcast_plan_for(bytes, dt).describe(); };
       if (o.tune_copies_bytes > 0 && o.broadcast == ddl::broadcast_algorithm::automatic)
-        m.extra_warmup = ddl::detail::plan_tuner::most_calls;
+        m.measures = true;
       break;
     case collective::all_to_all:
       m.oop = [comm, dt](const std::byte* in, std::byte* out, std::size_t c) {
@@ -182,7 +183,7 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
       return lines;
     };
     if ((s.coll == collective::all_gather || s.coll == collective::reduce_scatter) && o.tune_copies_bytes > 0) {
-      m.extra_warmup = ddl::detail::plan_tuner::most_calls;
+      m.measures = true;
       const bool gather = s.coll == collective::all_gather;
       m.note = [comm, gather](std::size_t bytes) {  // the plan the timed calls ran (measured, else the model's)
         const auto& strat = comm->strategy();
@@ -197,7 +198,7 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
     if (s.coll == collective::all_reduce) {
       // The trials: under DDL_TUNE, and under DDL_TUNE_COPIES for two_shot
       // through the stages or reading the peers (`plan::reads`).
-      if (o.tune_bytes > 0 || o.tune_copies_bytes > 0) m.extra_warmup = ddl::detail::plan_tuner::most_calls;
+      if (o.tune_bytes > 0 || o.tune_copies_bytes > 0) m.measures = true;
       // The plans the timed calls ran (measured, else the model's) and the
       // model's prediction for its own choice.
       m.note = [comm](std::size_t bytes) {
@@ -423,13 +424,14 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
       for (std::size_t j = 0; j < impls.size(); ++j) {
         result& res = rw.impls[j];
         if (impls[j].prepare) impls[j].prepare(out, count);
+        const int trials = impls[j].measures ? ddl::detail::plan_tuner::most_calls_for(bytes) : 0;
         if (impls[j].oop) {
-          res.t_oop = measure(fresh_in, [&] { impls[j].oop(in, out, count); }, impls[j].extra_warmup);
+          res.t_oop = measure(fresh_in, [&] { impls[j].oop(in, out, count); }, trials);
           res.wrong_oop = count_wrong(false, impls[j]);
         } else {
           res.t_oop = -1;
         }
-        res.t_ip = measure(fresh_out, [&] { impls[j].ip(out, count); }, impls[j].extra_warmup);
+        res.t_ip = measure(fresh_out, [&] { impls[j].ip(out, count); }, trials);
         if (s.batch > 1) {  // the batch reduced the result again: check one call of its own
           fresh_out();
           barrier();

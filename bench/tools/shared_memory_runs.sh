@@ -11,12 +11,12 @@ bench=$build/bench/ddl-bench
 out=${3:-bench/results/shared-memory-raw}
 mkdir -p "$out"
 stamp() { echo "# commit $(git rev-parse --short HEAD), $(date -u +%FT%TZ), $(nproc) cores: $*"; }
-all=ring,recursive_doubling,halving_doubling,one_shot,two_shot,auto
+all=ring,recursive_doubling,halving_doubling,one_shot,two_shot,two_shot_stream,auto
 for run in $(seq 1 "$runs"); do
   for n in 2 4 8; do
     args=(--ranks "$n" -b 4K -e 64M -f 4 -n 10 -w 3 --strategy "$all")
     { stamp "$bench ${args[*]}"; "$bench" "${args[@]}"; } > "$out/threads-n$n-run$run.txt"
   done
-  args=(--ranks 4 -b 256M -e 256M -n 3 -w 1 --strategy ring,halving_doubling,two_shot,auto)
+  args=(--ranks 4 -b 256M -e 256M -n 3 -w 1 --strategy ring,halving_doubling,two_shot,two_shot_stream,auto)
   { stamp "$bench ${args[*]}"; "$bench" "${args[@]}"; } > "$out/threads-n4-256M-run$run.txt"
 done

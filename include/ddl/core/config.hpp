@@ -100,11 +100,12 @@ struct options {
   /// repeat itself exactly. See `strategy/tuning.hpp`.
   std::size_t tune_bytes = 0;
   /// `auto_strategy` measures its candidates for all-gathers, and the
-  /// communicator its broadcast algorithms, from 64 KiB up to this many bytes (the
-  /// whole all-gathered vector, the broadcast message) before settling on
-  /// one per size class (`DDL_TUNE_COPIES`, e.g. `64M`; `0` turns it off;
-  /// all-reduces follow `tune_bytes`). On by default at every size from 64
-  /// KiB: these calls copy and never reduce, so whichever algorithm is
+  /// communicator its broadcast algorithms, from 64 KiB (16 KiB on 2
+  /// ranks) up to this many bytes (the whole all-gathered vector, the
+  /// broadcast message) before settling on one per size class
+  /// (`DDL_TUNE_COPIES`, e.g. `64M`; `0` turns it off; all-reduces follow
+  /// `tune_bytes`). On by default at every size from there: these calls
+  /// copy and never reduce, so whichever algorithm is
   /// chosen every rank ends with the same bits, run after run, and what is
   /// left to choose is speed alone. (On 2 MPI ranks of one machine, the
   /// copies through the stages ran 1.3x ahead of the ring's messages in one

@@ -6,10 +6,11 @@
 /// constructor, else `DDL_TOPOLOGY`, else one level with the transport's
 /// default link costs. With `options::tune_bytes` (`DDL_TUNE`, off by
 /// default), all-reduces up to that size settle among the model's close
-/// candidates by measuring them, and all-gathers so from 64 KiB up to
-/// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`; by default every size
-/// from 64 KiB) (`strategy/tuning.hpp`), as are 2-rank all-reduces whose
-/// every plan gives the same bits (`detail::order_free`: sums and the like).
+/// candidates by measuring them, and all-gathers so from 64 KiB (16 KiB on
+/// 2 ranks) up to `options::tune_copies_bytes` (`DDL_TUNE_COPIES`; by
+/// default every size from there) (`strategy/tuning.hpp`), as are 2-rank
+/// all-reduces whose every plan gives the same bits (`detail::order_free`:
+/// sums and the like).
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -230,7 +231,7 @@ class auto_strategy {
   /// picks a direct all-reduce for this size, the logarithmic forms where it
   /// picks a doubling one on a flat power-of-two group (`detail::logarithmic`),
   /// else its best multi-ring. The direct reduce-scatter over stages, from
-  /// 64 KiB, is measured as the all-reduce's two_shot is (`direct_variants`:
+  /// 64 KiB (16 KiB on 2 ranks), is measured as the all-reduce's two_shot is (`direct_variants`:
   /// its stages cached or streamed, or reading the peers; the same bits
   /// whichever runs), per size class of the whole vector, in place and out
   /// of place apart (every rank must pass the same placement).
@@ -253,7 +254,8 @@ class auto_strategy {
     }
     run(model, c);
   }
-  /// All-gathers from 64 KiB up to `options::tune_copies_bytes` are measured:
+  /// All-gathers from 64 KiB (16 KiB on 2 ranks: `plan_tuner::copies_from_for`)
+  /// up to `options::tune_copies_bytes` are measured:
   /// one plan of each form they take (`gather_candidates`, `strategy/tuning.hpp`).
   template <class Transport>
   void all_gather(Transport& t, const std::byte* own, std::byte* out, std::size_t count,

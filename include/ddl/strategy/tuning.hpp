@@ -73,7 +73,8 @@
 /// unless `DDL_BROADCAST` forces one) are measured the same way, up to
 /// `options::tune_copies_bytes` (`DDL_TUNE_COPIES`, no limit by default: they
 /// copy and never reduce, so the choice cannot change a result's bits), from
-/// 64 KiB (`measured_choice::copies_from`). An
+/// 64 KiB, 16 KiB on 2 ranks (`measured_choice::copies_from_for`; classes
+/// below 64 KiB time `small_trials` calls a candidate, not `trials`). An
 /// all-gather's candidates are one plan of each form it takes (see
 /// `auto_strategy`), per size class of the whole vector, in place and out of
 /// place apart (every rank must pass the same placement, as with
@@ -240,19 +241,28 @@ class measured_choice {
   static constexpr int most_window = 4096;
   static constexpr double drift = 2.0;
   static constexpr int max_candidates = 5;
+  /// Timed calls of each candidate in a class from `copies_from` up ...
   static constexpr int trials = 3;
+  /// ... and below it (calls of a few µs, where one call the scheduler or
+  /// a cache line's trip between the cores delays moves a median of 3:
+  /// see `copies_from_for`).
+  static constexpr int small_trials = 9;
+  static constexpr int trials_for(std::size_t bytes) noexcept { return bytes < copies_from ? small_trials : trials; }
   static constexpr double within = 3.0;
   static constexpr double margin = 0.93;
   static constexpr int max_ranks = 64;
-  /// The most calls one size class spends measuring.
-  static constexpr int most_calls = 1 + max_candidates * trials;
+  /// The most calls a size class of `bytes` spends measuring, and the most
+  /// any class does.
+  static constexpr int most_calls_for(std::size_t bytes) noexcept { return 1 + max_candidates * trials_for(bytes); }
+  static constexpr int most_calls = 1 + max_candidates * small_trials;
 
   /// One size class.
   struct entry {
     std::vector<Plan> candidates;
     int calls = 0;  ///< calls made while measuring (the warm-up included)
     std::array<double, max_candidates> mine{};   ///< this rank's median seconds per candidate
-    std::array<double, trials> trial{};          ///< the running candidate's trials so far
+    std::array<double, small_trials> trial{};    ///< the running candidate's trials so far
+    int trials = 0;                              ///< timed calls per candidate (`trials_for`)
     std::array<double, max_candidates> worst{};  ///< after the agreement: the slowest rank's
     int chosen = -1;                             ///< index into `candidates` once decided
     std::size_t bytes = 0;                       ///< the size its candidates were priced at
@@ -272,16 +282,29 @@ class measured_choice {
   /// in turns on 2, 4 and 8 processes, showed no such cost:
   /// bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-28.)
   static constexpr std::size_t copies_from = std::size_t{64} << 10;
+  /// Two ranks measure them from 16 KiB, with `small_trials` calls a
+  /// candidate below `copies_from`: no rank there waits for a core another
+  /// holds, and which form wins moves with where the host places the two
+  /// cores (2 MPI ranks, 16-32 KiB, the far placement: the model's cached
+  /// stages ran 0.86-0.96x `MPI_Allreduce` / `MPI_Allgather`, the streamed
+  /// form 2-3x faster; in the close placement streamed ran up to 2x slower,
+  /// and trials of 3 calls chose it there in 2 runs of 6:
+  /// bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-05).
+  static constexpr std::size_t pair_copies_from = std::size_t{16} << 10;
+  static constexpr std::size_t copies_from_for(int ranks) noexcept {
+    return ranks == 2 ? pair_copies_from : copies_from;
+  }
   /// Whether calls of `bytes` on `t`, in memory `c.mem`, are tuned: up to
   /// `options::tune_bytes` for reductions; for `copies` (all-gathers,
-  /// broadcasts) from `copies_from` up to `options::tune_copies_bytes`.
+  /// broadcasts, the forms that give the same bits) from
+  /// `copies_from_for(t.size())` up to `options::tune_copies_bytes`.
   template <class Transport>
   static bool applies(const Transport& t, const call_context& c, std::size_t bytes, bool copies = false) {
     if constexpr (has_cooperative<Transport>::value) {
       return false;  // virtual time
     } else {
       const std::size_t limit = !c.opts ? 0 : copies ? c.opts->tune_copies_bytes : c.opts->tune_bytes;
-      return bytes > 0 && (!copies || bytes >= copies_from) && bytes <= limit && t.size() >= 2 &&
+      return bytes > 0 && (!copies || bytes >= copies_from_for(t.size())) && bytes <= limit && t.size() >= 2 &&
              t.size() <= max_ranks && c.mem && std::strcmp(c.mem->name, "host") == 0;
     }
   }
@@ -300,6 +323,7 @@ class measured_choice {
       if (static_cast<int>(e.candidates.size()) > max_candidates) e.candidates.resize(max_candidates);
       e.mine.fill(std::numeric_limits<double>::infinity());
       e.bytes = bytes;
+      e.trials = trials_for(bytes);
       e.in_place = in_place;
       if (e.candidates.size() < 2) e.chosen = 0;
     }
@@ -322,10 +346,10 @@ class measured_choice {
     }
     // Call 0 warms up, untimed (the class's first call pays for pages,
     // workspace and first contacts between peers, whichever plan runs it);
-    // then `trials` calls of each candidate, one candidate after another.
-    const int n = static_cast<int>(e.candidates.size());
+    // then `e.trials` calls of each candidate, one candidate after another.
+    const int n = static_cast<int>(e.candidates.size()), m = e.trials;
     const int k = e.calls++;
-    const int i = k == 0 ? 0 : (k - 1) / trials;
+    const int i = k == 0 ? 0 : (k - 1) / m;
     const Plan& p = e.candidates[static_cast<std::size_t>(i)];
     // The trial and the agreement after it carry the plan's stamp: a rank
     // still receiving the trial's messages must not see the agreement's as
@@ -337,12 +361,12 @@ class measured_choice {
       run(p, cp);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (k > 0) {
-        const int j = (k - 1) % trials;
+        const int j = (k - 1) % m;
         e.trial[static_cast<std::size_t>(j)] = s;
-        if (j == trials - 1) {
-          std::array<double, trials> sorted = e.trial;
-          std::sort(sorted.begin(), sorted.end());
-          e.mine[static_cast<std::size_t>(i)] = sorted[trials / 2];
+        if (j == m - 1) {
+          std::array<double, small_trials> sorted = e.trial;
+          std::sort(sorted.begin(), sorted.begin() + m);
+          e.mine[static_cast<std::size_t>(i)] = sorted[static_cast<std::size_t>(m / 2)];
         }
       }
     } catch (...) {
@@ -350,7 +374,7 @@ class measured_choice {
     }
     // The agreement runs even after a failed trial: a rank that timed out
     // still sends its figures, so the others are not left waiting for them.
-    if (e.calls == 1 + n * trials) {
+    if (e.calls == 1 + n * m) {
       try {
         agree(t, cp, e);
       } catch (...) {
