@@ -745,6 +745,38 @@ TEST_CASE("planner: one_shot through counters in the stages is one latency up to
   }
 }
 
+TEST_CASE("planner: threads' two_shot pushes its blocks (two synchronisations, not three); not the parts' "
+          "plans, not a transport whose two_shot runs on a device") {
+  struct messages_only {};  // no `peer_memory`: nothing to push into
+  static_assert(ddl::two_shot_pushes_v<ddl::local_transport>);
+  static_assert(!ddl::two_shot_pushes_v<messages_only>);
+  const ddl::plan_for threads = ddl::plan_for::transport<ddl::local_transport>();
+  CHECK(threads.two_shot_pushes);
+  ddl::plan_for pulled = threads;
+  pulled.two_shot_pushes = false;
+  CHECK(pulled != threads);  // a cache key of auto's
+  for (int n : {2, 3, 4, 8}) {
+    CAPTURE(n);
+    const double alpha = 8e-6, b = 4e9;
+    const auto t = ddl::topology::uniform(n, b, alpha);
+    int rounds = 0;
+    while ((1 << rounds) < n) ++rounds;
+    auto price = [&](double bytes, const ddl::plan_for& q) {
+      for (const auto& p : ddl::all_plans(t, bytes, q))
+        if (p.algo == ddl::algorithm::two_shot && !p.streams && !p.reads) return p.seconds;
+      return -1.0;
+    };
+    for (double bytes : {1048576.0, 67108864.0}) {
+      CAPTURE(bytes);
+      // One synchronisation round (ceil(log2 n) latencies) less, the same memory traffic.
+      CHECK(price(bytes, pulled) - price(bytes, threads) == doctest::Approx(rounds * alpha));
+      // The direct_first multi-ring's dimension runs a reduce-scatter and an all-gather: not pushed.
+      CHECK(ddl::cost::direct_dimension(&t[0], 0, 1, bytes, threads.costs()) ==
+            doctest::Approx(ddl::cost::direct_dimension(&t[0], 0, 1, bytes, pulled.costs())));
+    }
+  }
+}
+
 TEST_CASE("planner: two_shot run whole by the transport (flagged_two_shot) costs 1.5 flagged meetings for its "
           "three rounds; a transport's flagged_latency prices both flagged calls") {
   // CUDA's costs: 10 us per rank a step, 200 GB/s, the read factor 2; a

@@ -279,11 +279,13 @@ class auto_strategy {
   using ring_box = detail::ring_box;
   // The plan a reduce-scatter or all-gather of `bytes` follows: the
   // all-reduce's, priced without the transport's whole two_shot call
-  // (`flagged_two_shot` runs all-reduces only).
+  // (`flagged_two_shot` runs all-reduces only) and without pushed blocks
+  // (`two_shot_pushes_v`: all-reduces only).
   plan choose_parts(std::size_t bytes) const { return best_for(bytes, parts_question()); }
   plan_for parts_question() const {
     plan_for q = allows_;
     q.two_shot_one_round = false;
+    q.two_shot_pushes = false;
     return q;
   }
   // `model` (a direct plan), then two_shot reading the peers' memory and

@@ -52,6 +52,8 @@
 ///    ranks, ~50 us against ~33), and M = `direct_read_factor` B_min the
 ///    bandwidth one rank gets reading several buffers at once,
 ///      one_shot: 2 sigma + (n+1) S / M,  two_shot: 3 sigma + (3n-1) S / (n M)
+///    (2 sigma where each reducer pushes its block into every result:
+///    `transport_costs::pushes`, threads)
 ///    or, where reads of peers cross the links and a rank's own memory is
 ///    free (`transport_costs::over_links`: the simulator's shared levels),
 ///      one_shot: 2 sigma + (n-1) S / B,  two_shot: 3 sigma + 2 (n-1) S / (n B)
@@ -235,6 +237,10 @@ struct transport_costs {
   /// A meeting through counters, in latencies: the transport's
   /// `flagged_latency` where it declares one, else 1.
   double flagged = 1.0;
+  /// two_shot writes each reduced block into every rank's result as soon as
+  /// it is reduced (`two_shot_pushes_v`: threads), so no synchronisation
+  /// parts its two phases.
+  bool pushes = false;
   /// A synchronisation round costs one latency, not ceil(log2 n) (the
   /// transport's `direct_round_one_step`: MPI, where a step's latency is
   /// already a process switch on a crowded node).
@@ -397,9 +403,10 @@ constexpr void price_direct(const level* lv, std::size_t k, plan& p, double byte
     p.phases = 1;
   } else {
     // Its synchronisations: two before the reduction, one before the gather
-    // (through counters: `whole_two_shot_latency` meetings' worth in all).
+    // (through counters: `whole_two_shot_latency` meetings' worth in all;
+    // none before a gather the reducers push).
     const double before = d.one_round ? whole_two_shot_latency * d.flagged * alpha : 2 * sigma;
-    const double between = d.one_round ? 0 : sigma;
+    const double between = d.one_round || d.pushes ? 0 : sigma;
     if (d.over_links) {
       p.phase[0] = before + (n - 1) * bytes / n / b;   // block r of the n-1 peers' buffers, over the links
       p.phase[1] = between + (n - 1) * bytes / n / b;  // the n-1 reduced blocks, over the links
@@ -420,6 +427,7 @@ constexpr double direct_dimension(const level* lv, int lo, int hi, double bytes,
   q.algo = algorithm::two_shot;
   transport_costs two_shot = d;
   two_shot.one_round = false;
+  two_shot.pushes = false;  // a reduce-scatter, then an all-gather: a synchronisation between
   price_direct(lv + lo, static_cast<std::size_t>(hi - lo), q, bytes, two_shot);
   return q.seconds;
 }

@@ -1345,10 +1345,25 @@ struct one_shot : detail::direct_base {
   read_progress read_;
 };
 
+/// Whether two_shot over `T` writes each reduced block into every rank's
+/// result itself (`two_shot`, "pushed"): ranks of one process that reduce
+/// on the host (`peer_memory` without a two_shot of the transport's own on
+/// a device, `flagged_two_shot`: threads); the call's memory must be the
+/// host's too.
+template <class T>
+inline constexpr bool two_shot_pushes_v = has_peer_memory_v<T> && !has_flagged_two_shot_v<T>;
+
 /// Two-shot all-reduce: a direct reduce-scatter (each rank reduces its block
 /// from all n inputs at once), then a direct all-gather of the reduced
 /// blocks. For large messages on ranks that share memory; in place needs no
-/// workspace.
+/// workspace. Over threads (`two_shot_pushes_v`, host memory) the reducer
+/// of a block writes it into every rank's result, `push_piece` bytes at a
+/// time as it reduces them (only the block's reducer reads or writes block
+/// r of any buffer during the call, so in place too), and one
+/// synchronisation ends the call where pulling the blocks took one more
+/// between the phases and a second pass over the reduced block: 2 and 4
+/// threads 1.5-2.6x faster from 64 KiB to 64 MiB, 8 threads 1.1-1.7x, in
+/// place up to 2x (bench/results/shared-memory.md, 2026-12-05).
 struct two_shot : detail::direct_base {
   static constexpr const char* name = "two_shot";
   std::string describe() const {
@@ -1375,10 +1390,10 @@ struct two_shot : detail::direct_base {
   /// 64 MiB: 45 against 14 ms); close, streamed ran 1.3x slower. The blocks
   /// a rank gathers from its peers into its result are streamed too, over
   /// stages from `stream_result_from` bytes of result (`gathered_copy`: a
-  /// write that need not first read the line); over `peer_memory` (threads,
-  /// no stages) at any size, for they are the lines its peers read next
-  /// call: 4 threads in place, 64 MiB, 1.6-2.2x faster than cached, 4 MiB
-  /// at 2 threads 1.4x slower. Off by
+  /// write that need not first read the line); over threads (no stages) the
+  /// blocks it writes into its peers' results (`all_reduce_pushed`), at any
+  /// size (when threads pulled the blocks instead: 4 threads in place, 64
+  /// MiB, 1.6-2.2x faster than cached, 4 MiB at 2 threads 1.4x slower). Off by
   /// default; `auto` measures both (`plan::streams`). Covers the direct
   /// all-gather too, and the reduce-scatter over stages, and the slot a call
   /// of up to `flagged_limit` bytes writes (`flagged_round`); nothing changes
@@ -1434,6 +1449,12 @@ struct two_shot : detail::direct_base {
       else skip_stage(count * es, c);
     }
     share_addresses(t, in, out, "two-shot: addresses", c, in_at, out_at);
+    if constexpr (two_shot_pushes_v<Transport>) {
+      if (std::strcmp(c.mem->name, "host") == 0) {
+        all_reduce_pushed(t, out, mine, c);
+        return;
+      }
+    }
     // Only rank r reads block r of any buffer until the phase ends, so the
     // result may overwrite block r of an in-place buffer.
     reduce_block_reading(t, mine, out + mine.offset * es, c);
@@ -1449,6 +1470,31 @@ struct two_shot : detail::direct_base {
     }
     end_of_phase(t, c, tag_offset::call_done, "two-shot: peers reading");
   }
+
+  /// Over threads (`two_shot_pushes_v`), after the address exchange: block
+  /// `mine` reduced from every rank's input `push_piece` bytes at a time,
+  /// each piece written into this rank's result and then into every peer's
+  /// (streamed with `streaming_stages`), while still in cache. Only this
+  /// rank reads or writes block `mine` of any buffer until the phase ends,
+  /// and a piece is read from every input before it is written anywhere.
+  template <class Transport>
+  void all_reduce_pushed(Transport& t, std::byte* out, const block& mine, const call_context& c) {
+    const int n = t.size(), r = t.rank();
+    const std::size_t es = size_of(c.red.type), per = std::max<std::size_t>(push_piece / es, 1);
+    for (std::size_t off = 0; off < mine.size; off += per) {
+      const block b{mine.offset + off, std::min(per, mine.size - off)};
+      std::byte* piece = out + b.offset * es;
+      reduce_block_reading(t, b, piece, c);
+      local_finalize(c, piece, b.size, n);
+      for (int k = 1; k < n; ++k) {
+        const int p = (r + k) % n;
+        std::byte* theirs = const_cast<std::byte*>(peers_[static_cast<std::size_t>(p)].out);  // peer memory: writable
+        streamable_copy(c, theirs + b.offset * es, piece, b.size * es);
+      }
+    }
+    end_of_phase(t, c, tag_offset::call_done, "two-shot: peers writing");
+  }
+  static constexpr std::size_t push_piece = std::size_t{64} << 10;
 };
 
 }  // namespace ddl

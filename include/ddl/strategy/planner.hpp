@@ -67,6 +67,9 @@ struct plan_for {
   /// A meeting through counters in latencies (`cost::transport_costs::
   /// flagged`): the transport's `flagged_latency` where it declares one.
   double flagged_latency = 1.0;
+  /// two_shot's reducers write their blocks into every rank's result, no
+  /// synchronisation between its phases (`two_shot_pushes_v`: threads).
+  bool two_shot_pushes = false;
   /// The innermost levels [0, shared_levels) lie inside units whose ranks
   /// share memory (every level with `peer_memory`; over MPI the levels
   /// inside one machine, `ddl::shared_levels`): a multi-ring whose first
@@ -101,6 +104,7 @@ struct plan_for {
     if constexpr (has_wait_until_v<T> && has_peer_memory_v<T>) q.one_round_bytes = one_shot::flagged_limit;
     if constexpr (has_flagged_all_reduce_v<T>) q.one_round_bytes = T::flagged_bytes;
     q.two_shot_one_round = has_flagged_two_shot_v<T>;
+    q.two_shot_pushes = two_shot_pushes_v<T>;
     if constexpr (detail::has_flagged_latency<T>::value) q.flagged_latency = T::flagged_latency;
     if constexpr (has_peer_memory_v<T>) q.shared_levels = static_cast<int>(max_dims);
     return q;
@@ -126,6 +130,7 @@ struct plan_for {
     d.read = direct_read;
     d.one_round = one_round;
     d.flagged = flagged_latency;
+    d.pushes = two_shot_pushes;
     d.round_one_step = direct_round_one_step;
     d.over_links = direct_over_links;
     return d;
@@ -133,7 +138,8 @@ struct plan_for {
   constexpr bool operator==(const plan_for& o) const noexcept {
     return which == o.which && peer_memory == o.peer_memory && in_place == o.in_place && pipeline == o.pipeline &&
            copy_step == o.copy_step && direct_read == o.direct_read && one_round_bytes == o.one_round_bytes &&
-           two_shot_one_round == o.two_shot_one_round && flagged_latency == o.flagged_latency &&
+           two_shot_one_round == o.two_shot_one_round && two_shot_pushes == o.two_shot_pushes &&
+           flagged_latency == o.flagged_latency &&
            shared_levels == o.shared_levels && direct_round_one_step == o.direct_round_one_step &&
            direct_over_links == o.direct_over_links && reads_memory == o.reads_memory &&
            streams_stages == o.streams_stages;
