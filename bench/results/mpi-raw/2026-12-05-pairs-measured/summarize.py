@@ -4,21 +4,18 @@ MPI; the best of ring, two_shot and two_shot_stream / auto on threads), out of p
 and the plan auto ran. Usage: summarize.py [DIR]   (default: this script's folder)"""
 import glob, os, sys
 
-d = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, '..', '..', '..', 'tools'))
+import bench_table  # noqa: E402
+
+d = sys.argv[1] if len(sys.argv) > 1 else here
+
 
 def rows(path):
     out = {}
-    for line in open(path):
-        if line.startswith('#') or not line.strip():
-            continue
+    for size, impl, oop, ip, line in bench_table.rows(path):
         f = line.split()
-        if len(f) < 10:
-            continue
-        size, impl = int(f[0]), f[4]
-        oop = float(f[5])
-        ip = float(f[10]) if len(f) > 10 and impl != 'floor:copy' else None
-        plan = ' '.join(f[15:]) if len(f) > 15 else ''
-        out.setdefault(size, {})[impl] = (oop, ip, plan)
+        out.setdefault(size, {})[impl] = (oop, ip, ' '.join(f[15:]) if len(f) > 15 else '')
     return out
 
 for kind in ('mpi', 'threads'):

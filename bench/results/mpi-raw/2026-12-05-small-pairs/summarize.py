@@ -4,15 +4,15 @@ implementation in it, then MPI's call / ddl:auto. Usage: summarize.py [DIR]   (d
 script's folder; 2026-12-05-median-copies/ is summarized by it too)"""
 import glob, os, sys
 
-d = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, '..', '..', '..', 'tools'))
+from bench_table import times  # noqa: E402
+
+d = sys.argv[1] if len(sys.argv) > 1 else here
 for path in sorted(glob.glob(os.path.join(d, '*_run*.txt'))):
     rows = {}
-    for line in open(path):
-        if line.startswith('#') or not line.strip():
-            continue
-        f = line.split()
-        if len(f) > 10 and f[4] != 'floor:copy':
-            rows.setdefault(int(f[0]), {})[f[4]] = (float(f[5]), float(f[10]))
+    for (size, impl), t in times(path).items():
+        rows.setdefault(size, {})[impl] = t
     print(os.path.basename(path))
     for size, impls in sorted(rows.items()):
         mpi = next(v for k, v in impls.items() if k.startswith('MPI_'))
