@@ -21,7 +21,7 @@
 ///     multi-ring at most: its orders differ little);
 ///   - one untimed warm-up call (the model's plan: a class's first call pays
 ///     for fresh pages and first contacts between peers), then `trials`
-///     calls each, one candidate after another
+///     calls each (`small_trials` in classes below 64 KiB), one candidate after another
 ///     (c0 c0 c0 c1 c1 c1 ...), every rank the same candidates in the same order, each timed on
 ///     each rank; a rank's figure for a candidate is the median of its
 ///     trials (the first call of a plan may allocate, fault pages in, or find
