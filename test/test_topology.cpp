@@ -745,8 +745,8 @@ TEST_CASE("planner: one_shot through counters in the stages is one latency up to
   }
 }
 
-TEST_CASE("planner: threads' two_shot pushes its blocks (two synchronisations, not three); not the parts' "
-          "plans, not a transport whose two_shot runs on a device") {
+TEST_CASE("planner: threads' two_shot pushes its blocks (two synchronisations, not three); not in a "
+          "direct_first dimension, not over a transport without peer memory") {
   struct messages_only {};  // no `peer_memory`: nothing to push into
   static_assert(ddl::two_shot_pushes_v<ddl::local_transport>);
   static_assert(!ddl::two_shot_pushes_v<messages_only>);

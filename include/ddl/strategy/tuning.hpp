@@ -261,8 +261,7 @@ class measured_choice {
     std::vector<Plan> candidates;
     int calls = 0;  ///< calls made while measuring (the warm-up included)
     std::array<double, max_candidates> mine{};   ///< this rank's median seconds per candidate
-    std::array<double, small_trials> trial{};    ///< the running candidate's trials so far
-    int trials = 0;                              ///< timed calls per candidate (`trials_for`)
+    std::array<double, small_trials> trial{};    ///< the running candidate's trials so far (`trials_for(bytes)`)
     std::array<double, max_candidates> worst{};  ///< after the agreement: the slowest rank's
     int chosen = -1;                             ///< index into `candidates` once decided
     std::size_t bytes = 0;                       ///< the size its candidates were priced at
@@ -323,7 +322,6 @@ class measured_choice {
       if (static_cast<int>(e.candidates.size()) > max_candidates) e.candidates.resize(max_candidates);
       e.mine.fill(std::numeric_limits<double>::infinity());
       e.bytes = bytes;
-      e.trials = trials_for(bytes);
       e.in_place = in_place;
       if (e.candidates.size() < 2) e.chosen = 0;
     }
@@ -346,8 +344,8 @@ class measured_choice {
     }
     // Call 0 warms up, untimed (the class's first call pays for pages,
     // workspace and first contacts between peers, whichever plan runs it);
-    // then `e.trials` calls of each candidate, one candidate after another.
-    const int n = static_cast<int>(e.candidates.size()), m = e.trials;
+    // then `trials_for(e.bytes)` calls of each candidate, one candidate after another.
+    const int n = static_cast<int>(e.candidates.size()), m = trials_for(e.bytes);
     const int k = e.calls++;
     const int i = k == 0 ? 0 : (k - 1) / m;
     const Plan& p = e.candidates[static_cast<std::size_t>(i)];
