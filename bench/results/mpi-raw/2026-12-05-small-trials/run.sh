@@ -7,17 +7,13 @@
 #   bench/results/mpi-raw/2026-12-05-small-trials/run.sh OLD_BENCH NEW_BENCH [ROUNDS]   (~2 min at 6)
 set -euo pipefail
 here=$(dirname "$0")
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-tuned=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184
-for r in $(seq "${3:-6}"); do
-  for which in old new; do
-    if [ "$which" = old ]; then b=$1; else b=$2; fi
-    for coll in all_reduce all_gather; do
-      mpirun -n 2 --oversubscribe --mca mpi_yield_when_idle 1 -x GLIBC_TUNABLES=$tuned \
-        "$b" --transport mpi --strategy two_shot,two_shot_stream,auto --baseline mpi --collective $coll \
-        -b 16K -e 64K -f 2 -n 20 -w 5 > "$here/${which}_${coll}_run$r.txt" 2>&1
-    done
-    "$b" --ranks 2 --strategy ring,recursive_doubling,one_shot,two_shot,two_shot_stream,auto \
-      -b 16K -e 64K -f 2 -n 20 -w 5 > "$here/${which}_threads_run$r.txt" 2>&1
+. bench/tools/in_turns.sh
+step() {
+  for coll in all_reduce all_gather; do
+    ompi_tuned 2 "$2" --transport mpi --strategy two_shot,two_shot_stream,auto --baseline mpi --collective $coll \
+      -b 16K -e 64K -f 2 -n 20 -w 5 > "$here/$1_${coll}_run$3.txt" 2>&1
   done
-done
+  "$2" --ranks 2 --strategy ring,recursive_doubling,one_shot,two_shot,two_shot_stream,auto \
+    -b 16K -e 64K -f 2 -n 20 -w 5 > "$here/$1_threads_run$3.txt" 2>&1
+}
+in_turns "${3:-6}" "$1" "$2" step

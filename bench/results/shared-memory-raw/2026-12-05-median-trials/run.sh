@@ -6,10 +6,9 @@
 #   bench/results/shared-memory-raw/2026-12-05-median-trials/run.sh MIN_BUILD MED_BUILD [ROUNDS]   (~1 min at 4)
 set -euo pipefail
 here=$(dirname "$0")
-for r in $(seq "${3:-4}"); do
-  for w in min med; do
-    if [ "$w" = min ]; then b=$1; else b=$2; fi
-    "$b/bench/ddl-bench" --transport local --ranks 2 --strategy ring,two_shot,two_shot_stream,auto -b 256K -e 16M -f 4 \
-      -n 7 -w 2 > "$here/t_${w}_$r.txt" 2>&1
-  done
-done
+. bench/tools/in_turns.sh
+step() {
+  "$2/bench/ddl-bench" --transport local --ranks 2 --strategy ring,two_shot,two_shot_stream,auto -b 256K -e 16M -f 4 \
+    -n 7 -w 2 > "$here/t_$1_$3.txt" 2>&1
+}
+in_turns "${3:-4}" "$1" "$2" step min med

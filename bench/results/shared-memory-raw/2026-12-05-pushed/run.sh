@@ -5,12 +5,11 @@
 #   bench/results/shared-memory-raw/2026-12-05-pushed/run.sh OLD_BENCH NEW_BENCH [ROUNDS]   (~8 min at 3)
 set -euo pipefail
 here=$(dirname "$0")
+. bench/tools/in_turns.sh
 all=ring,recursive_doubling,halving_doubling,one_shot,two_shot,two_shot_stream,auto
-for r in $(seq "${3:-3}"); do
-  for which in old new; do
-    if [ "$which" = old ]; then b=$1; else b=$2; fi
-    for n in 2 4 8; do
-      "$b" --ranks "$n" -b 4K -e 64M -f 4 -n 10 -w 3 --strategy "$all" > "$here/${which}-n$n-run$r.txt" 2>&1
-    done
+step() {
+  for n in 2 4 8; do
+    "$2" --ranks "$n" -b 4K -e 64M -f 4 -n 10 -w 3 --strategy "$all" > "$here/$1-n$n-run$3.txt" 2>&1
   done
-done
+}
+in_turns "${3:-3}" "$1" "$2" step
