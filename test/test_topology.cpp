@@ -548,6 +548,16 @@ TEST_CASE("auto on 2 threads measures every algorithm for sums from 16 KiB: exac
     // Both ranks run the one plan they agreed on (else: mismatch_error).
     std::vector<float> v(count, 1.0f);
     for (int call = 0; call < 3; ++call) comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+    // `running` names the plan each reduction runs: sums the one starred in
+    // the trials' line, floats' min (never measured at this size) the model's.
+    const auto& s = comm.strategy();
+    const std::string chosen = line.substr(line.find('*') + 1, line.find(" us", line.find('*')) - line.find('*') - 1);
+    const std::string sum_runs = ddl::describe(s.topo(), s.running(bytes, true));
+    if (chosen.rfind(sum_runs + " ", 0) != 0)
+      throw std::runtime_error("sums run " + sum_runs + ", the trials chose " + chosen);
+    const std::string min_runs = ddl::describe(s.topo(), s.running(bytes, true, {ddl::dtype::float32, ddl::op::min}));
+    const std::string model = ddl::describe(s.topo(), s.choose(bytes, ddl::candidates::all, true));
+    if (min_runs != model) throw std::runtime_error("floats' min runs " + min_runs + ", the model's " + model);
     // Floats' min at another size: no algorithm measured against another
     // (at most two_shot's forms, which reach the same bits).
     std::vector<float> w(count * 4, static_cast<float>(t.rank()));

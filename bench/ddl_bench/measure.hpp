@@ -201,10 +201,11 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
       if (o.tune_bytes > 0 || o.tune_copies_bytes > 0) m.measures = true;
       // The plans the timed calls ran (measured, else the model's) and the
       // model's prediction for its own choice.
-      m.note = [comm](std::size_t bytes) {
+      const ddl::reduction red{s.type, s.oper};
+      m.note = [comm, red](std::size_t bytes) {
         const auto& strat = comm->strategy();
         const ddl::plan model = strat.choose(bytes), model_ip = strat.choose(bytes, ddl::candidates::all, true);
-        const ddl::plan p = strat.running(bytes), ip = strat.running(bytes, true);
+        const ddl::plan p = strat.running(bytes, false, red), ip = strat.running(bytes, true, red);
         auto same = [](const ddl::plan& a, const ddl::plan& b) { return a.algo == b.algo && a.dims == b.dims && a.reads == b.reads &&
                                                                      a.streams == b.streams; };
         char pred[48];

@@ -161,12 +161,18 @@ class auto_strategy {
     q.in_place = in_place;
     return best_for(bytes, q);
   }
-  /// The plan all-reduces of `bytes` run: the measured choice once their
-  /// size class is tuned (`strategy/tuning.hpp`), else the model's (`choose`).
-  /// (On 2 ranks: the choice measured for sums, `detail::order_free`.)
-  plan running(std::size_t bytes, bool in_place = false) const {
+  /// The plan all-reduces of `bytes` with reduction `red` run: the measured
+  /// choice once their size class is tuned (`strategy/tuning.hpp`), else the
+  /// model's (`choose`). On 2 ranks a reduction whose every plan gives the
+  /// same bits (`detail::order_free`: sums and the like) runs the choice
+  /// measured among every algorithm, any other (a float min) the one
+  /// measured among two_shot's forms.
+  plan running(std::size_t bytes, bool in_place = false, reduction red = {dtype::float32, op::sum}) const {
     const plan model = choose(bytes, candidates::all, in_place);
-    return tuner_.running(bytes, in_place, pairs_.running(bytes, in_place, reads_.running(bytes, in_place, model)));
+    const plan untuned = detail::order_free(red, topology_.size()) ? pairs_.running(bytes, in_place, model)
+                         : model.algo == algorithm::two_shot       ? reads_.running(bytes, in_place, model)
+                                                                   : model;
+    return tuner_.running(bytes, in_place, untuned);
   }
   /// Every candidate for `bytes`, best first, with predicted times per
   /// phase; then what was measured so far.
