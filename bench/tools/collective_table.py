@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The recorded collectives tables: MPI time / ddl time per size, median of the
-repeats (min-max), Open MPI at 2, 4, 8 ranks in and out of place, MPICH at 2;
+repeats (min-max), Open MPI and MPICH at 2, 4, 8 ranks (those OUTDIR holds runs of) in and out of place;
 each table for a collective OUTDIR holds runs of, then the cells whose median
 is below 1.0 (ddl behind).
 
@@ -33,10 +33,11 @@ for coll, label in [("all_reduce", "MPI_Allreduce"), ("reduce_scatter", "MPI_Red
                     ("all_gather", "MPI_Allgather"), ("broadcast", "MPI_Bcast")]:
     if not glob.glob(f"{base}/*_{coll}_n*_run*.txt"): continue
     places = (1, 0) if coll != "broadcast" else (1,)
-    cols = [("ompi", n, c) for c in places for n in (2, 4, 8)] + [("mpich", 2, c) for c in places]
+    cols = [(m, n, c) for m in ("ompi", "mpich") for c in places for n in (2, 4, 8)
+            if glob.glob(f"{base}/{m}_{coll}_n{n}_run*.txt")]
     data = {c: ratios(c[0], coll, c[1], c[2]) for c in cols}
     print(f"\n### {coll}: {label} time / ddl time (median of 3, min–max)\n")
-    head = ["size (B, n=2)"] + [f"{'Open MPI' if m == 'ompi' else 'MPICH'} n={n} {'in place' if c else 'out of place'}" for m, n, c in cols]
+    head = [f"size (B, n={cols[0][1]})"] + [f"{'Open MPI' if m == 'ompi' else 'MPICH'} n={n} {'in place' if c else 'out of place'}" for m, n, c in cols]
     print("| " + " | ".join(head) + " |")
     print("|---" * len(head) + "|")
     # sizes differ per n (rounded to n elements); list by position
