@@ -36,7 +36,8 @@ for coll, label in [("all_reduce", "MPI_Allreduce"), ("reduce_scatter", "MPI_Red
     cols = [(m, n, c) for m in ("ompi", "mpich") for c in places for n in (2, 4, 8)
             if glob.glob(f"{base}/{m}_{coll}_n{n}_run*.txt")]
     data = {c: ratios(c[0], coll, c[1], c[2]) for c in cols}
-    print(f"\n### {coll}: {label} time / ddl time (median of 3, min–max)\n")
+    runs = len(glob.glob(f"{base}/{cols[0][0]}_{coll}_n{cols[0][1]}_run*.txt"))
+    print(f"\n### {coll}: {label} time / ddl time (median of {runs}, min–max)\n")
     head = [f"size (B, n={cols[0][1]})"] + [f"{'Open MPI' if m == 'ompi' else 'MPICH'} n={n} {'in place' if c else 'out of place'}" for m, n, c in cols]
     print("| " + " | ".join(head) + " |")
     print("|---" * len(head) + "|")
