@@ -2,12 +2,14 @@
 """Plots MPI's time / ddl's time against message size, in place, one line
 per configuration (the median over its repeated runs), with gnuplot.
 
-usage: plot_mpi_ratios.py [--pairs] [--impl ddl:NAME] [--baseline ROW] OUT.png "LABEL=GLOB" ["LABEL=GLOB" ...]
+usage: plot_mpi_ratios.py [--pairs] [--impl ddl:NAME] [--baseline ROW] [--xlabel TEXT] OUT.png "LABEL=GLOB" ["LABEL=GLOB" ...]
 
 --pairs: consecutive configurations share a colour, the second dashed (a
 change against what it replaced). --impl and --baseline as mpi_ratios.py
 takes them: the ddl row (default ddl:auto) and the row it is compared with
-(default the MPI call's; hand:ring for `--baseline ring` runs).
+(default the MPI call's; hand:ring for `--baseline ring` runs). --xlabel names
+the sizes (default "message size (bytes per rank)"; ddl-bench's size is the
+whole vector for reduce-scatter and all-gather).
 
 Each GLOB names the ddl-bench runs of one configuration (as mpi_ratios.py
 takes them); the ratio per size is taken inside each run, then the median
@@ -38,6 +40,7 @@ def main(argv):
     argv = [a for a in argv if a != "--pairs"]
     ddl = take(argv, "--impl", "ddl:auto")
     baseline = take(argv, "--baseline")
+    xlabel = take(argv, "--xlabel", "message size (bytes per rank)")
     if len(argv) < 3:
         sys.exit(__doc__)
     png = argv[1]
@@ -67,7 +70,7 @@ def main(argv):
 set output '{png}'
 set logscale x 2
 set format x '%.0b%B'
-set xlabel 'message size (bytes per rank)'
+set xlabel '{xlabel}'
 set ylabel '{mpi} time / {ddl} time (in place)'
 set grid
 set key top left
