@@ -169,10 +169,8 @@ class auto_strategy {
   /// measured among two_shot's forms.
   plan running(std::size_t bytes, bool in_place = false, reduction red = {dtype::float32, op::sum}) const {
     const plan model = choose(bytes, candidates::all, in_place);
-    const plan untuned = detail::order_free(red, topology_.size()) ? pairs_.running(bytes, in_place, model)
-                         : model.algo == algorithm::two_shot       ? reads_.running(bytes, in_place, model)
-                                                                   : model;
-    return tuner_.running(bytes, in_place, untuned);
+    const detail::plan_tuner* same = same_bits_tuner(red, model);
+    return tuner_.running(bytes, in_place, same ? same->running(bytes, in_place, model) : model);
   }
   /// Every candidate for `bytes`, best first, with predicted times per
   /// phase; then what was measured so far.
@@ -205,22 +203,15 @@ class auto_strategy {
       detail::run_plan_all_reduce(t, topology_, p, direct_, in, out, count, cp);
     };
     if (!detail::plan_tuner::applies(t, c, bytes)) {
-      // two_shot reading the peers' memory, or writing its stages with
-      // streaming stores, reaches the same bits as through the stages (each
-      // block reduced once, in rank order, by its owner), so the three are
-      // measured as copies are: by default, the result the same whichever
-      // runs. Which wins depends on where the ranks' cores lie
+      // Among plans that reach the same bits (`same_bits_tuner`), measured
+      // as copies are: by default, the result the same whichever runs.
+      // Which wins depends on where the ranks' cores lie
       // (`two_shot::streaming_stages`), known only by running.
       if (detail::plan_tuner::applies(t, c, bytes, true)) {
-        // On 2 ranks, where every plan reaches the same bits
-        // (`detail::order_free`), so are the algorithms themselves: which
-        // wins moves with where the two cores lie, as the forms' does.
-        if (detail::order_free(c.red, t.size())) {
-          pairs_.run(t, bytes, in == out, model, c, [&] { return pair_candidates(bytes, model, in == out); }, run);
-          return;
-        }
-        if (model.algo == algorithm::two_shot && has_direct_variants()) {
-          reads_.run(t, bytes, in == out, model, c, [&] { return direct_variants(model); }, run);
+        if (detail::plan_tuner* same = same_bits_tuner(c.red, model)) {
+          same->run(t, bytes, in == out, model, c, [&] {
+            return same == &pairs_ ? pair_candidates(bytes, model, in == out) : direct_variants(model);
+          }, run);
           return;
         }
       }
@@ -293,6 +284,19 @@ class auto_strategy {
     q.two_shot_one_round = false;
     q.two_shot_pushes = false;
     return q;
+  }
+  // Where all-reduces with reduction `red` whose model plan is `model` are
+  // measured when `DDL_TUNE` leaves them (among plans that reach the same
+  // bits, so by default, as copies are), or null: on 2 ranks, where every
+  // plan reaches the same bits for `red` (`detail::order_free`), among the
+  // algorithms themselves (`pairs_`: which wins moves with where the two
+  // cores lie, as the forms' does); else, for a two_shot model, among
+  // two_shot's forms (`reads_`: through the stages, streamed or reading the
+  // peers, each block reduced once, in rank order, by its owner).
+  detail::plan_tuner* same_bits_tuner(const reduction& red, const plan& model) const {
+    if (detail::order_free(red, topology_.size())) return &pairs_;
+    if (model.algo == algorithm::two_shot && has_direct_variants()) return &reads_;
+    return nullptr;
   }
   // `model` (a direct plan), then two_shot reading the peers' memory and
   // two_shot with its stages streamed (unless not `streams`) where the
