@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <set>
@@ -472,6 +473,37 @@ TEST_CASE("auto over threads measures two_shot streaming what it gathers: exact 
   });
 }
 
+TEST_CASE("auto over 4 threads measures two_shot against the model's one_shot (the same bits): exact through the "
+          "trials, and runs the one starred") {
+  ddl::local_fabric::run(4, [](ddl::local_transport& t) {
+    ddl::communicator<ddl::auto_strategy, ddl::local_transport> comm(
+        t, ddl::auto_strategy(ddl::topology::uniform(4, 4e9, 8e-6)));
+    const std::size_t count = std::size_t{1} << 14, bytes = count * sizeof(float);  // 64 KiB: measured by default
+    const auto& s = comm.strategy();
+    if (s.running(bytes, true).algo != ddl::algorithm::one_shot)
+      throw std::runtime_error("the model's plan at 64 KiB in place is not one_shot:\n" + comm.explain(bytes));
+    sums_through_trials(comm, t.rank(), 4, count);
+    const std::string line = measured_line(comm, bytes, true);
+    for (const char* plan : {"one_shot", "two_shot ", "two_shot (streamed)"})
+      if (line.find(plan) == std::string::npos)
+        throw std::runtime_error(std::string("not measured: ") + plan + "\n" + comm.explain(bytes));
+    if (line.find("ring") != std::string::npos || line.find("doubling") != std::string::npos)
+      throw std::runtime_error("a plan of other bits measured:\n" + line);
+    const std::string chosen = line.substr(line.find('*') + 1, line.find(" us", line.find('*')) - line.find('*') - 1);
+    const std::string runs = ddl::describe(s.topo(), s.running(bytes, true));
+    if (chosen.rfind(runs + " ", 0) != 0) throw std::runtime_error("sums run " + runs + ", the trials chose " + chosen);
+    // Floats' min too: the direct plans reach the same bits for it, so it
+    // follows the class's choice.
+    if (ddl::describe(s.topo(), s.running(bytes, true, {ddl::dtype::float32, ddl::op::min})) != runs)
+      throw std::runtime_error("floats' min does not run the class's choice " + runs);
+    std::vector<float> w(count, static_cast<float>(t.rank()));
+    for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
+      comm.all_reduce(ddl::host_view(w), ddl::op::min);
+      if (w[count / 2] != 0.0f) throw std::runtime_error("min wrong");
+    }
+  });
+}
+
 TEST_CASE("on 2 ranks every all-reduce plan gives the same bits for sum, prod and avg (every dtype) and integers' "
           "min/max; floats' min with -0/+0 ties tells plans apart") {
   // What lets `auto` measure every algorithm on 2 ranks (`detail::order_free`).
@@ -525,6 +557,70 @@ TEST_CASE("on 2 ranks every all-reduce plan gives the same bits for sum, prod an
   }
 }
 
+TEST_CASE("one_shot and two_shot (and its streamed form) give the same bits on 3-5 ranks, every dtype and op, in "
+          "place and out of place") {
+  // What lets `auto` measure the direct plans against each other for every
+  // reduction (`auto_strategy::direct_candidates`): each reduces every
+  // element once, over the ranks' inputs in rank order. Inputs with -0/+0
+  // ties, so floats' min and max would tell two orders apart.
+  for (int n : {3, 4, 5}) {
+    // 70001 floats in place: one_shot above its stage, segment by segment (`all_reduce_landed`).
+    for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{30011}, std::size_t{70001}}) {
+      for (ddl::dtype dt : ddl::all_dtypes) {
+        for (ddl::op op : ddl::all_ops) {
+          CAPTURE(n);
+          CAPTURE(count);
+          CAPTURE(ddl::name_of(dt));
+          CAPTURE(ddl::name_of(op));
+          const std::size_t bytes = count * ddl::size_of(dt);
+          const auto topo = ddl::topology::uniform(n, 4e9, 8e-6);
+          // Per rank, per plan, per placement: the result's bytes.
+          std::vector<std::vector<std::byte>> got(static_cast<std::size_t>(n) * 6);
+          std::vector<std::string> names(3);
+          ddl::local_fabric::run(n, [&](ddl::local_transport& t) {
+            std::vector<ddl::plan> direct;
+            for (const ddl::plan& p : ddl::all_plans(topo, static_cast<double>(bytes), ddl::plan_for::transport(t)))
+              if (ddl::detail::is_direct(p) && !p.reads) direct.push_back(p);
+            if (direct.size() != 3) throw std::runtime_error("expected one_shot, two_shot and two_shot (streamed)");
+            const std::size_t r = static_cast<std::size_t>(t.rank());
+            for (std::size_t k = 0; k < direct.size(); ++k) {
+              if (r == 0) names[k] = ddl::describe(topo, direct[k]);
+              ddl::communicator<ddl::planned, ddl::local_transport> comm(t, ddl::planned(topo, direct[k]));
+              ddl::visit_dtype(dt, [&](auto tag) {
+                using T = decltype(tag);
+                std::mt19937 gen(7u + static_cast<unsigned>(t.rank()));
+                std::normal_distribution<double> dist(0.0, 1e3);
+                std::vector<T> in(count), out(count);
+                for (std::size_t i = 0; i < count; ++i) {
+                  const double x = i % 89 == 3 ? ((t.rank() & 1) ? -0.0 : 0.0) : dist(gen);
+                  // Integers small enough that a product of 5 fits.
+                  in[i] = std::is_integral_v<T> ? T(static_cast<std::int64_t>(x) % 50) : T(static_cast<float>(x));
+                }
+                std::vector<T> v = in;
+                comm.all_reduce(ddl::host_view(std::as_const(in)), ddl::host_view(out), op);
+                comm.all_reduce(ddl::host_view(v), op);
+                for (int placed = 0; placed < 2; ++placed) {
+                  const auto& res = placed ? v : out;
+                  auto& dst = got[(r * 3 + k) * 2 + static_cast<std::size_t>(placed)];
+                  dst.resize(bytes);
+                  if (bytes) std::memcpy(dst.data(), res.data(), bytes);
+                }
+              });
+            }
+          });
+          for (std::size_t j = 1; j < got.size(); ++j) {
+            const std::size_t k = (j / 2) % 3;
+            CAPTURE(names[k]);
+            CAPTURE(j / 6);  // the rank
+            CAPTURE(j % 2);  // in place
+            CHECK(got[j] == got[0]);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("auto on 2 threads measures every algorithm for sums from 16 KiB: exact through the trials, one plan on "
           "both ranks; floats' min is not measured") {
   ddl::local_fabric::run(2, [](ddl::local_transport& t) {
@@ -559,14 +655,14 @@ TEST_CASE("auto on 2 threads measures every algorithm for sums from 16 KiB: exac
     const std::string model = ddl::describe(s.topo(), s.choose(bytes, ddl::candidates::all, true));
     if (min_runs != model) throw std::runtime_error("floats' min runs " + min_runs + ", the model's " + model);
     // Floats' min at another size: no algorithm measured against another
-    // (at most two_shot's forms, which reach the same bits).
+    // (at most the direct plans, which reach the same bits).
     std::vector<float> w(count * 4, static_cast<float>(t.rank()));
     for (int call = 0; call < ddl::detail::plan_tuner::most_calls + 2; ++call) {
       comm.all_reduce(ddl::host_view(w), ddl::op::min);
       if (w[count] != 0.0f) throw std::runtime_error("min wrong");
     }
     const std::string mline = measured_line(comm, w.size() * sizeof(float), true);
-    for (const char* other : {"ring", "doubling", "one_shot"})
+    for (const char* other : {"ring", "doubling"})
       if (mline.find(other) != std::string::npos) throw std::runtime_error("floats' min measured against " + std::string(other));
   });
 }

@@ -146,7 +146,7 @@ class auto_strategy {
     plans_ = {};
     tuner_.clear();
     gathers_.clear();
-    reads_.clear();
+    directs_.clear();
     pairs_.clear();
     scatters_.clear();
   }
@@ -166,7 +166,7 @@ class auto_strategy {
   /// model's (`choose`). On 2 ranks a reduction whose every plan gives the
   /// same bits (`detail::order_free`: sums and the like) runs the choice
   /// measured among every algorithm, any other (a float min) the one
-  /// measured among two_shot's forms.
+  /// measured among the direct plans where the model's is direct.
   plan running(std::size_t bytes, bool in_place = false, reduction red = {dtype::float32, op::sum}) const {
     const plan model = choose(bytes, candidates::all, in_place);
     const detail::plan_tuner* same = same_bits_tuner(red, model);
@@ -177,7 +177,7 @@ class auto_strategy {
   std::string explain(std::size_t bytes) const {
     auto describe = [&](const plan& p) { return ddl::describe(topology_, p); };
     return ddl::explain(topology_, static_cast<double>(bytes), allows_) + tuner_.report("", describe) +
-           reads_.report("", describe) + pairs_.report("", describe) + scatters_.report("reduce-scatter ", describe) +
+           directs_.report("", describe) + pairs_.report("", describe) + scatters_.report("reduce-scatter ", describe) +
            gathers_.report("all-gather ", describe);
   }
   /// The plan reduce-scatters of `bytes` (the whole vector) run: the
@@ -210,7 +210,8 @@ class auto_strategy {
       if (detail::plan_tuner::applies(t, c, bytes, true)) {
         if (detail::plan_tuner* same = same_bits_tuner(c.red, model)) {
           same->run(t, bytes, in == out, model, c, [&] {
-            return same == &pairs_ ? pair_candidates(bytes, model, in == out) : direct_variants(model);
+            return same == &pairs_ ? pair_candidates(bytes, model, in == out)
+                                   : direct_candidates(bytes, model, in == out);
           }, run);
           return;
         }
@@ -290,13 +291,33 @@ class auto_strategy {
   // bits, so by default, as copies are), or null: on 2 ranks, where every
   // plan reaches the same bits for `red` (`detail::order_free`), among the
   // algorithms themselves (`pairs_`: which wins moves with where the two
-  // cores lie, as the forms' does); else, for a two_shot model, among
-  // two_shot's forms (`reads_`: through the stages, streamed or reading the
-  // peers, each block reduced once, in rank order, by its owner).
+  // cores lie, as the forms' does); else, for a direct model, among the
+  // direct plans (`directs_`, `direct_candidates`: one_shot and two_shot's
+  // forms both reduce every element once, over the ranks' inputs in rank
+  // order, `memory_ops::reduce_many`).
   detail::plan_tuner* same_bits_tuner(const reduction& red, const plan& model) const {
     if (detail::order_free(red, topology_.size())) return &pairs_;
-    if (model.algo == algorithm::two_shot && has_direct_variants()) return &reads_;
+    if (detail::is_direct(model)) return &directs_;
     return nullptr;
+  }
+  // A direct all-reduce's measured candidates: the model's plan and
+  // two_shot's forms (`direct_variants`), with the other direct algorithm
+  // second where the model prices it within `plan_tuner::within` of its
+  // plan: where the model's crossover between them lies within its error
+  // (4 threads of 2 cores, 64 KiB: one_shot priced 44 us, two_shot 52, and
+  // each ran up to 2x the other's time, by run: bench/results/shared-memory.md,
+  // 2026-12-05, fourth session). The tuner keeps the first
+  // `max_candidates`; fewer than two: the model runs.
+  std::vector<plan> direct_candidates(std::size_t bytes, const plan& model, bool in_place) const {
+    std::vector<plan> v = has_direct_variants() ? direct_variants(model) : std::vector<plan>{model};
+    plan_for q = allows_;
+    q.in_place = in_place;
+    for (const plan& p : all_plans(topology_, static_cast<double>(bytes), q))
+      if (detail::is_direct(p) && p.algo != model.algo && !p.reads && !p.streams) {
+        if (p.seconds <= detail::plan_tuner::within * model.seconds) v.insert(v.begin() + 1, p);
+        break;
+      }
+    return v;
   }
   // `model` (a direct plan), then two_shot reading the peers' memory and
   // two_shot with its stages streamed (unless not `streams`) where the
@@ -394,7 +415,7 @@ class auto_strategy {
   // ranks' cores lie.
   mutable detail::plan_tuner gathers_{true};   // all-gathers' measured choices
   mutable detail::plan_tuner scatters_{true};  // direct reduce-scatters' measured choices
-  mutable detail::plan_tuner reads_{true};  // all-reduces untuned otherwise: two_shot through the stages, streamed or reading
+  mutable detail::plan_tuner directs_{true};  // direct all-reduces untuned otherwise: one_shot, two_shot and its forms
   mutable detail::plan_tuner pairs_{true};  // 2-rank all-reduces untuned otherwise: every plan (`detail::order_free`)
   struct cached_plan {
     std::size_t bytes = ~std::size_t{0};  // none

@@ -86,11 +86,12 @@
 /// ran 1.7x faster (bench/results/mpi-vs-openmpi-mpich-gloo.md).
 ///
 /// An all-reduce that is not tuned (`tune_bytes`) and whose model plan is
-/// two_shot, over ranks that read each other's memory (`plan::reads`), is
-/// measured the way copies are, within the same limits, between two_shot
-/// through the stages and two_shot reading the peers: both reduce each
-/// block once, on its owner, in rank order, so the bits are the same
-/// whichever wins. So is one on 2 ranks whose reduction commutes exactly
+/// direct (one_shot or two_shot) is measured the way copies are, within the
+/// same limits, among the model's plan, the other direct algorithm where the
+/// model prices it within `within` of its plan, and two_shot's forms (its
+/// stages streamed, or reading the peers' memory, `plan::reads`): each
+/// reduces every element once, over the ranks' inputs in rank order, so the
+/// bits are the same whichever wins. So is one on 2 ranks whose reduction commutes exactly
 /// (`detail::order_free`: sum, prod, avg; integers' min and max), among one
 /// plan of each algorithm: every plan leaves the same bits there.
 #include <algorithm>
