@@ -1313,9 +1313,14 @@ struct one_shot : detail::direct_base {
     const auto segment = [&](std::size_t k) { return block{k * per, std::min(per, count - k * per)}; };
     // Slot k % land_slots; ends within the workspace (`count` elements), as k * per + its size does.
     const auto slot = [&](std::size_t k) { return c.work + (k % land_slots) * per * es; };
+    // Landed with streaming stores where the memory has them: every peer
+    // has just read these lines, and a cached write must first take each
+    // back from their caches (2 threads, 1 MiB: 176 against 539 us a call,
+    // bench/results/shared-memory.md, 2026-12-05, fourth session).
     const auto land = [&](std::size_t k) {
       const block b = segment(k);
-      local_copy(c, buf + b.offset * es, slot(k), b.size * es);
+      if (c.mem->stream_copy) c.mem->stream_copy(c.mem->ctx, buf + b.offset * es, slot(k), b.size * es);
+      else local_copy(c, buf + b.offset * es, slot(k), b.size * es);
     };
     const deadline until = phase_deadline(c);
     for (std::size_t k = 0; k < segments; ++k) {
