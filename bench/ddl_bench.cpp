@@ -141,10 +141,14 @@ int main(int argc, char** argv) {
     if (s.shared_buffers)
       std::printf("# buffers: ddl::shared_buffer, the same for every implementation (over MPI ddl's peers read\n"
                   "#   them where they lie)\n");
-    std::printf("# each sample's input was just written by its rank (out of place and in place alike)\n");
-    std::printf("# floor:copy = the same %d ranks each copying their own buffer (2nS bytes of traffic, the least\n"
+    if (s.timed_writes)
+      std::printf("# --timed-writes: each call's time includes its rank's write of the input just before it\n"
+                  "#   (into the input buffer out of place, the output in place), as a backward pass writes gradients\n");
+    else
+      std::printf("# each sample's input was just written by its rank (out of place and in place alike)\n");
+    std::printf("# floor:copy = the same %d ranks each copying their own buffer%s (2nS bytes of traffic, the least\n"
                 "#   any all-reduce causes); floor_eff = t_floor / t (ring all-reduce ideal: 2n/(5(n-1)) = %.0f%%)\n",
-                n, n > 1 ? 100.0 * 2 * n / (5.0 * (n - 1)) : 100.0);
+                n, s.timed_writes ? ", after that write" : "", n > 1 ? 100.0 * 2 * n / (5.0 * (n - 1)) : 100.0);
     if (s.coll != collective::all_reduce)
       std::printf("# size = the whole vector (reduce_scatter's input, all_gather's output, broadcast's buffer, root 0; "
                   "all_to_all's input and output, gather's root's output, scatter's root's input, reduce's buffer);"

@@ -350,14 +350,18 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
   // a barrier; its time over the batch. The median of `s.iters` samples.
   // (The barriers are in the time: with one call a sample, a small call
   // reads the barrier's cost too, 6-10 us at 4 MPI ranks on 2 cores.)
+  // With `--timed-writes`, `prepare` runs before every call, in the time.
   auto measure = [&](auto&& prepare, auto&& body, int extra_warmup = 0) {
     const int warmup = s.warmup + extra_warmup;
     std::vector<double> ts;
     for (int it = 0; it < warmup + s.iters; ++it) {
-      prepare();
+      if (!s.timed_writes) prepare();
       barrier();
       const auto t0 = std::chrono::steady_clock::now();
-      for (int b = 0; b < s.batch; ++b) body();
+      for (int b = 0; b < s.batch; ++b) {
+        if (s.timed_writes) prepare();
+        body();
+      }
       barrier();
       const auto t1 = std::chrono::steady_clock::now();
       if (it >= warmup) ts.push_back(std::chrono::duration<double>(t1 - t0).count() / s.batch);
@@ -417,10 +421,12 @@ std::vector<row> rank_sweep(int r, int n, const settings& s, std::vector<impl>& 
       rw.bytes = bytes;
       rw.count = count;
       rw.impls.resize(impls.size());
-      std::memcpy(in, inputs.data(), bytes);
-      rw.floor_s = measure(nothing, [&] { std::memcpy(out, in, bytes); });
       auto fresh_in = [&] { std::memcpy(in, inputs.data(), bytes); };
       auto fresh_out = [&] { std::memcpy(out, inputs.data(), bytes); };
+      fresh_in();
+      // The floor: a copy of the buffer (with `--timed-writes`, after the write of the input).
+      auto copy_out = [&] { std::memcpy(out, in, bytes); };
+      rw.floor_s = s.timed_writes ? measure(fresh_in, copy_out) : measure(nothing, copy_out);
       barrier();  // expected[] complete
       for (std::size_t j = 0; j < impls.size(); ++j) {
         result& res = rw.impls[j];

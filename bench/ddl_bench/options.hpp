@@ -31,6 +31,7 @@ struct settings : sweep_flags {  // -b -e -f -n
   int batch = 1;  // --batch K: calls per timed sample, back to back (the time is per call)
   bool check = true, csv = false, explain = false;
   bool shared_buffers = false;  // --shared-buffers: every implementation's buffers in a ddl::shared_buffer
+  bool timed_writes = false;    // --timed-writes: each call's time includes the write of its input before it
   int ranks = 4;
   std::string transport = "local";
   std::vector<int> dims;  // --dims AxBx...: positive extents
@@ -79,7 +80,7 @@ inline double bus_factor(collective c, int n) {
                "                 [--dims AxBx...] [--segments K] [--explain]\n"
                "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--batch K] [-c 0|1]\n"
                "                 [-d int32|int64|float|double|half|bfloat16] [-o sum|prod|min|max|avg]\n"
-               "                 [--chunk BYTES] [--shared-buffers] [--csv]\n"
+               "                 [--chunk BYTES] [--shared-buffers] [--timed-writes] [--csv]\n"
                "sizes take K, M, G suffixes (powers of 1024); --dims is the multi_ring box and the\n"
                "extents of auto's topology (link costs: DDL_TOPOLOGY, else the transport's defaults);\n"
                "pipelined is that multi_ring cut into --segments K segments (default 8) pipelined across its levels;\n"
@@ -88,6 +89,9 @@ inline double bus_factor(collective c, int n) {
                "call's share (in place, the K calls reduce the running result again; a separate call is checked);\n"
                "before each sample every rank writes its input afresh (into the input buffer out of place, the\n"
                "output in place), so both placements read memory just written, as a trainer's gradients;\n"
+               "--timed-writes times that write with the call, before every call of the batch (as a trainer's\n"
+               "backward pass writes its gradients before each all-reduce; floor:copy then is a write and a copy):\n"
+               "out of place a rank's write over lines its peers read in the last call, in place the call's own;\n"
                "--shared-buffers allocates every implementation's buffers as ddl::shared_buffer (MPI ranks of\n"
                "one machine read a peer's buffer where it lies instead of a copy in its stage);\n"
                "sendrecv sends every rank's buffer to the next rank, received from the previous one (in place:\n"
@@ -124,6 +128,7 @@ inline settings parse(int argc, char** argv) {
       else if (a == "--batch") s.batch = std::stoi(value());
       else if (a == "-c") s.check = std::stoi(value()) != 0;
       else if (a == "--shared-buffers") s.shared_buffers = true;
+      else if (a == "--timed-writes") s.timed_writes = true;
       else if (a == "-d") s.type = ddl::parse_dtype(value());
       else if (a == "-o") s.oper = ddl::parse_op(value());
       else if (a == "--ranks") s.ranks = std::stoi(value());

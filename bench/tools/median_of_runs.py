@@ -2,6 +2,7 @@
 """Medians over repeated ddl-bench runs (table output), per size and impl.
 
 usage: median_of_runs.py RUN1.txt RUN2.txt ... [--placement oop|ip] [--floor] [--old OLD1.txt ...]
+       median_of_runs.py RUN1.txt RUN2.txt ... --ip-over-oop
 
 Prints, per size, every implementation's median time (and min-max), the
 best strategy measured, and auto's ratio to it. With --floor, each cell
@@ -9,6 +10,8 @@ gives the median's share of the memory-traffic floor instead of min-max
 (floor = median floor:copy time of the same runs / the impl's median).
 With --old, the files after it are runs of another build's `auto` (taken in
 turns with RUN1...): its median and ratio to the same best are added.
+With --ip-over-oop, each cell is instead an implementation's median in-place
+time over its median out-of-place time (no best, no plan).
 """
 import statistics
 import sys
@@ -16,7 +19,32 @@ import sys
 from bench_table import floor_times, placement, rows
 
 
+def ip_over_oop(paths):
+    data = {}
+    for path in paths:
+        for size, impl, oop, ip, _ in rows(path):
+            if oop is not None:
+                data.setdefault((size, impl), ([], []))
+                data[(size, impl)][0].append(ip)
+                data[(size, impl)][1].append(oop)
+    sizes = sorted({k[0] for k in data})
+    impls = []
+    for k in data:
+        if k[1] not in impls:
+            impls.append(k[1])
+    print("| size | " + " | ".join(impls) + " |")
+    print("|---" * (len(impls) + 1) + "|")
+    for s in sizes:
+        cells = []
+        for i in impls:
+            v = data.get((s, i))
+            cells.append(f"{statistics.median(v[0]) / statistics.median(v[1]):.2f}" if v else "-")
+        print(f"| {s} | " + " | ".join(cells) + " |")
+
+
 def main():
+    if "--ip-over-oop" in sys.argv:
+        return ip_over_oop([a for a in sys.argv[1:] if a != "--ip-over-oop"])
     in_place, args = placement(sys.argv[1:])
     with_floor = "--floor" in args
     args = [a for a in args if a != "--floor"]
