@@ -10,7 +10,8 @@
 /// 2 ranks) up to `options::tune_copies_bytes` (`DDL_TUNE_COPIES`; by
 /// default every size from there) (`strategy/tuning.hpp`), as are 2-rank
 /// all-reduces whose every plan gives the same bits (`detail::order_free`:
-/// sums and the like).
+/// sums and the like) and, on more ranks, direct all-reduces among the
+/// direct plans (one_shot, two_shot and its forms reach the same bits).
 #include <algorithm>
 #include <array>
 #include <cstddef>
