@@ -310,7 +310,7 @@ class auto_strategy {
   // 2026-12-05, fourth session). The tuner keeps the first
   // `max_candidates`; fewer than two: the model runs.
   std::vector<plan> direct_candidates(std::size_t bytes, const plan& model, bool in_place) const {
-    std::vector<plan> v = has_direct_variants() ? direct_variants(model) : std::vector<plan>{model};
+    std::vector<plan> v = direct_variants(model);
     plan_for q = allows_;
     q.in_place = in_place;
     for (const plan& p : all_plans(topology_, static_cast<double>(bytes), q))

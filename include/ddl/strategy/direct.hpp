@@ -762,11 +762,14 @@ class direct_base {
   /// (`streams_`) and the memory has them (`memory_ops::stream_copy`), else
   /// `local_copy`.
   void streamable_copy(const call_context& c, std::byte* dst, const std::byte* src, std::size_t bytes) const {
-    if (streams_ && c.mem->stream_copy) {
-      if (bytes && dst != src) c.mem->stream_copy(c.mem->ctx, dst, src, bytes);
-    } else {
-      local_copy(c, dst, src, bytes);
-    }
+    if (streams_) streaming_copy(c, dst, src, bytes);
+    else local_copy(c, dst, src, bytes);
+  }
+  /// `bytes` of `src` into `dst` (ranges apart) with streaming stores where
+  /// the memory has them (`memory_ops::stream_copy`), else `local_copy`.
+  static void streaming_copy(const call_context& c, std::byte* dst, const std::byte* src, std::size_t bytes) {
+    if (!c.mem->stream_copy) return local_copy(c, dst, src, bytes);
+    if (bytes && dst != src) c.mem->stream_copy(c.mem->ctx, dst, src, bytes);
   }
   /// Over `peer_stage`: a call of `bytes` whose peers read nothing from this
   /// rank's stage (its buffers lie in a `shared_buffer`).
@@ -1319,8 +1322,7 @@ struct one_shot : detail::direct_base {
     // bench/results/shared-memory.md, 2026-12-05, fourth session).
     const auto land = [&](std::size_t k) {
       const block b = segment(k);
-      if (c.mem->stream_copy) c.mem->stream_copy(c.mem->ctx, buf + b.offset * es, slot(k), b.size * es);
-      else local_copy(c, buf + b.offset * es, slot(k), b.size * es);
+      streaming_copy(c, buf + b.offset * es, slot(k), b.size * es);
     };
     const deadline until = phase_deadline(c);
     for (std::size_t k = 0; k < segments; ++k) {
