@@ -24,6 +24,7 @@
 
 #include "fake_device.hpp"
 #include "matrix.hpp"
+#include "mismatch.hpp"
 
 using namespace ddl_test;
 using namespace std::chrono_literals;
@@ -1443,17 +1444,26 @@ TEST_CASE("mpi: a message longer than its receive is a transport_error naming th
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 #endif
   std::string what = size_error(64, 32, 5);
+  // A collective's message (a stamped tag): a call mismatch naming the count,
+  // which the communicator turns into a mismatch_error on every rank.
+  const ddl::tag call = ddl::detail::call_tag(3, 0x151);  // an all_reduce's stamp
+  const std::string longer = size_error(64, 32, call);
 #ifdef MPICH_VERSION
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 #endif
   CAPTURE(what);
+  CAPTURE(longer);
   if (r == 1) {
     CHECK(what.find("receive from rank 0 failed") != std::string::npos);
     CHECK(what.find("same count") != std::string::npos);
+    CHECK(longer.find("call mismatch: ") != std::string::npos);
+    CHECK(longer.find("ranks disagree on the count: rank 0 sent more than 32 bytes, rank 1 expected 32") != std::string::npos);
   }
   // Shorter than its receive: MPI takes it silently; ddl names the sizes.
   what = size_error(32, 64, 6);
   if (r == 1) CHECK(what.find("message size mismatch: rank 0 sent 32 bytes, rank 1 expected 64") != std::string::npos);
+  what = size_error(32, 64, call);
+  if (r == 1) CHECK(what.find("call mismatch: all_reduce call 3, phase 0: ranks disagree on the count: rank 0 sent 32 bytes, rank 1 expected 64") != std::string::npos);
 }
 
 namespace {
@@ -1522,7 +1532,9 @@ TEST_CASE("mpi stall: a rank that never joins gives timeout_error on the others,
 }
 
 int main(int argc, char** argv) {
-  ddl::mpi_session mpi(argc, argv);
+  // The suite fails calls on purpose and goes on: MPI_Finalize at the end,
+  // not the default MPI_Abort after a failed call.
+  ddl::mpi_session mpi(argc, argv, MPI_THREAD_SERIALIZED, ddl::on_failure::finalize);
   doctest::Context ctx;
   ctx.applyCommandLine(argc, argv);
   // Only failing ranks print: every rank runs quietly, then rank 0 prints the
@@ -1587,6 +1599,96 @@ TEST_CASE("mpi: without DDL_CHECK, a dtype, op or collective one rank disagrees 
     CHECK(took < 5.0);
     MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with this transport
   }
+}
+
+// Issue 85's matrix over MPI: {count, dtype, op, strategy} mismatch x every
+// strategy x {MPI_COMM_WORLD, mpi_cluster's split communicator (Open MPI
+// gives it no MPI_TAG_UB), a dup of a split, a tag space told to be small
+// (DDL_MPI_TAG_UB=32767: no room for stamps, so the DDL_CHECK round runs,
+// and the root row too: it names every field exactly)}. Every rank ends with
+// a mismatch_error naming the field and the rank that disagrees, at once.
+// (The root row where stamps do the work: mpi.roots.n4, which may end the job.)
+namespace {
+enum class comm_kind { world, cluster, dup_of_split, small_tags };
+const char* name_of(comm_kind k) {
+  switch (k) {
+    case comm_kind::world: return "MPI_COMM_WORLD";
+    case comm_kind::cluster: return "mpi_cluster's split communicator";
+    case comm_kind::dup_of_split: return "a dup of a split";
+    default: return "DDL_MPI_TAG_UB=32767";
+  }
+}
+// A fresh transport of kind `k` (a mismatch gives the group up), handed to `f`.
+template <class F>
+void with_transport(comm_kind k, F&& f) {
+  if (k == comm_kind::cluster) {
+    ddl::mpi_cluster cluster(MPI_COMM_WORLD);
+    f(cluster.transport());
+  } else if (k == comm_kind::dup_of_split) {
+    MPI_Comm split = MPI_COMM_NULL, dup = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, world_rank(), &split);
+    MPI_Comm_dup(split, &dup);
+    {
+      ddl::mpi_transport t(dup);
+      f(t);
+    }
+    MPI_Comm_free(&dup);
+    MPI_Comm_free(&split);
+  } else if (k == comm_kind::small_tags) {
+    setenv("DDL_MPI_TAG_UB", "32767", 1);
+    ddl::mpi_transport t(MPI_COMM_WORLD);
+    unsetenv("DDL_MPI_TAG_UB");
+    f(t);
+  } else {
+    ddl::mpi_transport t(MPI_COMM_WORLD);
+    f(t);
+  }
+}
+template <class S, class Other>
+void mpi_mismatch_row(comm_kind k) {
+  const int n = world_size();
+  for (mismatch m : all_mismatches) {
+    const bool small = k == comm_kind::small_tags;
+    if (m == mismatch::root && !small) continue;
+    const std::string where = name_of(k), strategy = S::name, field = name_of(m);
+    CAPTURE(where);
+    CAPTURE(strategy);
+    CAPTURE(field);
+    with_transport(k, [&](ddl::mpi_transport& t) {
+      CHECK(t.stamps_in_tags() == !small);
+      const auto start = std::chrono::steady_clock::now();
+      const outcome o = run_case<S, Other>(t, m, case_options());
+      CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 3.0);
+      expect_rank(o, m, n, t.rank(), small);
+      MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with this transport
+    });
+  }
+}
+}  // namespace
+
+TEST_CASE("mpi mismatch matrix: every strategy, on the world, a split, a dup of a split and a small tag space") {
+  if (world_size() != 3 && world_size() != 4) return;  // odd and even: mpi.n3, mpi.n4 (~30 s each here)
+  for (comm_kind k : {comm_kind::world, comm_kind::cluster, comm_kind::dup_of_split, comm_kind::small_tags})
+    each_strategy([k](auto row) { mpi_mismatch_row<typename decltype(row)::strategy, typename decltype(row)::other>(k); });
+}
+
+TEST_CASE("mpi: MPI_TAG_UB comes from MPI_COMM_WORLD where a communicator has none, so stamps stay on") {
+  int* world_ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &world_ub, &flag);
+  REQUIRE(flag);
+  with_transport(comm_kind::cluster, [&](ddl::mpi_transport& t) {
+    CHECK(t.tag_upper_bound() == *world_ub);
+    CHECK(t.stamps_in_tags() == (*world_ub >= (1 << 25) - 1));
+  });
+  with_transport(comm_kind::small_tags, [&](ddl::mpi_transport& t) {
+    CHECK(t.tag_upper_bound() == 32767);
+    CHECK(!t.stamps_in_tags());
+  });
+  setenv("DDL_MPI_TAG_UB", "12", 1);
+  CHECK(error_of<ddl::invalid_argument>([] { ddl::mpi_transport t(MPI_COMM_WORLD); }).find("DDL_MPI_TAG_UB='12'") !=
+        std::string::npos);
+  unsetenv("DDL_MPI_TAG_UB");
 }
 
 // Run by ctest mpi.roots.n4 only: where MPI cannot cancel the untaken sends
@@ -1682,11 +1784,12 @@ TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job, o
   FAIL("the loop ended without an error although rank 2 died");
 }
 
-TEST_CASE("mpi kill: a rank that hangs cannot keep the job alive once the others failed (on_failure::abort)") {
+TEST_CASE("mpi kill: a rank that hangs cannot keep the job alive once the others failed (the default on_failure::abort)") {
   // Run by test/job_ends.py only (DDL_TEST_DIE=hang or stop). The last rank
   // hangs (alive, never calling) or stops itself (SIGSTOP); the others time
-  // out, and their session's end is MPI_Abort instead of an MPI_Finalize
-  // that would wait for it (the launcher's kill ends a stopped process too).
+  // out, and their session's end (the default policy, nothing set) is
+  // MPI_Abort instead of an MPI_Finalize that would wait for it (the
+  // launcher's kill ends a stopped process too).
   const char* how = std::getenv("DDL_TEST_DIE");
   const int n = world_size(), r = world_rank();
   if (!how || (std::string(how) != "hang" && std::string(how) != "stop") || n < 3) return;
@@ -1712,7 +1815,7 @@ TEST_CASE("mpi kill: a rank that hangs cannot keep the job alive once the others
     std::printf("ddl test: rank %d got: %s\n", r, e.what());
   }
   std::fflush(stdout);
-  ddl::mpi_session session(ddl::on_failure::abort);
+  ddl::mpi_session session;  // the default policy: DDL_MPI_ON_FAILURE is not set in this test
   session.end();  // MPI_Abort: the job ends here
   FAIL("the session's end did not end the job");
 }

@@ -113,6 +113,36 @@ TEST_CASE("DDL_TOPOLOGY parses units and points at the offending field") {
   CHECK(error_of("4:2000TB/s:1us").find("bandwidth above 1 PB/s") != std::string::npos);
   CHECK(error_of("4:1GB/s:1e300s").find("latency above 1000 s") != std::string::npos);
   CHECK(error_of("4:1GB/s:1us:x1e400GB/s").find("is not finite") != std::string::npos);
+  // Underflow is rejected like overflow: 1e-400 reads as 0 (or a denormal).
+  CHECK(error_of("4:1GB/s:1e-400s").find("latency '1e-400' is too small for a double") != std::string::npos);
+  CHECK(error_of("4:1e-400GB/s:1us").find("too small for a double") != std::string::npos);
+  CHECK(error_of("4:1GB/s:1e-320s").find("too small for a double") != std::string::npos);
+  // Whitespace anywhere is an error, leading as trailing, pointing at it.
+  for (const char* bad : {" 4:1GB/s:1us", "4:1GB/s:1us ", "4: 1GB/s:1us", "4:1GB/s:1us:\t2", "4:1GB/s:1us, 2:1GB/s:1us"}) {
+    const std::string e = error_of(bad);
+    CHECK_MESSAGE(e.find("whitespace at offset") != std::string::npos, bad, " -> ", e);
+    const std::size_t at = std::string(bad).find_first_of(" \t");
+    CHECK_MESSAGE(e.find("\n  " + std::string(at, ' ') + "^") != std::string::npos, bad, " -> ", e);
+  }
+  // A long input is quoted in a window of at most ~200 characters around the
+  // fault, its caret still under it.
+  {
+    const std::string long_text = "2:1GB/s:" + std::string(300, '0') + "1parsec";
+    const std::string e = error_of(long_text.c_str());
+    CHECK(e.find("unknown unit 'parsec'") != std::string::npos);
+    CHECK(e.size() < 700);
+    const std::size_t nl = e.find("\n  "), nl2 = e.find("\n  ", nl + 1);
+    REQUIRE(nl2 != std::string::npos);
+    const std::string quoted = e.substr(nl + 3, nl2 - nl - 3), caret = e.substr(nl2 + 3);
+    CHECK(quoted.size() <= 206);
+    CHECK(quoted.substr(0, 3) == "...");
+    REQUIRE(caret.size() == quoted.find("parsec") + 6);
+    CHECK(caret.substr(quoted.find("parsec")) == "^^^^^^");
+    const std::string junk(5000, '9');
+    const std::string e2 = error_of(("4:" + junk + "GX/s:1us").c_str());
+    CHECK(e2.find("unknown unit") != std::string::npos);
+    CHECK(e2.size() < 700);
+  }
   CHECK_THROWS_AS(ddl::topology::uniform(4, 1e300, 1e-6), ddl::topology_error);
 
   setenv("DDL_TOPOLOGY", "2:1GB/s:1us,3:1GB/s:1us", 1);

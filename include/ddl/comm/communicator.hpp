@@ -137,7 +137,8 @@ class communicator {
   /// \param s the strategy (its box, order or topology, where it has one);
   ///        throws `topology_error` on every rank if it does not fit the group.
   /// \param o settings; defaults read `DDL_TIMEOUT`, `DDL_CHUNK_BYTES`, ...
-  communicator(Transport& t, Strategy s, options o) : transport_(&t), strategy_(std::move(s)), opts_(o) {
+  communicator(Transport& t, Strategy s, options o)
+      : transport_(&t), strategy_(std::move(s)), opts_(o), stamps_(stamps_in_tags_of(t)) {
     opts_.validate();
     check_options(opts_);
     validate_strategy(strategy_, t, 0);
@@ -688,7 +689,7 @@ class communicator {
 
   auto all_reduce_job(const_buffer_view in, buffer_view out, op o) {
     return [this, in, out, o] {
-      if (opts_.check_calls) verify(print("all_reduce", in.count, out.count, in.type, o));
+      if (checks_calls()) verify(print("all_reduce", in.count, out.count, in.type, o));
       if (in.count == 0) return;
       const auto st = stamp(detail::call_kind::all_reduce, in.count, out.count, in.type, o);
       if constexpr (bounce::on) {
@@ -709,7 +710,7 @@ class communicator {
   }
   auto reduce_scatter_job(const_buffer_view in, buffer_view out, op o) {
     return [this, in, out, o] {
-      if (opts_.check_calls) verify(print("reduce_scatter", in.count, 0, in.type, o));
+      if (checks_calls()) verify(print("reduce_scatter", in.count, 0, in.type, o));
       if (in.count == 0) return;
       const std::size_t es = size_of(in.type);
       const block mine = block_of(in.count, size(), rank());
@@ -736,7 +737,7 @@ class communicator {
   }
   auto all_gather_job(const_buffer_view in, buffer_view out) {
     return [this, in, out] {
-      if (opts_.check_calls) verify(print("all_gather", 0, out.count, in.type, op::sum));
+      if (checks_calls()) verify(print("all_gather", 0, out.count, in.type, op::sum));
       if (out.count == 0) return;
       const auto st = stamp(detail::call_kind::all_gather, 0, out.count, in.type, op::sum);
       if constexpr (bounce::on) {
@@ -755,7 +756,7 @@ class communicator {
   }
   auto broadcast_job(buffer_view data, int root) {
     return [this, data, root] {
-      if (opts_.check_calls) verify(print("broadcast", data.count, 0, data.type, op::sum, root));
+      if (checks_calls()) verify(print("broadcast", data.count, 0, data.type, op::sum, root));
       if (data.count == 0 || size() == 1) return;
       const auto st = stamp(detail::call_kind::broadcast, data.count, 0, data.type, op::sum, root);
       if constexpr (bounce::on) {
@@ -854,7 +855,7 @@ class communicator {
                       std::vector<std::size_t> recvs, bool even) {
     return [this, in, out, sends = std::move(sends), recvs = std::move(recvs), even] {
       const a2a_schedule how = all_to_all_schedule(in, out, even);
-      if (opts_.check_calls) verify_parts(all_to_all_name(in, out, even), in.type, sends, recvs);
+      if (checks_calls()) verify_parts(all_to_all_name(in, out, even), in.type, sends, recvs);
       const bool in_place = in.byte_data() == out.byte_data() && in.count > 0;
       if (in_place && size() == 1) return;
       const std::size_t es = size_of(in.type);
@@ -907,7 +908,7 @@ class communicator {
   }
   auto gather_job(const_buffer_view in, buffer_view out, int root) {
     return [this, in, out, root] {
-      if (opts_.check_calls) verify(print("gather", in.count, 0, in.type, op::sum, root));
+      if (checks_calls()) verify(print("gather", in.count, 0, in.type, op::sum, root));
       if (in.count == 0) return;
       const bool stages = gather_through_stages(in.bytes(), in.where);
       const auto st = stamp(detail::call_kind::gather, in.count, stages, in.type, op::sum, root);  // the schedule, hashed
@@ -921,7 +922,7 @@ class communicator {
   }
   auto scatter_job(const_buffer_view in, buffer_view out, int root) {
     return [this, in, out, root] {
-      if (opts_.check_calls) verify(print("scatter", 0, out.count, out.type, op::sum, root));
+      if (checks_calls()) verify(print("scatter", 0, out.count, out.type, op::sum, root));
       if (out.count == 0) return;
       const bool stages = scatter_through_stages(out.bytes(), out.where);
       const auto st = stamp(detail::call_kind::scatter, stages, out.count, out.type, op::sum, root);
@@ -950,7 +951,7 @@ class communicator {
   }
   auto reduce_job(const_buffer_view in, buffer_view out, op o, int root) {
     return [this, in, out, o, root] {
-      if (opts_.check_calls) verify(print("reduce", in.count, 0, in.type, o, root));
+      if (checks_calls()) verify(print("reduce", in.count, 0, in.type, o, root));
       if (in.count == 0) return;
       const bool stages = reduce_through_stages(in.bytes(), in.where);
       const auto st = stamp(detail::call_kind::reduce, in.count, stages, in.type, o, root);  // the schedule, hashed
@@ -1006,6 +1007,7 @@ class communicator {
   }
   auto barrier_job() {
     return [this] {
+      if (checks_calls()) verify(print("barrier", 0, 0, dtype::int32, op::sum));
       if (size() == 1) return;
       // Two int32 tokens (one sent, one received) in the call's workspace.
       auto c = context("barrier", location{}, dtype::int32, op::sum, 2 * sizeof(std::int32_t),
@@ -1088,9 +1090,14 @@ class communicator {
   // --- the call check (options::check_calls, DDL_CHECK=1) --------------------
 
   static void check_options(const options& o) {
-    if (o.check_calls && accepts_device_memory_v<Transport>)
+    if (o.check_calls && accepts_device_memory_v<Transport> && !bounce::on)
       throw invalid_argument("options.check_calls (DDL_CHECK=1) is not available on device transports yet");
   }
+  // Whether every call is checked by a round of fingerprints first: asked
+  // for (`DDL_CHECK=1`), or the transport's tags cannot carry the call
+  // stamps (`stamps_in_tags_of`), so a mismatch is still caught. (A device
+  // transport's round runs on its host transport: `verify`.)
+  bool checks_calls() const noexcept { return opts_.check_calls || !stamps_; }
 
   // What every rank must agree on for one call; traded before the call.
   struct fingerprint {
@@ -1099,10 +1106,12 @@ class communicator {
     std::int32_t type = 0, oper = 0, root = -1;
     std::int32_t rejected = 0;  // this rank's argument check failed: `reason`
     char reason[160] = {};
+    char strategy[32] = {};  // `Strategy::name`
   };
   static fingerprint print(const char* collective, std::size_t in, std::size_t out, dtype t, op o, int root = -1) {
     fingerprint f;
     std::snprintf(f.collective, sizeof f.collective, "%s", collective);
+    std::snprintf(f.strategy, sizeof f.strategy, "%s", Strategy::name);
     f.count_in = in;
     f.count_out = out;
     f.type = static_cast<std::int32_t>(t);
@@ -1121,12 +1130,12 @@ class communicator {
     } catch (const invalid_argument& e) {
       if (size() > 1) {
         const char* why = without_prefix(e.what());
-        if (opts_.check_calls) {
+        if (checks_calls()) {
           f.rejected = 1;
           std::snprintf(f.reason, sizeof f.reason, "%s", why);
         }
         try {
-          if (opts_.check_calls) run_now([this, f] { verify(f); });
+          if (checks_calls()) run_now([this, f] { verify(f); });
           // Without the check the peers would wait for this rank's messages
           // until their deadline: tell them (the group is given up everywhere).
           else run_now([this, reason = std::string(why)] { give_up(reason); });
@@ -1138,6 +1147,12 @@ class communicator {
     }
   }
 
+  // The transport the check's host-memory messages go through: a device
+  // transport's host transport, where it has one.
+  auto& check_transport() {
+    if constexpr (bounce::on) return transport_->host();
+    else return *transport_;
+  }
   // The check owns a call number (and its tags) of its own, on every rank.
   call_context check_context(const char* collective) {
     call_context c;
@@ -1167,7 +1182,7 @@ class communicator {
     }
     const std::size_t pair = 2 * sizeof(std::uint64_t);
     detail::exchange_parts(
-        *transport_,
+        check_transport(),
         [&](int p) { return const_bytes{reinterpret_cast<const std::byte*>(&mine[2 * static_cast<std::size_t>(p)]), pair}; },
         [&](int p) { return mutable_bytes{reinterpret_cast<std::byte*>(&theirs[2 * static_cast<std::size_t>(p)]), pair}; },
         c, c.base_tag + tag_offset::check, "call check");
@@ -1197,8 +1212,8 @@ class communicator {
     if (size() == 1) return;
     fingerprints_.resize(static_cast<std::size_t>(size()));
     fingerprints_[static_cast<std::size_t>(rank())] = mine;
-    detail::exchange_with_all(*transport_, reinterpret_cast<std::byte*>(fingerprints_.data()), sizeof(fingerprint), c,
-                              c.base_tag + tag_offset::check, "call check");
+    detail::exchange_with_all(check_transport(), reinterpret_cast<std::byte*>(fingerprints_.data()), sizeof(fingerprint),
+                              c, c.base_tag + tag_offset::check, "call check");
     const std::string call = std::string(mine.collective) + " call " + std::to_string(sequence_);
     for (int r = 0; r < size(); ++r) {
       const fingerprint& f = fingerprints_[static_cast<std::size_t>(r)];
@@ -1222,6 +1237,7 @@ class communicator {
         differ("dtype", name_of(static_cast<dtype>(a.type)), name_of(static_cast<dtype>(b.type)));
       if (a.oper != b.oper) differ("op", name_of(static_cast<op>(a.oper)), name_of(static_cast<op>(b.oper)));
       if (a.root != b.root) differ("root", std::to_string(a.root), std::to_string(b.root));
+      if (std::strncmp(a.strategy, b.strategy, sizeof a.strategy) != 0) differ("strategy", a.strategy, b.strategy);
     }
   }
 
@@ -1313,6 +1329,7 @@ class communicator {
   }
   void take(communicator& o) noexcept {
     opts_ = o.opts_;
+    stamps_ = o.stamps_;
     sequence_ = o.sequence_;
     work_.take(o.work_);
     host_ = std::move(o.host_);
@@ -1441,6 +1458,7 @@ class communicator {
   Transport* transport_;
   Strategy strategy_;
   options opts_;
+  bool stamps_ = true;  // the transport's tags carry the call stamps (`checks_calls`)
   using broadcast_tuner = detail::measured_choice<broadcast_plan>;
   broadcast_tuner broadcasts_;  // broadcast's measured choices
   std::uint64_t sequence_ = 0;

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <atomic>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -177,6 +178,44 @@ inline std::atomic<int>& mpi_transports_alive() {
   return n;
 }
 
+/// `MPI_TAG_UB` for `comm`, the same on every rank (collective): the
+/// communicator's attribute, else `MPI_COMM_WORLD`'s (the standard sets it
+/// there, and its value holds for every communicator; Open MPI gives none
+/// on a communicator made by `MPI_Comm_split`), else 32767 (the least the
+/// standard allows); lowered to `DDL_MPI_TAG_UB` where that is set (a test
+/// of the small tag space some MPIs have). The ranks' smallest value, so
+/// every rank lays its tags out alike.
+inline int tag_upper_bound(MPI_Comm comm) {
+  void* attr = nullptr;
+  int flag = 0;
+  DDL_MPI_CHECK(MPI_Comm_get_attr(comm, MPI_TAG_UB, &attr, &flag));
+  if (!flag) DDL_MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag));
+  int ub = flag ? *static_cast<int*>(attr) : 32767;
+  if (const char* v = std::getenv("DDL_MPI_TAG_UB"); v && *v) {
+    char* end = nullptr;
+    errno = 0;
+    const long x = std::strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || x < 32767 || x > INT_MAX)
+      throw invalid_argument("DDL_MPI_TAG_UB='" + std::string(v) + "' must be a whole number in 32767..2147483647");
+    ub = std::min(ub, static_cast<int>(x));
+  }
+  DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ub, 1, MPI_INT, MPI_MIN, comm));
+  return ub;
+}
+
+/// Says once per process that the call stamps do not fit in this MPI's tags
+/// and how calls are checked instead.
+inline void say_stamps_left_out(int tag_ub) {
+  static std::once_flag once;
+  std::call_once(once, [tag_ub] {
+    std::fprintf(stderr,
+                 "ddl: mpi_transport: MPI_TAG_UB is %d, below the 2^25 - 1 that call stamps need; every collective is "
+                 "checked by a round of small messages before it runs instead (as DDL_CHECK=1)\n",
+                 tag_ub);
+    std::fflush(stderr);
+  });
+}
+
 /// How many cores the ranks of `comm` may run on: the CPUs of the union of
 /// their affinity masks (a launcher may bind each rank to one core; nodes
 /// are taken to number their cores alike), else the machine's count.
@@ -196,17 +235,20 @@ inline int usable_cores(MPI_Comm comm) {
 }  // namespace detail
 
 /// How `mpi_session` ends MPI once a ddl call over MPI has failed in this
-/// process: `MPI_Finalize` (the default) waits for every rank, so a rank
-/// that stalled or hangs can keep the job alive; `abort` ends the job with
-/// `MPI_Abort` instead, saying why. `DDL_MPI_ON_FAILURE=abort|finalize`
-/// sets it for sessions that do not pass one.
-enum class on_failure { finalize, abort };
+/// process (a timeout naming a stopped or vanished rank, a mismatch, a
+/// peer's failure): `abort` (the default) ends the job with `MPI_Abort`,
+/// saying why, since `MPI_Finalize` would wait for a rank that hangs or is
+/// stopped; `finalize`, for programs that handle failures themselves, calls
+/// `MPI_Finalize` as after a clean run, and ends the process (exit code 71,
+/// saying why) if that has not returned within `finalize_grace`.
+/// `DDL_MPI_ON_FAILURE=abort|finalize` sets it for sessions that do not pass one.
+enum class on_failure { abort, finalize };
 
 namespace detail {
 inline on_failure on_failure_from_env() {
   const char* v = std::getenv("DDL_MPI_ON_FAILURE");
-  if (!v || !*v || std::string(v) == "finalize") return on_failure::finalize;
-  if (std::string(v) == "abort") return on_failure::abort;
+  if (!v || !*v || std::string(v) == "abort") return on_failure::abort;
+  if (std::string(v) == "finalize") return on_failure::finalize;
   throw invalid_argument("DDL_MPI_ON_FAILURE='" + std::string(v) + "' must be abort or finalize");
 }
 }  // namespace detail
@@ -214,9 +256,10 @@ inline on_failure on_failure_from_env() {
 /// Initialises MPI (thread level `MPI_THREAD_SERIALIZED` or better, so a
 /// communicator's progress thread may run asynchronous collectives) unless
 /// it already is, and finalises it on destruction if it initialised it.
-/// With `on_failure::abort` (or `DDL_MPI_ON_FAILURE=abort`), once a ddl call
-/// over MPI failed in this process, the end is `MPI_Abort` instead, so a rank
-/// that hangs cannot keep the job alive.
+/// Once a ddl call over MPI failed in this process, the end is `MPI_Abort`
+/// instead (`on_failure::abort`, the default), so a rank that hangs or is
+/// stopped cannot keep the job alive; under `on_failure::finalize` it is
+/// `MPI_Finalize`, which never waits longer than `finalize_grace`.
 /// Example: `int main(int argc, char** argv) { ddl::mpi_session mpi(argc, argv); ... }`
 class mpi_session {
  public:
@@ -235,26 +278,48 @@ class mpi_session {
     init(nullptr, nullptr, required);
   }
   ~mpi_session() { end(); }
+  /// How long `MPI_Finalize` may take after a failed call under
+  /// `on_failure::finalize` before the process ends itself.
+  static constexpr std::chrono::seconds finalize_grace{30};
   /// Ends MPI now, as the destructor would: after a ddl failure with the
   /// `abort` policy, `MPI_Abort` naming the failure (whether or not this
   /// session initialised MPI); else `MPI_Finalize` if this session
-  /// initialised MPI.
+  /// initialised MPI (after a failure, watched: `finalize_grace`).
   void end() {
     int fin = 0;
     MPI_Finalized(&fin);
     if (fin) return;
-    if (policy_ == on_failure::abort) {
-      const std::string why = detail::first_mpi_failure();
-      if (!why.empty()) {
-        int rank = -1;
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        std::fprintf(stderr, "ddl: rank %d: ending the job with MPI_Abort after a failed call (%s); MPI_Finalize could wait for a rank that hangs (DDL_MPI_ON_FAILURE=abort)\n",
-                     rank, why.c_str());
-        std::fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, 71);
-      }
+    const std::string why = detail::first_mpi_failure();
+    int rank = -1;
+    if (!why.empty()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (policy_ == on_failure::abort && !why.empty()) {
+      std::fprintf(stderr,
+                   "ddl: rank %d: ending the job with MPI_Abort after a failed call (%s); MPI_Finalize could wait for a "
+                   "rank that hangs or is stopped (DDL_MPI_ON_FAILURE=finalize keeps the job to the program)\n",
+                   rank, why.c_str());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 71);
     }
-    if (owner_) MPI_Finalize();
+    if (!owner_) return;
+    if (why.empty()) {
+      MPI_Finalize();
+      return;
+    }
+    // A rank ddl gave up on may never reach MPI_Finalize: a watchdog ends
+    // this process if it waits too long (the launcher then ends the job).
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread([rank, why, done] {
+      std::this_thread::sleep_for(finalize_grace);
+      if (done->load()) return;
+      std::fprintf(stderr,
+                   "ddl: rank %d: MPI_Finalize has waited %lld s after a failed call (%s); ending the process "
+                   "(DDL_MPI_ON_FAILURE=finalize)\n",
+                   rank, static_cast<long long>(finalize_grace.count()), why.c_str());
+      std::fflush(stderr);
+      std::_Exit(71);
+    }).detach();
+    MPI_Finalize();
+    done->store(true);
   }
   mpi_session(const mpi_session&) = delete;
   mpi_session& operator=(const mpi_session&) = delete;
@@ -269,7 +334,7 @@ class mpi_session {
     owner_ = true;
   }
   bool owner_ = false;
-  on_failure policy_ = on_failure::finalize;
+  on_failure policy_ = on_failure::abort;
 };
 
 /// One rank's handle on an MPI communicator.
@@ -345,14 +410,12 @@ class mpi_transport {
     DDL_MPI_CHECK(MPI_Comm_set_errhandler(notices_, MPI_ERRORS_RETURN));
     DDL_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     DDL_MPI_CHECK(MPI_Comm_size(comm_, &size_));
-    void* attr = nullptr;
-    int flag = 0;
-    DDL_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &attr, &flag));
-    tag_ub_ = flag ? *static_cast<int*>(attr) : 32767;
+    tag_ub_ = detail::tag_upper_bound(comm_);
     int bits = 0;  // MPI tags have `bits` bits: [0, 2^bits) <= MPI_TAG_UB
     while (bits < 31 && (std::int64_t{1} << (bits + 1)) - 1 <= tag_ub_) ++bits;
     tag_bits_ = bits;
     call_bits_ = bits - 1 - detail::stamp_bits - 8;  // < 1: stamps do not fit (MPI_TAG_UB below 2^25)
+    if (!stamps_in_tags() && rank_ == 0) detail::say_stamps_left_out(tag_ub_);
     reported_.assign(static_cast<std::size_t>(size_), -1e300);
     find_eager_peers();
     find_pieces();
@@ -386,6 +449,15 @@ class mpi_transport {
       if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
     }
   }
+
+  /// Whether the collectives' tags carry their call stamps
+  /// (`transport/stamp.hpp`): they need `MPI_TAG_UB` >= 2^25 - 1 (Open MPI
+  /// 2^31 - 1, MPICH 2^28 - 1). Where they do not fit, a communicator over
+  /// this transport checks every call with the `DDL_CHECK` round instead
+  /// (`stamps_in_tags_of`), and rank 0 says so once.
+  bool stamps_in_tags() const noexcept { return call_bits_ >= 1; }
+  /// `MPI_TAG_UB` as this transport uses it (the same on every rank).
+  int tag_upper_bound() const noexcept { return tag_ub_; }
 
   /// This rank gives the group up (the concept's `abort`): a notice naming
   /// this rank and `why` goes to every peer, whose waits then throw
@@ -589,7 +661,7 @@ class mpi_transport {
     if (!req.active()) return true;
     int flag = 0;
     MPI_Status st;
-    DDL_MPI_CHECK(MPI_Test(&req.r_, &flag, &st));
+    if (const int rc = MPI_Test(&req.r_, &flag, &st); rc != MPI_SUCCESS) failed(req, rc);
     if (flag) {
       finished(req, st);
       return true;
@@ -609,20 +681,7 @@ class mpi_transport {
     for (unsigned polls = 0;; ++polls) {
       int flag = 0;
       MPI_Status st;
-      if (const int rc = MPI_Test(&req.r_, &flag, &st); rc != MPI_SUCCESS) {
-        const int peer = req.peer_;
-        const bool send = req.send_;
-        if (req.r_ != MPI_REQUEST_NULL) req.release();
-        char text[MPI_MAX_ERROR_STRING] = {};
-        int len = 0;
-        MPI_Error_string(rc, text, &len);
-        int cls = rc;
-        MPI_Error_class(rc, &cls);
-        taint("MPI error from rank " + std::to_string(peer));
-        throw transport_error("mpi_transport: rank " + std::to_string(rank_) + ": the " + (send ? "send to" : "receive from") +
-                              " rank " + std::to_string(peer) + " failed: " + std::string(text, static_cast<std::size_t>(len)) +
-                              (cls == MPI_ERR_TRUNCATE ? " (a longer message than the receive: did every rank pass the same count?)" : ""));
-      }
+      if (const int rc = MPI_Test(&req.r_, &flag, &st); rc != MPI_SUCCESS) failed(req, rc);
       if (flag) {
         finished(req, st);
         return;
@@ -699,6 +758,29 @@ class mpi_transport {
     broken();
     return detail::silent_ranks([&](int q) { return reported_[static_cast<std::size_t>(q)]; }, size_, rank_, at,
                                 grace);
+  }
+  // MPI failed `req` with `rc`: withdrawn, and thrown as `transport_error`
+  // naming the peer. A receive of a call's message longer than it
+  // (MPI_ERR_TRUNCATE) is a call mismatch: the ranks disagree on the count.
+  [[noreturn]] void failed(request& req, int rc) {
+    const int peer = req.peer_;
+    const bool send = req.send_;
+    const tag t = req.tag_;
+    const std::size_t bytes = req.bytes_;
+    if (req.r_ != MPI_REQUEST_NULL) req.release();
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    int cls = rc;
+    MPI_Error_class(rc, &cls);
+    taint("MPI error from rank " + std::to_string(peer));
+    std::string what = "mpi_transport: rank " + std::to_string(rank_) + ": the " + (send ? "send to" : "receive from") +
+                       " rank " + std::to_string(peer) + " failed: " + std::string(text, static_cast<std::size_t>(len));
+    if (cls == MPI_ERR_TRUNCATE)
+      what = detail::is_stamped(t) ? "mpi_transport: " + detail::count_mismatch(peer, "more than " + std::to_string(bytes),
+                                                                                 rank_, bytes, t)
+                                   : what + " (a longer message than the receive: did every rank pass the same count?)";
+    throw transport_error(what);
   }
   // A completed request: a receive must have got as many bytes as it posted
   // (MPI accepts a shorter message silently).

@@ -146,6 +146,8 @@ class staged_transport {
     inner_->abort(why);
   }
   memory_ops memory(const location& where) { return dev_->memory(where); }
+  /// Whether the call stamps survive in the host transport's tags (`stamps_in_tags_of`).
+  bool stamps_in_tags() const { return stamps_in_tags_of(*inner_); }
 
   /// The host transport: calls that `bounces` accepts run on it.
   Inner& host() noexcept { return *inner_; }

@@ -31,7 +31,9 @@
 /// `4:20GB/s:3us:private,16:10GB/s:5us,4:9.5GB/s:8us`.
 /// Bandwidth units: B/s KB/s MB/s GB/s (powers of 1000), KiB/s MiB/s GiB/s,
 /// Kbit/s Mbit/s Gbit/s (also tc's kbit mbit gbit). Latency units: s ms us ns.
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <cctype>
 #include <cstdio>
@@ -172,13 +174,32 @@ struct field {
   std::size_t at;
 };
 
+/// At most `most` characters of a piece of the input for an error message,
+/// "..." standing for the rest.
+inline std::string clip(const std::string& s, std::size_t most = 40) {
+  return s.size() <= most ? s : s.substr(0, most) + "...";
+}
+
+/// Throws the parse error `why` with the input quoted and a caret line under
+/// `len` characters from `at`: at most `window` characters of a long input,
+/// around the caret ("..." where it is cut).
 [[noreturn]] inline void topology_parse_error(const char* source, const std::string& whole, std::size_t at,
                                               std::size_t len, const std::string& why) {
-  std::string caret(at, ' ');
-  caret += std::string(len ? len : 1, '^');
+  constexpr std::size_t window = 200;
+  std::size_t begin = 0, end = whole.size();
+  if (whole.size() > window) {
+    begin = at > window / 2 ? std::min(at - window / 2, whole.size() - window) : 0;
+    end = begin + window;
+  }
+  const std::string head = begin > 0 ? "..." : "", tail = end < whole.size() ? "..." : "";
+  const std::size_t col = head.size() + (at - std::min(at, begin));
+  len = std::min(len ? len : 1, std::max<std::size_t>(1, end > at ? end - at : 1));
+  std::string caret(col, ' ');
+  caret += std::string(len, '^');
   // Control bytes (a NUL would cut the message short) show as '?', one for
   // one, so the caret stays under its field.
-  std::string m = std::string(source) + ": " + why + "\n  " + whole + "\n  " + caret;
+  std::string m = std::string(source) + ": " + why + "\n  " + head + whole.substr(begin, end - begin) + tail +
+                  "\n  " + caret;
   for (char& ch : m)
     if ((static_cast<unsigned char>(ch) < 32 && ch != '\n') || ch == 127) ch = '?';
   throw topology_error(m);
@@ -191,20 +212,28 @@ inline double parse_quantity(const char* source, const std::string& whole, const
   while (pos < s.size() && (std::isdigit(static_cast<unsigned char>(s[pos])) || s[pos] == '.' || s[pos] == 'e' ||
                             s[pos] == 'E' || ((s[pos] == '-' || s[pos] == '+') && pos > 0 && (s[pos - 1] == 'e' || s[pos - 1] == 'E'))))
     ++pos;
-  if (pos == 0) topology_parse_error(source, whole, f.at, s.size(), std::string(what) + " '" + s + "' does not start with a number");
+  if (pos == 0) topology_parse_error(source, whole, f.at, s.size(), std::string(what) + " '" + clip(s) + "' does not start with a number");
   char* end = nullptr;
   const std::string num = s.substr(0, pos);
+  errno = 0;
   const double v = std::strtod(num.c_str(), &end);
-  if (*end != '\0') topology_parse_error(source, whole, f.at, pos, std::string(what) + " '" + num + "' is not a number");
+  const bool out_of_range = errno == ERANGE;
+  if (*end != '\0') topology_parse_error(source, whole, f.at, pos, std::string(what) + " '" + clip(num) + "' is not a number");
+  // Too small for a double (1e-400): strtod returns 0 or a denormal, a
+  // value nobody wrote; too large (1e400) is caught as not finite below.
+  if (out_of_range && std::isfinite(v))
+    topology_parse_error(source, whole, f.at, pos, std::string(what) + " '" + clip(num) + "' is too small for a double (it would read as 0)");
   const std::string unit = s.substr(pos);
   for (std::size_t i = 0; i < nunits; ++i)
     if (unit == units[i].first) {
       const double q = v * units[i].second;
-      if (!std::isfinite(q)) topology_parse_error(source, whole, f.at, s.size(), std::string(what) + " '" + s + "' is not finite");
+      if (!std::isfinite(q)) topology_parse_error(source, whole, f.at, s.size(), std::string(what) + " '" + clip(s) + "' is not finite");
+      if (q == 0 && v != 0)
+        topology_parse_error(source, whole, f.at, s.size(), std::string(what) + " '" + clip(s) + "' is too small for a double (it would read as 0)");
       return q;
     }
   topology_parse_error(source, whole, f.at + pos, unit.size(),
-                       std::string(what) + " '" + s + "': unknown unit '" + unit + "' (use " + unit_list + ")");
+                       std::string(what) + " '" + clip(s) + "': unknown unit '" + clip(unit) + "' (use " + unit_list + ")");
 }
 
 }  // namespace detail
@@ -218,6 +247,11 @@ inline topology topology::parse(const std::string& text, const char* source) {
   static const std::pair<const char*, double> lat_units[] = {{"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}};
   topology t;
   if (text.empty()) detail::topology_parse_error(source, text, 0, 1, "empty topology");
+  // No field holds a space: one before a number would pass strtol unseen.
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if (std::isspace(static_cast<unsigned char>(text[i])))
+      detail::topology_parse_error(source, text, i, 1,
+                                   "whitespace at offset " + std::to_string(i) + " (a topology has none: 4:20GB/s:3us,16:10GB/s:5us)");
   std::size_t start = 0;
   int lvl = 0;
   while (start <= text.size()) {
@@ -234,7 +268,7 @@ inline topology topology::parse(const std::string& text, const char* source) {
       f[nf++] = {text.substr(p, e - p), p};
       p = e + 1;
     }
-    const std::string where = "level " + std::to_string(lvl) + " ('" + text.substr(start, stop - start) + "')";
+    const std::string where = "level " + std::to_string(lvl) + " ('" + detail::clip(text.substr(start, stop - start)) + "')";
     if (nf < 3)
       detail::topology_parse_error(source, text, start, stop - start,
                                    where + " needs extent:bandwidth:latency[:links][:x<exchange>][:private], got " + std::to_string(nf) + " field(s)");
@@ -242,7 +276,7 @@ inline topology topology::parse(const std::string& text, const char* source) {
     char* end = nullptr;
     const long ext = std::strtol(f[0].text.c_str(), &end, 10);
     if (f[0].text.empty() || *end != '\0' || ext < 1 || ext > 1 << 24)
-      detail::topology_parse_error(source, text, f[0].at, f[0].text.size(), where + ": extent '" + f[0].text + "' is not a positive integer");
+      detail::topology_parse_error(source, text, f[0].at, f[0].text.size(), where + ": extent '" + detail::clip(f[0].text) + "' is not a positive integer");
     l.extent = static_cast<int>(ext);
     l.bandwidth = detail::parse_quantity(source, text, f[1], (where + ": bandwidth").c_str(), bw_units,
                                          sizeof bw_units / sizeof bw_units[0], "B/s, KB/s, MB/s, GB/s, GiB/s, Mbit/s, Gbit/s");
@@ -274,7 +308,7 @@ inline topology topology::parse(const std::string& text, const char* source) {
       } else if (!have_links) {
         const long links = std::strtol(f[k].text.c_str(), &end, 10);
         if (f[k].text.empty() || *end != '\0' || links < 1 || links > 1 << 24)
-          detail::topology_parse_error(source, text, f[k].at, f[k].text.size(), where + ": links '" + f[k].text + "' is not a positive integer");
+          detail::topology_parse_error(source, text, f[k].at, f[k].text.size(), where + ": links '" + detail::clip(f[k].text) + "' is not a positive integer");
         l.links = static_cast<int>(links);
         have_links = true;
       } else {

@@ -163,6 +163,13 @@
 ///     the one reported. Called by the thread that drives the transport.
 ///     A communicator calls it when one of its calls fails on this rank
 ///     (and from `communicator::abort`), so peers stop waiting for it;
+///   - `bool stamps_in_tags() const` — whether the communicator's call
+///     stamps survive in this transport's tags (false: its tags are too
+///     short to carry them: `mpi_transport` under an `MPI_TAG_UB` below
+///     2^25 - 1). Where they do not, the communicator checks every call with
+///     the `DDL_CHECK` round instead (`stamps_in_tags_of`), so a mismatch is
+///     still caught; without the member, stamps are taken to survive.
+///     `staged_transport` forwards its host transport's answer;
 ///   - `bool allows_progress_thread() const` — may a background thread drive
 ///     it (one thread at a time)? See `progress_thread_allowed`;
 ///   - `default_bandwidth`, `default_latency` (static) — link costs the
@@ -558,6 +565,21 @@ inline constexpr bool has_topology_v = detail::has_topology<T>::value;
 /// True when `T` can tell its peers that this rank gave up (`abort`).
 template <class T>
 inline constexpr bool has_abort_v = detail::has_abort<T>::value;
+
+namespace detail {
+template <class T, class = void>
+struct has_stamps_in_tags : std::false_type {};
+template <class T>
+struct has_stamps_in_tags<T, std::void_t<decltype(bool(std::declval<const T&>().stamps_in_tags()))>> : std::true_type {};
+}  // namespace detail
+
+/// Whether the call stamps of a communicator over `t` reach the peers in its
+/// tags (`stamps_in_tags`; true for a transport that does not say).
+template <class T>
+bool stamps_in_tags_of(const T& t) {
+  if constexpr (detail::has_stamps_in_tags<T>::value) return t.stamps_in_tags();
+  else return (void)t, true;
+}
 
 /// Compile-time check with one message per missing requirement; use it where
 /// a transport type enters the library: `static_assert(ddl::check_transport<T>());`

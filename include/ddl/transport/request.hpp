@@ -52,10 +52,24 @@ class request_handle : protected Fields {
   void clear() noexcept { static_cast<Fields&>(*this) = Fields{}; }
 };
 
+/// The text of a collective's message (stamped tag `t`) of `sent` bytes from
+/// rank `from` met by a receive of `expected` bytes on rank `to`: a call
+/// mismatch (`is_mismatch_text`), so every rank of the call ends with a
+/// `mismatch_error`. Ranks whose stamps agree and whose messages differ in
+/// size disagree on the count (or, in the 1 in 64 cases the stamp's hash
+/// misses, on the strategy).
+inline std::string count_mismatch(int from, const std::string& sent, int to, std::size_t expected, tag t) {
+  return std::string(mismatch_words) + describe_tag(t) + ": ranks disagree on the count: rank " + std::to_string(from) +
+         " sent " + sent + " bytes, rank " + std::to_string(to) + " expected " + std::to_string(expected) +
+         " (message size mismatch; or they disagree on the strategy)";
+}
+
 /// The error text of a send of `sent` bytes from rank `from` matched by a
 /// receive of `expected` bytes on rank `to` (tag `t`), the same from every
-/// transport: `who` names the transport.
+/// transport: `who` names the transport. A collective's message (a stamped
+/// tag) is a call mismatch (`count_mismatch`).
 inline std::string size_mismatch(const char* who, int from, std::size_t sent, int to, std::size_t expected, tag t) {
+  if (is_stamped(t)) return std::string(who) + ": " + count_mismatch(from, std::to_string(sent), to, expected, t);
   return std::string(who) + ": message size mismatch: rank " + std::to_string(from) + " sent " +
          std::to_string(sent) + " bytes, rank " + std::to_string(to) + " expected " + std::to_string(expected) +
          " (" + describe_tag(t) + "; did every rank call the same collective with the same count?)";
