@@ -1667,7 +1667,10 @@ void mpi_mismatch_row(comm_kind k) {
 }  // namespace
 
 TEST_CASE("mpi mismatch matrix: every strategy, on the world, a split, a dup of a split and a small tag space") {
-  if (world_size() != 3 && world_size() != 4) return;  // odd and even: mpi.n3, mpi.n4 (~30 s each here)
+  // mpi.n3 only (odd and prime; ~28 s here, a fresh transport per case):
+  // threads and the simulator run the matrix at 3 and 4 ranks, and 4 MPI
+  // ranks passed it under both MPIs when it was written (reliability.md).
+  if (world_size() != 3 && !std::getenv("DDL_TEST_MISMATCH_ANY_SIZE")) return;
   for (comm_kind k : {comm_kind::world, comm_kind::cluster, comm_kind::dup_of_split, comm_kind::small_tags})
     each_strategy([k](auto row) { mpi_mismatch_row<typename decltype(row)::strategy, typename decltype(row)::other>(k); });
 }
