@@ -5,3 +5,4 @@
 #include "ddl.hpp"
 #include "ddl/mpi/transport.hpp"
 #include "ddl/mpi/detect.hpp"
+#include "ddl/mpi/store.hpp"

@@ -413,8 +413,7 @@ class mpi_transport {
     tag_ub_ = detail::tag_upper_bound(comm_);
     int bits = 0;  // MPI tags have `bits` bits: [0, 2^bits) <= MPI_TAG_UB
     while (bits < 31 && (std::int64_t{1} << (bits + 1)) - 1 <= tag_ub_) ++bits;
-    tag_bits_ = bits;
-    call_bits_ = bits - 1 - detail::stamp_bits - 8;  // < 1: stamps do not fit (MPI_TAG_UB below 2^25)
+    narrow_ = detail::narrow_tags(bits);  // no stamps below MPI_TAG_UB 2^25 - 1
     if (!stamps_in_tags() && rank_ == 0) detail::say_stamps_left_out(tag_ub_);
     reported_.assign(static_cast<std::size_t>(size_), -1e300);
     find_eager_peers();
@@ -455,7 +454,7 @@ class mpi_transport {
   /// 2^31 - 1, MPICH 2^28 - 1). Where they do not fit, a communicator over
   /// this transport checks every call with the `DDL_CHECK` round instead
   /// (`stamps_in_tags_of`), and rank 0 says so once.
-  bool stamps_in_tags() const noexcept { return call_bits_ >= 1; }
+  bool stamps_in_tags() const noexcept { return narrow_.stamps(); }
   /// `MPI_TAG_UB` as this transport uses it (the same on every rank).
   int tag_upper_bound() const noexcept { return tag_ub_; }
 
@@ -885,7 +884,7 @@ class mpi_transport {
   // again before this is called a mismatch.
   template <class Ready = std::nullptr_t>
   void check_stamp(request& req, Ready&& ready = nullptr) {
-    if (call_bits_ < 1 || req.peer_ < 0 || !detail::is_stamped(req.tag_)) return;
+    if (!narrow_.stamps() || req.peer_ < 0 || !detail::is_stamped(req.tag_)) return;
     int flag = 0;
     MPI_Status st;
     DDL_MPI_CHECK(MPI_Iprobe(req.peer_, MPI_ANY_TAG, comm_, &flag, &st));
@@ -920,28 +919,9 @@ class mpi_transport {
     return static_cast<int>(bytes);
   }
   // ddl tags are 64-bit (`transport/stamp.hpp`); MPI's stop at MPI_TAG_UB
-  // (>= 32767; 2^31 - 1 in Open MPI). A stamped tag keeps its flag (the top
-  // bit), its 16-bit stamp, the phase and the low `call_bits_` bits of the
-  // call number. Calls on one communicator run one at a time, so wrapping
-  // the call number is safe. Below 2^25 the stamp does not fit and is left
-  // out (mismatched calls are then not told apart by their tags). A
-  // program's own tags (the communicator's `send`/`recv`) keep the top bit
-  // clear, so they never meet a call's.
-  int mpi_tag(tag t) const {
-    const std::uint64_t phase = t & 0xffu, top = std::uint64_t{1} << (tag_bits_ - 1);
-    if (detail::is_stamped(t) && call_bits_ >= 1)
-      return static_cast<int>(top | std::uint64_t{detail::stamp_of(t)} << (8 + call_bits_) |
-                              (detail::call_of(t) & ((std::uint64_t{1} << call_bits_) - 1)) << 8 | phase);
-    if (detail::is_stamped(t)) return static_cast<int>(top | ((detail::call_of(t) << 8) | phase) % top);
-    return static_cast<int>(t % top);  // a program's own tag: top bit clear
-  }
-  // The inverse, as far as it goes: a stamped tag with the call number's low bits.
-  tag unpack(int m) const {
-    const auto v = static_cast<std::uint64_t>(m);
-    if (call_bits_ < 1 || !((v >> (tag_bits_ - 1)) & 1u)) return v;
-    const auto stamp = static_cast<std::uint16_t>(v >> (8 + call_bits_));
-    return detail::call_tag((v >> 8) & ((std::uint64_t{1} << call_bits_) - 1), stamp) | (v & 0xffu);
-  }
+  // (>= 32767; 2^31 - 1 in Open MPI): folded by `detail::narrow_tags`.
+  int mpi_tag(tag t) const { return static_cast<int>(narrow_.pack(t)); }
+  tag unpack(int m) const { return narrow_.unpack(static_cast<std::uint64_t>(m)); }
 
   // Which ranks share this rank's node, and the eager payload between them
   // (see `eager_bytes`). Collective over comm_.
@@ -1065,7 +1045,7 @@ class mpi_transport {
   std::size_t piece_ = 0;          // largest message to a peer on another machine (bytes; 0: any)
   bool piece_everywhere_ = false;  // DDL_MPI_PIECE_BYTES: for every peer
   int rank_ = 0, size_ = 1, tag_ub_ = 32767;
-  int tag_bits_ = 15, call_bits_ = 0;  // see mpi_tag
+  detail::narrow_tags narrow_;  // see mpi_tag
   // Failure notices: their own communicator, one receive from any rank
   // always posted, the sends of this rank's own notice.
   MPI_Comm notices_ = MPI_COMM_NULL;

@@ -121,6 +121,37 @@ inline std::string describe_tag(tag t) {
          ", phase " + std::to_string(t & 0xffu);
 }
 
+/// A communicator's 64-bit tags folded into a transport's narrower tag
+/// space of `bits` bits (MPI: up to `MPI_TAG_UB`; UCX: what its 64-bit tags
+/// leave beside the sender's rank). A stamped tag keeps its flag (the top
+/// bit), its 16-bit stamp, the phase and the low `call_bits` bits of the
+/// call number; calls on one communicator run one at a time, so wrapping the
+/// call number is safe. Below 26 bits the stamp does not fit and is left out
+/// (`stamps()` is false: mismatched calls are then not told apart by their
+/// tags). A program's own tags (the communicator's `send`/`recv`) keep the
+/// top bit clear, so they never meet a call's.
+struct narrow_tags {
+  int bits = 15, call_bits = 0;
+  narrow_tags() = default;
+  explicit narrow_tags(int b) noexcept : bits(b), call_bits(b - 1 - stamp_bits - 8) {}
+  /// Whether the stamps survive (`call_bits` >= 1).
+  bool stamps() const noexcept { return call_bits >= 1; }
+  std::uint64_t pack(tag t) const noexcept {
+    const std::uint64_t phase = t & 0xffu, top = std::uint64_t{1} << (bits - 1);
+    if (is_stamped(t) && stamps())
+      return top | std::uint64_t{stamp_of(t)} << (8 + call_bits) |
+             (call_of(t) & ((std::uint64_t{1} << call_bits) - 1)) << 8 | phase;
+    if (is_stamped(t)) return top | ((call_of(t) << 8) | phase) % top;
+    return t % top;  // a program's own tag: top bit clear
+  }
+  /// The inverse, as far as it goes: a stamped tag with the call number's low bits.
+  tag unpack(std::uint64_t v) const noexcept {
+    if (!stamps() || !((v >> (bits - 1)) & 1u)) return v;
+    const auto stamp = static_cast<std::uint16_t>(v >> (8 + call_bits));
+    return call_tag((v >> 8) & ((std::uint64_t{1} << call_bits) - 1), stamp) | (v & 0xffu);
+  }
+};
+
 /// Start of every stamp mismatch's text (the communicator recognises a
 /// peer's notice by it and reports a `mismatch_error` too).
 inline constexpr const char* mismatch_words = "call mismatch: ";

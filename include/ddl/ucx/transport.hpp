@@ -1,0 +1,677 @@
+#pragma once
+/// \file
+/// `ucx_transport`: the Transport concept over UCX's tag API (UCP), for
+/// processes that no MPI launcher started: torchrun, a Slurm or Kubernetes
+/// job, `ddl-run`, a trainer that starts its own workers. Link `ddl::ucx`.
+///
+/// - Ranks meet through a rendezvous store (`rendezvous/store.hpp`): each
+///   publishes its worker's address, its host and its process; every rank
+///   connects an endpoint to every other with UCX's peer error handling, so
+///   a peer that dies fails the requests on its endpoint.
+/// - UCX chooses the wires (shared memory, CMA, TCP, InfiniBand, RoCE) from
+///   its own settings: `UCX_TLS=tcp` keeps ranks of one host on sockets.
+/// - Tags: UCP tags are 64 bits and carry no sender, so the sender's rank
+///   rides in the top 20 bits, a control bit (ddl's own notices) below it,
+///   and the communicator's tag folded into the low 43 (`detail::narrow_tags`:
+///   the call stamps fit, so mismatched calls are told apart by their tags).
+/// - Waits poll the worker against a deadline and yield, then sleep, while
+///   idle (oversubscribed ranks). Every 16th poll looks for a peer's
+///   failure notice, a failed endpoint, an awaited peer of this machine
+///   whose process has exited, and the peer's message of this call under
+///   another stamp.
+/// - Ranks of one machine share memory through stages as MPI ranks do
+///   (`ucx/stages.hpp`): the direct strategies and CMA reads run over UCX too.
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ddl/core/error.hpp"
+#include "ddl/detail/event.hpp"
+#include "ddl/rendezvous/bootstrap.hpp"
+#include "ddl/transport/concept.hpp"
+#include "ddl/transport/process.hpp"
+#include "ddl/transport/request.hpp"
+#include "ddl/transport/shared_stages.hpp"
+#include "ddl/transport/stamp.hpp"
+#include "ddl/ucx/context.hpp"
+
+namespace ddl {
+
+namespace detail {
+/// How many `ucx_transport`s this process has made: the n-th of every rank
+/// meets the n-th of the others under its own keys of a shared store.
+inline std::atomic<int>& ucx_generation() {
+  static std::atomic<int> n{0};
+  return n;
+}
+}  // namespace detail
+
+/// One rank's handle on a group of processes connected by UCX.
+class ucx_transport {
+ public:
+  static constexpr double default_bandwidth = 2e9;
+  static constexpr double default_latency = 20e-6;
+  /// As `mpi_transport`: the direct strategies through shared stages copy at
+  /// memory speed, and their synchronisation round costs about one step.
+  static constexpr double direct_read_factor = 8.0;
+  static constexpr bool direct_round_one_step = true;
+  /// The largest group (the sender's rank has 20 bits of each tag).
+  static constexpr int max_ranks = 1 << 20;
+
+  /// What a request refers to (`transport/request.hpp`): a UCP request, or
+  /// none (a send UCX completed at once).
+  struct request_fields {
+    void* r_ = nullptr;
+    ucx_transport* owner_ = nullptr;
+    int peer_ = -1;
+    bool send_ = false;
+    tag tag_ = 0;
+    std::size_t bytes_ = 0;
+    bool active() const noexcept { return r_ != nullptr; }
+    void withdraw() noexcept {
+      owner_->withdraw(r_, send_, peer_);
+      r_ = nullptr;
+    }
+  };
+  class request : public detail::request_handle<request_fields> {
+   public:
+    int peer() const noexcept { return peer_; }
+
+   private:
+    friend class ucx_transport;
+  };
+
+  /// Rank `rank` of `size`, meeting the others through `store` (the Store
+  /// concept of `rendezvous/store.hpp`) under the keys `name` (by default
+  /// the n-th transport a process makes meets the n-th of the others); waits
+  /// `wait` for the last rank to come (then `timeout_error` naming the
+  /// missing ranks).
+  template <class Store>
+  ucx_transport(Store&& store, int rank, int size, std::chrono::duration<double> wait = rendezvous_timeout(),
+                std::string name = {})
+      : rank_(rank), size_(size) {
+    if (size < 1 || size > max_ranks)
+      throw invalid_argument("ucx_transport: " + std::to_string(size) + " ranks (1 to 2^20)");
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(wait);
+    if (name.empty()) name = std::to_string(detail::ucx_generation()++);
+    const std::string prefix = "ddl.ucx." + name + ".";
+    const auto records = exchange_records(store, prefix, rank, size, record(), until);
+    connect(records);
+    post_notice_receive();
+    find_stages(until);
+  }
+  /// Rank and size from the launcher's variables (`launch_from_env`), the
+  /// store from `DDL_RENDEZVOUS=file:///path`.
+  explicit ucx_transport(const launch_info& who) : ucx_transport(file_store(rendezvous_dir_from_env()), who.rank, who.size) {}
+  ucx_transport() : ucx_transport(launch_from_env()) {}
+  ~ucx_transport() { close(); }
+  ucx_transport(const ucx_transport&) = delete;
+  ucx_transport& operator=(const ucx_transport&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  /// How many cores the group's ranks may run on (the union of their
+  /// affinity masks, found at construction).
+  int cores() const noexcept { return cores_; }
+  /// The host name rank `q` gave at the rendezvous.
+  const std::string& host_of(int q) const { return hosts_.at(static_cast<std::size_t>(q)); }
+  /// The call stamps fit in UCX's tags.
+  bool stamps_in_tags() const noexcept { return narrow_.stamps(); }
+  /// One thread at a time may drive the worker (`UCS_THREAD_MODE_SERIALIZED`).
+  bool allows_progress_thread() const noexcept { return true; }
+
+  request isend(int peer, const_bytes data, tag t) {
+    refuse_if_broken();
+    usable(peer, true);
+    request r = fields(peer, t, true, data.size);
+    ucp_request_param_t p{};
+    void* q = ucp_tag_send_nbx(eps_[static_cast<std::size_t>(peer)], data.data, data.size, wire(rank_, t), &p);
+    if (UCS_PTR_IS_ERR(q)) failed_at_once(peer, true, UCS_PTR_STATUS(q));
+    r.r_ = q;
+    return r;
+  }
+  request irecv(int peer, mutable_bytes data, tag t) {
+    refuse_if_broken();
+    usable(peer, false);
+    return post_receive(peer, data, wire(peer, t), ~ucp_tag_t{0}, t);
+  }
+  /// Receives exactly `data.size` bytes under `t` from whichever rank's
+  /// message UCX matches first (the sender's bits masked); once complete,
+  /// the request's `peer()` is the sender (the concept's `irecv_any`).
+  request irecv_any(mutable_bytes data, tag t) {
+    refuse_if_broken();
+    return post_receive(-1, data, narrow_.pack(t), payload_mask, t);
+  }
+
+  /// True (and `req` retired) when it has completed; never blocks.
+  bool test(request& req) {
+    if (!req.active()) return true;
+    worker_.progress();
+    if (finished(req)) return true;
+    if (++tests_ % 16 == 0) look_around(req);
+    return false;
+  }
+  /// Polls until `req` completes; `timeout_error` naming the peer after `until`.
+  void wait(request& req, deadline until) {
+    if (!req.active()) return;
+    const auto start = std::chrono::steady_clock::now();
+    detail::backoff wait_more(64, 448);
+    for (unsigned polls = 0;; ++polls) {
+      worker_.progress();
+      if (finished(req)) return;
+      if (polls % 16 == 15) look_around(req);
+      if (const auto now = std::chrono::steady_clock::now(); now >= until) timed_out(req, start, now);
+      wait_more.pause();
+    }
+  }
+
+  /// This rank gives the group up (the concept's `abort`): a notice naming
+  /// this rank and `why` goes to every peer whose endpoint still works.
+  void abort(const std::string& why) {
+    if (broken()) return end_stranded();
+    broken_ = "rank " + std::to_string(rank_) + " failed: " + why;
+    notice_out_ = broken_.substr(0, notice_bytes);
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) send_control(p, abort_kind, notice_out_.data(), notice_out_.size());
+    end_stranded();
+  }
+  /// True once this rank or a peer gave the group up. Takes in the peers'
+  /// timeout reports on the way.
+  bool broken() {
+    while (broken_.empty() && notice_recv_) {
+      worker_.progress();
+      ucp_tag_recv_info_t info{};
+      const ucs_status_t s = ucp_tag_recv_request_test(notice_recv_, &info);
+      if (s == UCS_INPROGRESS) return false;
+      ucp_request_free(notice_recv_);
+      notice_recv_ = nullptr;
+      if (s != UCS_OK) return false;  // cancelled at the end, or the worker failed: not a peer's notice
+      if (take_notice(info)) post_notice_receive();
+    }
+    return !broken_.empty();
+  }
+
+  // --- Shared stages: ranks of one machine (as `mpi_transport`) ----------
+  bool stages_shared() const noexcept { return stages_.shared(); }
+  bool stages_shared_among(int base, int stride, int size) const noexcept {
+    return stages_.shared_among(base, stride, size);
+  }
+  std::byte* stage(std::size_t bytes) {
+    refuse_if_broken();
+    if (std::byte* s = stages_.own_mapped(bytes)) return s;
+    return stages_.own(bytes, "ucx_transport: rank " + std::to_string(rank_));
+  }
+  const std::byte* peer_stage(int peer, std::size_t bytes) {
+    refuse_if_broken();
+    require_rank(peer);
+    if (const std::byte* s = stages_.peer_mapped(peer, bytes)) return s;
+    return stages_.peer(peer, bytes, "ucx_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
+  }
+  bool memory_readable() const noexcept { return stages_.readable(); }
+  bool memory_readable_among(int base, int stride, int size) const noexcept {
+    return stages_.readable_among(base, stride, size);
+  }
+  void read_peer(int peer, const std::byte* at, std::byte* dst, std::size_t bytes) {
+    refuse_if_broken();
+    require_rank(peer);
+    if (const int err = stages_.read(peer, at, dst, bytes))
+      throw transport_error("ucx_transport: rank " + std::to_string(rank_) + " cannot read " + std::to_string(bytes) +
+                            " bytes of " + process_of(peer) + "'s memory: " + std::strerror(err));
+  }
+  void write_peer(int peer, const std::byte* src, std::byte* at, std::size_t bytes) {
+    refuse_if_broken();
+    require_rank(peer);
+    if (const int err = stages_.write(peer, src, at, bytes))
+      throw transport_error("ucx_transport: rank " + std::to_string(rank_) + " cannot write " + std::to_string(bytes) +
+                            " bytes into " + process_of(peer) + "'s memory: " + std::strerror(err));
+  }
+  const std::byte* peer_buffer(int peer, const detail::shared_region& r) {
+    refuse_if_broken();
+    require_rank(peer);
+    if (const std::byte* s = stages_.peer_buffer_mapped(peer, r)) return s;
+    return stages_.peer_buffer(peer, procs_[static_cast<std::size_t>(peer)].pid, r,
+                               "ucx_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
+  }
+  /// Polls `ready()` (a look at rank `peer`'s stage) as `wait` waits for a
+  /// message of `peer` tagged `awaited` (the concept's `wait_until`).
+  template <class Ready>
+  void wait_until(int peer, Ready&& ready, deadline until, tag awaited) {
+    refuse_if_broken();
+    request req;  // looked around with, never posted
+    req.peer_ = peer;
+    req.tag_ = awaited;
+    const auto start = std::chrono::steady_clock::now();
+    detail::backoff wait_more = detail::backoff::stage_wait(cores_ < size_);
+    for (unsigned polls = 0;; ++polls) {
+      if (ready()) return;
+      if (polls % 16 == 15) {
+        worker_.progress();
+        look_around(req, ready);
+      }
+      if (const auto now = std::chrono::steady_clock::now(); now >= until) timed_out(req, start, now);
+      wait_more.sleep_with([&](std::chrono::steady_clock::time_point u) { stages_.sleep_on(peer, ready, u); }, until);
+    }
+  }
+  void stage_raised() noexcept { stages_.ring(rank_); }
+
+ private:
+  // --- Tags -----------------------------------------------------------------
+  static constexpr int rank_shift = 44;
+  static constexpr ucp_tag_t control_bit = ucp_tag_t{1} << 43, setup_bit = ucp_tag_t{1} << 42;
+  static constexpr ucp_tag_t payload_mask = (ucp_tag_t{1} << rank_shift) - 1;  // all but the sender
+  static constexpr ucp_tag_t abort_kind = 0, timeout_kind = 1;
+  static constexpr std::size_t notice_bytes = 256;
+  ucp_tag_t wire(int from, tag t) const noexcept {
+    return ucp_tag_t(static_cast<std::uint64_t>(from)) << rank_shift | narrow_.pack(t);
+  }
+  static int sender_of(ucp_tag_t t) noexcept { return static_cast<int>(t >> rank_shift); }
+
+  // --- Set-up ---------------------------------------------------------------
+  struct process_record {
+    detail::process_id proc;
+    std::uint64_t cpus[16] = {};  // affinity mask, CPUs 0-1023
+    char host[64] = {};
+  };
+  std::string record() const {
+    process_record r;
+    r.proc = detail::this_process();
+    ::gethostname(r.host, sizeof r.host - 1);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+      for (int c = 0; c < 1024 && c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) r.cpus[c / 64] |= std::uint64_t{1} << (c % 64);
+    return std::string(reinterpret_cast<const char*>(&r), sizeof r) + worker_.address();
+  }
+  void connect(const std::vector<std::string>& records) {
+    const auto n = static_cast<std::size_t>(size_);
+    procs_.resize(n);
+    hosts_.resize(n);
+    failed_.assign(n, std::string());
+    reported_.assign(n, -1e300);
+    slots_.resize(n);
+    eps_.assign(n, nullptr);
+    std::uint64_t cpus[16] = {};
+    const detail::process_id me = detail::this_process();
+    for (std::size_t q = 0; q < n; ++q) {
+      if (records[q].size() <= sizeof(process_record))
+        throw transport_error("ucx_transport: rank " + std::to_string(q) + "'s rendezvous record is too short");
+      process_record r;
+      std::memcpy(&r, records[q].data(), sizeof r);
+      procs_[q] = r.proc;
+      if (procs_[q].machine != me.machine) procs_[q].machine = 0;  // another machine: not watched
+      hosts_[q] = std::string(r.host, strnlen(r.host, sizeof r.host));
+      for (int w = 0; w < 16; ++w) cpus[w] |= r.cpus[w];
+      slots_[q] = {this, static_cast<int>(q)};
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.address = reinterpret_cast<const ucp_address_t*>(records[q].data() + sizeof r);
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = &ucx_transport::on_peer_error;
+      ep.err_handler.arg = &slots_[q];
+      detail::ucx_check(ucp_ep_create(worker_.get(), &ep, &eps_[q]), "ucp_ep_create");
+    }
+    cores_ = 0;
+    for (std::uint64_t w : cpus) cores_ += __builtin_popcountll(w);
+    if (cores_ < 1) cores_ = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    machine_ = me.machine;
+  }
+  // Every rank's stage file, and which ranks open each other's: ranks of
+  // one machine with the same host name (so the emulated hosts of
+  // bench/cluster, network namespaces with a host name each, stay apart).
+  // `DDL_UCX_SHM=0` on a rank shares with none. Two rounds over UCX.
+  void find_stages(deadline until) {
+    const char* env = std::getenv("DDL_UCX_SHM");
+    const bool wanted = !(env && std::strcmp(env, "0") == 0) && machine_ != 0;
+    const detail::shared_stages::file mine = wanted ? stages_.create() : detail::shared_stages::file{};
+    std::vector<detail::shared_stages::file> all(static_cast<std::size_t>(size_));
+    all_gather_bytes(&mine, sizeof mine, all.data(), until);
+    if (wanted && mine.fd >= 0)
+      for (int p = 0; p < size_; ++p) {
+        const auto q = static_cast<std::size_t>(p);
+        if (p != rank_ && procs_[q].machine == machine_ && hosts_[q] == hosts_[static_cast<std::size_t>(rank_)])
+          stages_.open_peer(p, procs_[q].pid, all[q], size_, true);
+      }
+    const std::vector<std::uint64_t> row = stages_.row(rank_, size_);
+    std::vector<std::uint64_t> rows(row.size() * static_cast<std::size_t>(size_));
+    all_gather_bytes(row.data(), row.size() * sizeof(std::uint64_t), rows.data(), until);
+    stages_.agree(std::move(rows), rank_, size_);
+  }
+  // Every rank's `bytes` at `mine` into `all` (rank order), over UCX's
+  // control tags; `timeout_error` naming the first silent rank at `until`.
+  void all_gather_bytes(const void* mine, std::size_t bytes, void* all, deadline until) {
+    const ucp_tag_t kind = setup_bit | setups_++;
+    auto* out = static_cast<std::byte*>(all);
+    std::memcpy(out + static_cast<std::size_t>(rank_) * bytes, mine, bytes);
+    std::vector<request> pending;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      request s = fields(p, 0, true, bytes);
+      ucp_request_param_t prm{};
+      void* q = ucp_tag_send_nbx(eps_[static_cast<std::size_t>(p)], mine, bytes,
+                                 ucp_tag_t(static_cast<std::uint64_t>(rank_)) << rank_shift | control_bit | kind, &prm);
+      if (UCS_PTR_IS_ERR(q)) failed_at_once(p, true, UCS_PTR_STATUS(q));
+      s.r_ = q;
+      pending.push_back(std::move(s));
+      pending.push_back(post_receive(p, {out + static_cast<std::size_t>(p) * bytes, bytes},
+                                     ucp_tag_t(static_cast<std::uint64_t>(p)) << rank_shift | control_bit | kind,
+                                     ~ucp_tag_t{0}, 0));
+    }
+    for (auto& r : pending) wait(r, until);
+  }
+
+  // --- Requests ---------------------------------------------------------------
+  request fields(int peer, tag t, bool send, std::size_t bytes) {
+    request r;
+    r.owner_ = this;
+    r.peer_ = peer;
+    r.send_ = send;
+    r.tag_ = t;
+    r.bytes_ = bytes;
+    return r;
+  }
+  // A receive is always a request (`UCP_OP_ATTR_FLAG_NO_IMM_CMPL`), so its
+  // sender and length are read in one place (`finished`).
+  request post_receive(int peer, mutable_bytes data, ucp_tag_t wire_tag, ucp_tag_t mask, tag t) {
+    request r = fields(peer, t, false, data.size);
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    void* q = ucp_tag_recv_nbx(worker_.get(), data.data, data.size, wire_tag, mask, &p);
+    if (UCS_PTR_IS_ERR(q)) failed_at_once(peer, false, UCS_PTR_STATUS(q));
+    r.r_ = q;
+    return r;
+  }
+  // A completed receive: its sender (for `irecv_any`) and its length.
+  void received(request& req, const ucp_tag_recv_info_t& info) {
+    if (req.peer_ < 0) req.peer_ = sender_of(info.sender_tag);
+    if (info.length != req.bytes_)
+      throw transport_error(detail::size_mismatch("ucx_transport", req.peer_, info.length, rank_, req.bytes_, req.tag_));
+  }
+  [[noreturn]] void truncated(const request& req, const ucp_tag_recv_info_t& info) {
+    const int from = req.peer_ >= 0 ? req.peer_ : sender_of(info.sender_tag);
+    if (detail::is_stamped(req.tag_))
+      throw transport_error("ucx_transport: " + detail::count_mismatch(from, "more than " + std::to_string(req.bytes_),
+                                                                       rank_, req.bytes_, req.tag_));
+    throw transport_error("ucx_transport: rank " + std::to_string(rank_) + ": a message from rank " +
+                          std::to_string(from) + " is longer than the receive of " + std::to_string(req.bytes_) +
+                          " bytes (" + detail::describe_tag(req.tag_) + ")");
+  }
+  void send_control(int p, ucp_tag_t kind, const void* data, std::size_t bytes) {
+    if (!eps_[static_cast<std::size_t>(p)] || !failed_[static_cast<std::size_t>(p)].empty()) return;
+    ucp_request_param_t prm{};
+    void* q = ucp_tag_send_nbx(eps_[static_cast<std::size_t>(p)], data, bytes,
+                               ucp_tag_t(static_cast<std::uint64_t>(rank_)) << rank_shift | control_bit | kind, &prm);
+    if (q && !UCS_PTR_IS_ERR(q)) control_sends_.push_back(q);
+  }
+  // Keeps a receive of the peers' notices posted (always a request).
+  void post_notice_receive() {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    void* q = ucp_tag_recv_nbx(worker_.get(), notice_in_, notice_bytes, control_bit, control_bit | setup_bit, &p);
+    detail::ucx_check(UCS_PTR_IS_ERR(q) ? UCS_PTR_STATUS(q) : UCS_OK, "posting the notice receive");
+    notice_recv_ = q;
+  }
+  // A peer's notice: a timeout report (noted; true: post the next receive)
+  // or why it gave the group up (the group is broken; false).
+  bool take_notice(const ucp_tag_recv_info_t& info) {
+    const int from = sender_of(info.sender_tag);
+    if ((info.sender_tag & 1u) == timeout_kind) {
+      if (from >= 0 && from < size_) reported_[static_cast<std::size_t>(from)] = detail::steady_seconds();
+      return true;
+    }
+    broken_.assign(notice_in_, std::min<std::size_t>(info.length, notice_bytes));
+    return false;
+  }
+  // Whether `req` completed (then retired); throws what UCX reported.
+  bool finished(request& req) {
+    ucp_tag_recv_info_t info{};
+    const ucs_status_t s = req.send_ ? ucp_request_check_status(req.r_) : ucp_tag_recv_request_test(req.r_, &info);
+    if (s == UCS_INPROGRESS) return false;
+    ucp_request_free(req.r_);
+    req.r_ = nullptr;
+    if (s == UCS_ERR_MESSAGE_TRUNCATED) truncated(req, info);
+    if (s != UCS_OK) failed_at_once(req.peer_, req.send_, s);
+    if (!req.send_) received(req, info);
+    return true;
+  }
+  [[noreturn]] void failed_at_once(int peer, bool send, ucs_status_t s) {
+    // A peer that gave up says why in a notice sent before its endpoints
+    // closed: a short look for it first, so the error names the cause.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (!broken() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    if (broken())
+      throw transport_error("ucx_transport: rank " + std::to_string(rank_) + " stopped waiting for " +
+                            (peer >= 0 ? "rank " + std::to_string(peer) : std::string("any rank")) + ": " + broken_);
+    std::string why = peer >= 0 ? failed_[static_cast<std::size_t>(peer)] : std::string();
+    if (why.empty()) why = ucs_status_string(s);
+    throw transport_error("ucx_transport: rank " + std::to_string(rank_) + ": the " +
+                          (send ? "send to " : "receive from ") + (peer >= 0 ? process_of(peer) : "any rank") +
+                          " failed: " + why);
+  }
+  // Withdraws an unfinished request (its destructor): a receive is
+  // cancelled. A send UCX cannot cancel (a large one the peer never took)
+  // is stranded: this rank's failure notice goes out first (`abort`, which
+  // the communicator calls next, or `close`), then the endpoint to its peer
+  // ends by force, which fails the send, so UCX never reads the caller's
+  // buffer afterwards; the peer learns why from the notice.
+  void withdraw(void* r, bool send, int peer) noexcept {
+    ucp_request_cancel(worker_.get(), r);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
+      if (!worker_.progress()) std::this_thread::yield();
+    if (ucp_request_check_status(r) == UCS_INPROGRESS && send && peer >= 0) {
+      stranded_.push_back({r, peer});
+      return;
+    }
+    ucp_request_free(r);
+  }
+  // Ends the stranded sends (`withdraw`): the notices flushed (bounded),
+  // each one's endpoint closed by force, the send failed and freed.
+  void end_stranded() noexcept {
+    if (stranded_.empty()) return;
+    flush(std::chrono::milliseconds(200));
+    for (auto& [r, peer] : stranded_) {
+      const auto q = static_cast<std::size_t>(peer);
+      if (eps_[q]) {
+        if (failed_[q].empty()) failed_[q] = "its endpoint was closed after a send to it could not be withdrawn";
+        close_endpoint(q, true);
+      }
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
+        worker_.progress();
+      ucp_request_free(r);
+    }
+    stranded_.clear();
+  }
+  // Waits (at most `limit`) until what this worker sent has reached its peers.
+  void flush(std::chrono::milliseconds limit) noexcept {
+    ucp_request_param_t p{};
+    void* r = ucp_worker_flush_nbx(worker_.get(), &p);
+    if (!r || UCS_PTR_IS_ERR(r)) return;
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
+      if (!worker_.progress()) std::this_thread::yield();
+    ucp_request_cancel(worker_.get(), r);
+    ucp_request_free(r);
+  }
+  static void on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) {
+    auto* slot = static_cast<peer_slot*>(arg);
+    auto& f = slot->self->failed_[static_cast<std::size_t>(slot->peer)];
+    if (f.empty()) f = std::string("UCX reported its endpoint failed (") + ucs_status_string(status) + ")";
+  }
+
+  // --- Waiting ----------------------------------------------------------------
+  // While `req` waits: a peer's notice, a failed endpoint, an awaited peer
+  // of this machine that exited, a message of this call under another stamp.
+  template <class Ready = std::nullptr_t>
+  void look_around(request& req, Ready&& ready = nullptr) {
+    const int peer = req.peer_;
+    if (broken()) {
+      req.release();
+      throw transport_error("ucx_transport: rank " + std::to_string(rank_) + " stopped waiting for " +
+                            (peer >= 0 ? "rank " + std::to_string(peer) : std::string("any rank")) + ": " + broken_);
+    }
+    for (int q = 0; q < size_; ++q) {
+      if ((peer >= 0 && q != peer) || failed_[static_cast<std::size_t>(q)].empty()) continue;
+      if constexpr (!std::is_null_pointer_v<std::decay_t<Ready>>)
+        if (ready()) return;
+      const bool send = req.send_;
+      req.release();
+      failed_at_once(q, send, UCS_ERR_CONNECTION_RESET);
+    }
+    if (peer >= 0) check_alive(req, ready);
+    if (peer >= 0) check_stamp(req, ready);
+  }
+  // Every 0.1 s of a wait on a peer of this machine: has its process exited
+  // (seen gone twice, 0.1 s apart)?
+  template <class Ready>
+  void check_alive(request& req, Ready&& ready) {
+    const auto peer = static_cast<std::size_t>(req.peer_);
+    if (procs_[peer].machine == 0) return;
+    const double now = detail::steady_seconds();
+    if (now < next_look_) return;
+    next_look_ = now + 0.1;
+    const bool gone = detail::state_of(procs_[peer], machine_) == detail::process_state::gone;
+    if (!gone || gone_peer_ != req.peer_) {
+      gone_peer_ = gone ? req.peer_ : -1;
+      return;
+    }
+    if constexpr (!std::is_null_pointer_v<std::decay_t<Ready>>)
+      if (ready()) return;
+    failed_[peer] = "its process has exited";
+    const char* doing = !req.active() ? "see its stage" : req.send_ ? "send to it" : "receive from it";
+    req.release();
+    throw transport_error("ucx_transport: rank " + std::to_string(rank_) + ": " + process_of(static_cast<int>(peer)) +
+                          " has exited while this rank waited to " + doing);
+  }
+  // The peer's oldest unexpected message, if of this call under another stamp: a mismatch.
+  template <class Ready>
+  void check_stamp(request& req, Ready&& ready) {
+    if (!detail::is_stamped(req.tag_)) return;
+    ucp_tag_recv_info_t info{};
+    const ucp_tag_t from = ucp_tag_t(static_cast<std::uint64_t>(req.peer_)) << rank_shift;
+    if (!ucp_tag_probe_nb(worker_.get(), from, ~payload_mask | control_bit, 0, &info)) return;
+    const tag found = narrow_.unpack(info.sender_tag & (control_bit - 1));
+    if (!detail::stamps_disagree(narrow_.unpack(narrow_.pack(req.tag_)), found)) return;
+    if (req.send_ && req.active() && ucp_request_check_status(req.r_) != UCS_INPROGRESS) return;  // taken after all
+    if constexpr (!std::is_null_pointer_v<std::decay_t<Ready>>)
+      if (ready()) return;
+    const int peer = req.peer_;
+    const tag mine = req.tag_;
+    req.release();
+    throw mismatch_error("ucx_transport: " + detail::stamp_mismatch(rank_, mine, peer, found));
+  }
+  [[noreturn]] void timed_out(request& req, std::chrono::steady_clock::time_point start,
+                              std::chrono::steady_clock::time_point now) {
+    const int peer = req.peer_;
+    req.release();
+    const double waited = std::chrono::duration<double>(now - start).count();
+    const double at = detail::steady_seconds(), grace = detail::timeout_grace(waited);
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) send_control(p, timeout_kind, nullptr, 0);
+    while (detail::steady_seconds() < at + grace) {
+      broken();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    broken();
+    std::vector<int> silent =
+        detail::silent_ranks([&](int q) { return reported_[static_cast<std::size_t>(q)]; }, size_, rank_, at, grace);
+    throw timeout_error(peer, "", "", waited, std::move(silent));
+  }
+
+  // --- Checks and names ---------------------------------------------------------
+  void refuse_if_broken() {
+    if (!stranded_.empty()) abort("a send it could not withdraw after a failed call");
+    if (!broken_.empty()) throw transport_error("ucx_transport: the group is broken (" + broken_ + ")");
+  }
+  void require_rank(int peer) const {
+    if (peer < 0 || peer >= size_)
+      throw invalid_argument("ucx_transport: no rank " + std::to_string(peer) + " of " + std::to_string(size_));
+  }
+  // `peer` is a rank whose endpoint works, else the error of a failed request to it.
+  void usable(int peer, bool send) {
+    require_rank(peer);
+    if (!failed_[static_cast<std::size_t>(peer)].empty()) failed_at_once(peer, send, UCS_ERR_CONNECTION_RESET);
+  }
+  std::string process_of(int q) const {
+    const auto i = static_cast<std::size_t>(q);
+    return "rank " + std::to_string(q) + " (pid " + std::to_string(procs_[i].pid) + " on " + hosts_[i] + ")";
+  }
+
+  // --- The end ---------------------------------------------------------------------
+  void close_endpoint(std::size_t q, bool force) noexcept {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    void* r = ucp_ep_close_nbx(eps_[q], &p);
+    eps_[q] = nullptr;
+    if (!r || UCS_PTR_IS_ERR(r)) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(force ? 2 : 5);
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
+      if (!worker_.progress()) std::this_thread::yield();
+    ucp_request_free(r);
+  }
+  void close() noexcept {
+    if (notice_recv_) {
+      ucp_request_cancel(worker_.get(), notice_recv_);
+      worker_.progress();
+      ucp_request_free(notice_recv_);
+      notice_recv_ = nullptr;
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    for (void* r : control_sends_) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
+        worker_.progress();
+      ucp_request_free(r);
+    }
+    control_sends_.clear();
+    if (!stranded_.empty() && broken_.empty()) abort("a send it could not withdraw after a failed call");
+    end_stranded();
+    // Healthy: each endpoint flushes what it still sends, then closes; after
+    // a failure, by force (a peer may never take what is queued for it),
+    // once the notices had a moment to leave.
+    const bool force = !broken_.empty();
+    flush(std::chrono::milliseconds(force ? 500 : 5000));
+    for (std::size_t q = 0; q < eps_.size(); ++q)
+      if (eps_[q]) close_endpoint(q, force || !failed_[q].empty());
+  }
+
+  struct peer_slot {
+    ucx_transport* self = nullptr;
+    int peer = -1;
+  };
+  int rank_ = 0, size_ = 1, cores_ = 1;
+  detail::ucx_worker worker_;
+  detail::narrow_tags narrow_{43};
+  std::vector<ucp_ep_h> eps_;
+  std::vector<peer_slot> slots_;            // the error callbacks' arguments, one per peer
+  std::vector<std::string> failed_;         // per peer: why its endpoint is gone ("" while it works)
+  std::vector<detail::process_id> procs_;   // per rank: its process
+  std::vector<std::string> hosts_;          // per rank: its host name
+  std::uint64_t machine_ = 0;               // this process's machine (`detail::process_id`)
+  double next_look_ = 0;                    // when `check_alive` looks again (steady seconds)
+  int gone_peer_ = -1;                      // the awaited peer the last look found gone
+  detail::shared_stages stages_;            // see stages_shared
+  void* notice_recv_ = nullptr;             // the receive of peers' notices, always posted
+  char notice_in_[notice_bytes] = {};
+  std::string notice_out_;
+  std::vector<void*> control_sends_;        // notices and reports this rank sent
+  std::vector<std::pair<void*, int>> stranded_;  // sends `withdraw` could not cancel, and their peers
+  std::string broken_;                      // why the group is broken; empty while it is not
+  std::vector<double> reported_;            // per rank: when its last timeout report came (steady seconds)
+  unsigned tests_ = 0;
+  ucp_tag_t setups_ = 0;                    // set-up rounds so far (`all_gather_bytes`)
+};
+
+}  // namespace ddl

@@ -1,0 +1,374 @@
+// The UCX transport over real processes started by ddl-run (no MPI): the
+// collective matrix, every collective beside it, mismatches, aborts, a rank
+// killed mid-collective; and, in one process, the rendezvous's errors.
+// CTest runs `ddl-run -n N ddl_test_ucx` (ucx.nN), the same with
+// UCX_TLS=tcp, and `ddl_test_ucx --test-case='ucx rendezvous*'` alone.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ddl/ucx.hpp>
+
+#include "matrix.hpp"
+#include "support.hpp"
+
+using namespace ddl_test;
+
+static_assert(ddl::check_transport<ddl::ucx_transport>());
+static_assert(ddl::has_test_v<ddl::ucx_transport> && ddl::has_irecv_any_v<ddl::ucx_transport> &&
+              ddl::has_abort_v<ddl::ucx_transport> && ddl::has_wait_until_v<ddl::ucx_transport> &&
+              ddl::has_read_peer_v<ddl::ucx_transport> && ddl::has_peer_buffer_v<ddl::ucx_transport>);
+
+namespace {
+
+bool launched() { return std::getenv("DDL_RENDEZVOUS") != nullptr; }
+
+template <class Strategy>
+void ucx_matrix(ddl::ucx_transport& t, const Strategy& s, std::size_t large = 65539, ddl::options o = {}) {
+  failure_log log;
+  const auto counts = matrix_counts(t.size(), large);
+  std::vector<std::byte> expected(large * 8);
+  matrix_rank(t, counts, log, o, s, expected.data(), false, [] {});
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+ddl::multi_ring<ddl::dynamic_extents> box_for(int n) {
+  int a = 1;
+  for (int f = 1; f * f <= n; ++f)
+    if (n % f == 0) a = f;
+  return ddl::multi_ring<ddl::dynamic_extents>(ddl::dynamic_extents{a, n / a}, {1, 0});
+}
+
+// A fresh directory for the one-process rendezvous tests.
+std::string fresh_dir() {
+  char dir[] = "/tmp/ddl-test-ucx-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  return dir;
+}
+
+std::string rendezvous_dir() { return ddl::rendezvous_dir_from_env(); }
+
+}  // namespace
+
+TEST_CASE("ucx: every strategy passes the matrix") {
+  if (!launched()) return;
+  ddl::ucx_transport t;
+  ucx_matrix(t, ddl::ring{}, (std::size_t{1} << 20) + 3);
+  ucx_matrix(t, ddl::recursive_doubling{});
+  ddl::options tiny;
+  tiny.chunk_bytes = 256;
+  tiny.pipeline_depth = 2;
+  ucx_matrix(t, ddl::recursive_doubling{}, 4099, tiny);
+  ucx_matrix(t, ddl::halving_doubling{});
+  ucx_matrix(t, box_for(t.size()));
+  ucx_matrix(t, box_for(t.size()).pipelined(3));
+  ucx_matrix(t, ddl::auto_strategy{}, 300007);
+  if (t.stages_shared()) {
+    ucx_matrix(t, ddl::one_shot{});
+    ucx_matrix(t, ddl::two_shot{});
+  }
+}
+
+TEST_CASE("ucx: ranks of one host share stages unless UCX_TLS keeps them apart or DDL_UCX_SHM=0; every rank agrees") {
+  if (!launched()) return;
+  ddl::ucx_transport t;
+  const char* shm = std::getenv("DDL_UCX_SHM");
+  CHECK(t.stages_shared() == !(shm && std::string(shm) == "0"));
+  CHECK(t.stamps_in_tags());
+  for (int q = 0; q < t.size(); ++q) CHECK(t.host_of(q) == t.host_of(t.rank()));
+}
+
+TEST_CASE("ucx: broadcast from every root, all_to_all, gather, scatter, reduce; blocking and asynchronous") {
+  if (!launched()) return;
+  ddl::ucx_transport t;
+  const int n = t.size(), r = t.rank();
+  failure_log log;
+  ddl::communicator<ddl::auto_strategy, ddl::ucx_transport> comm(t);
+  for (std::size_t count : {std::size_t(1), std::size_t(1001), (std::size_t(1) << 16) + 1})
+    for (int root = 0; root < n; ++root) {
+      std::vector<double> v(count, -1.0);
+      if (r == root)
+        for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<double>(i % 977) + root;
+      if (root % 2) comm.broadcast_async(ddl::host_view(v), root).wait();
+      else comm.broadcast(ddl::host_view(v), root);
+      for (std::size_t i = 0; i < count; ++i)
+        if (v[i] != static_cast<double>(i % 977) + root) {
+          log.add("broadcast count " + std::to_string(count) + " root " + std::to_string(root) + " wrong at " +
+                  std::to_string(i));
+          break;
+        }
+    }
+  for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(1) << 17})
+    for (bool counts : {false, true}) {
+      const auto parts = all_to_all_parts(n, per, counts);
+      for (bool in_place : {false, true})
+        for (bool async : {false, true})
+          check_all_to_all<double>(comm, r, parts, {counts, in_place, async}, log, "per " + std::to_string(per));
+    }
+  for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(4097)})
+    for (int root : {0, n - 1})
+      for (bool scatter : {false, true})
+        for (bool in_place : {false, true})
+          check_rooted<ddl::bfloat16>(comm, r, n, per, root, {scatter, in_place, in_place != (root == 0)}, log,
+                                      "per " + std::to_string(per));
+  for (std::size_t count : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(8195)})
+    for (ddl::op o : ddl::all_ops)
+      for (bool in_place : {false, true})
+        check_reduce<double>(comm, r, n, count, n - 1, o, in_place, !in_place, log, "count " + std::to_string(count));
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("ucx: send, recv, sendrecv and recv_any beside collectives; an unmatched receive times out") {
+  if (!launched()) return;
+  ddl::ucx_transport t;
+  const int n = t.size(), r = t.rank();
+  failure_log log;
+  ddl::communicator<ddl::auto_strategy, ddl::ucx_transport> comm(t);
+  for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(1) << 18}) {
+    const std::string where = "per " + std::to_string(per);
+    for (bool async : {false, true}) check_transfers<double>(comm, r, n, per, async, log, where);
+    check_sendrecv<std::int32_t>(comm, r, n, per, log, "sendrecv " + where);
+    check_any_source<ddl::half>(comm, r, n, per, log, "recv_any " + where);
+  }
+  if (n > 1) {
+    ddl::options o = comm.opts();
+    const ddl::options patient = o;
+    o.timeout = std::chrono::milliseconds(300);
+    comm.set_options(o);
+    if (r == 0) {
+      std::vector<float> got(3);
+      std::string what;
+      try {
+        comm.recv(ddl::host_view(got), 1, 9);
+      } catch (const ddl::timeout_error& e) {
+        what = e.what();
+        CHECK(e.peer() == 1);
+      }
+      CHECK_MESSAGE(what.find("recv from rank 1 under tag 9") != std::string::npos, what);
+    }
+    comm.set_options(patient);
+    std::vector<float> v(1001, 1.0f);
+    comm.all_reduce(ddl::host_view(v), ddl::op::sum);  // everyone waits here for rank 0's timeout
+    CHECK(v.back() == static_cast<float>(n));
+    check_transfers<float>(comm, r, n, 3, true, log, "after the timeout");
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("ucx: asynchronous all-reduces on the progress thread equal the blocking ones") {
+  if (!launched()) return;
+  ddl::ucx_transport t;
+  const int n = t.size(), r = t.rank();
+  ddl::communicator<ddl::auto_strategy, ddl::ucx_transport> comm(t);
+  std::vector<std::vector<float>> bufs;
+  std::vector<std::size_t> counts{1, 17, 1001, 65537, 300007};
+  for (std::size_t c : counts) {
+    bufs.emplace_back(c);
+    for (std::size_t i = 0; i < c; ++i) bufs.back()[i] = static_cast<float>((i % 101) * (r + 1));
+  }
+  std::vector<ddl::collective_request> pending;
+  for (auto& b : bufs) pending.push_back(comm.all_reduce_async(ddl::host_view(b), ddl::op::sum));
+  for (auto& p : pending) p.wait();
+  const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    bool ok = true;
+    for (std::size_t i = 0; i < counts[k] && ok; ++i) ok = bufs[k][i] == static_cast<float>(i % 101) * ranks_sum;
+    CHECK_MESSAGE(ok, "count " << counts[k]);
+  }
+}
+
+TEST_CASE("ucx: a collective one rank disagrees on is a mismatch_error on every rank; a count mismatch too") {
+  if (!launched()) return;
+  ddl::ucx_transport t;
+  const int n = t.size(), r = t.rank();
+  if (n < 2) return;
+  {
+    ddl::communicator<ddl::ring, ddl::ucx_transport> comm(t);
+    std::vector<float> v(1000, 1.0f), out(1000 * static_cast<std::size_t>(n));
+    std::string what;
+    try {
+      if (r == n - 1) comm.all_gather(ddl::host_view(std::as_const(v)), ddl::host_view(out));
+      else comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+    } catch (const ddl::mismatch_error& e) {
+      what = e.what();
+    }
+    CHECK_MESSAGE(what.find("ranks disagree on the collective") != std::string::npos, what);
+  }
+  ddl::ucx_transport fresh;  // the group is given up after a mismatch
+  ddl::communicator<ddl::ring, ddl::ucx_transport> comm(fresh);
+  std::vector<double> v(r == n - 1 ? 2003 : 2000, 1.0);
+  std::string what;
+  try {
+    comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+  } catch (const ddl::mismatch_error& e) {
+    what = e.what();
+  }
+  CHECK_MESSAGE(what.find("call mismatch") != std::string::npos, what);
+}
+
+TEST_CASE("ucx: communicator::abort on one rank ends the others' pending calls at once, naming it") {
+  if (!launched()) return;
+  ddl::ucx_transport t;
+  const int n = t.size(), r = t.rank();
+  if (n < 2) return;
+  ddl::communicator<ddl::ring, ddl::ucx_transport> comm(t);
+  const auto start = std::chrono::steady_clock::now();
+  std::string what;
+  if (r == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    comm.abort("giving up on purpose");
+  } else {
+    std::vector<float> v(100000, 1.0f);
+    try {
+      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+    } catch (const ddl::transport_error& e) {
+      what = e.what();
+    }
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK_MESSAGE(what.find("giving up on purpose") != std::string::npos, what);
+    CHECK(took < 5.0);
+  }
+}
+
+// Run by CTest under `ddl-run --keep-going`: rank `victim` (the last) dies
+// by SIGKILL in its 5th all-reduce; every survivor must end its call with an
+// error naming it within DDL_TEST_KILL_BOUND seconds (2 by default) of the
+// kill, and say so in a file; rank 0 prints one line for CTest to match.
+TEST_CASE("ucx kill: a rank killed mid-collective is named by every survivor within the bound") {
+  if (!launched()) return;
+  ddl::ucx_transport t;
+  const int n = t.size(), r = t.rank(), victim = n - 1;
+  REQUIRE(n >= 2);
+  const double bound = std::getenv("DDL_TEST_KILL_BOUND") ? std::atof(std::getenv("DDL_TEST_KILL_BOUND")) : 2.0;
+  const std::string dir = rendezvous_dir();
+  ddl::communicator<ddl::ring, ddl::ucx_transport> comm(t);
+  std::vector<float> v(std::size_t{1} << 20, 1.0f);
+  std::string what;
+  double noticed = 0;
+  try {
+    for (int call = 0; call < 1000; ++call) {
+      if (r == victim && call == 5) {
+        std::ofstream(dir + "/killed_at") << ddl::detail::steady_seconds() << "\n";
+        ::raise(SIGKILL);
+      }
+      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+    }
+  } catch (const ddl::error& e) {
+    what = e.what();
+    noticed = ddl::detail::steady_seconds();
+  }
+  double killed = 0;
+  std::ifstream(dir + "/killed_at") >> killed;
+  const double after = noticed - killed;
+  const bool named = what.find("rank " + std::to_string(victim) + " (pid") != std::string::npos;
+  const bool ok = named && killed > 0 && after < bound;
+  CHECK_MESSAGE(ok, "after " << after << " s: " << what);
+  std::ofstream(dir + "/outcome." + std::to_string(r)) << (ok ? "ok " : "bad ") << after << "\n";
+  if (r != 0) return;
+  int good = 0;
+  double worst = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int q = 0; q < victim; ++q) {
+    std::string word;
+    double s = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      std::ifstream f(dir + "/outcome." + std::to_string(q));
+      if (f >> word >> s) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (word == "ok") ++good, worst = std::max(worst, s);
+  }
+  if (good == victim)
+    std::printf("ucx kill: %d of %d survivors named rank %d within %.2f s (bound %.1f s)\n", good, victim, victim, worst,
+                bound);
+}
+
+// --- One process: the rendezvous's errors ------------------------------------
+
+TEST_CASE("ucx rendezvous: a missing rank is a timeout_error naming it; an unwritable store an invalid_argument") {
+  if (launched()) return;
+  const std::string dir = fresh_dir();
+  std::string what;
+  std::vector<int> silent;
+  try {
+    ddl::ucx_transport t(ddl::file_store(dir), 0, 3, std::chrono::milliseconds(500), "missing");
+  } catch (const ddl::timeout_error& e) {
+    what = e.what();
+    silent = e.silent();
+  }
+  CHECK_MESSAGE(what.find("rank(s) 1, 2 of 3 never joined the rendezvous") != std::string::npos, what);
+  CHECK(silent == std::vector<int>{1, 2});
+  CHECK_THROWS_WITH_AS(ddl::file_store("/proc/ddl-cannot-be-here"), doctest::Contains("rendezvous directory"),
+                       ddl::invalid_argument);
+}
+
+TEST_CASE("ucx rendezvous: ranks that disagree on the world size, and two processes claiming one rank, fail on every rank") {
+  if (launched()) return;
+  const std::string dir = fresh_dir();
+  ddl::file_store store(dir);
+  auto attempt = [&](int rank, int size, const char* name) {
+    try {
+      ddl::ucx_transport t(store, rank, size, std::chrono::seconds(5), name);
+    } catch (const ddl::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  {
+    std::string a, b;
+    std::thread ta([&] { a = attempt(0, 2, "size"); });
+    std::thread tb([&] { b = attempt(1, 3, "size"); });
+    ta.join();
+    tb.join();
+    CHECK_MESSAGE(a.find("ranks disagree on the world size: rank 1 says 3 ranks, rank 0 says 2") != std::string::npos, a);
+    CHECK_MESSAGE(b.find("ranks disagree on the world size: rank 0 says 2 ranks, rank 1 says 3") != std::string::npos, b);
+  }
+  {
+    std::string a, b, c;
+    std::thread ta([&] { a = attempt(0, 2, "twice"); });
+    std::thread tb([&] { b = attempt(0, 2, "twice"); });
+    while (store.add("ddl.ucx.twice.claim.0", 0) < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::thread tc([&] { c = attempt(1, 2, "twice"); });
+    ta.join();
+    tb.join();
+    tc.join();
+    for (const std::string* s : {&a, &b, &c}) CHECK_MESSAGE(s->find("two processes claim rank 0") != std::string::npos, *s);
+  }
+  CHECK_THROWS_WITH_AS(ddl::ucx_transport(store, 2, 2), doctest::Contains("rank 2 of 2"), ddl::invalid_argument);
+}
+
+TEST_CASE("ucx rendezvous: rank and size from the launcher's variables, or an error naming them") {
+  if (launched()) return;
+  ::setenv("RANK", "1", 1);
+  ::unsetenv("WORLD_SIZE");
+  CHECK_THROWS_WITH_AS(ddl::launch_from_env(), doctest::Contains("WORLD_SIZE is not set while RANK is"),
+                       ddl::invalid_argument);
+  ::setenv("WORLD_SIZE", "1", 1);
+  CHECK_THROWS_WITH_AS(ddl::launch_from_env(), doctest::Contains("rank 1 of 1"), ddl::invalid_argument);
+  ::setenv("WORLD_SIZE", "4", 1);
+  const ddl::launch_info who = ddl::launch_from_env();
+  CHECK(who.rank == 1);
+  CHECK(who.size == 4);
+  ::unsetenv("RANK");
+  ::unsetenv("WORLD_SIZE");
+  ::setenv("SLURM_PROCID", "3", 1);
+  ::setenv("SLURM_NTASKS", "5", 1);
+  CHECK(ddl::launch_from_env().from == "SLURM_PROCID/SLURM_NTASKS");
+  ::unsetenv("SLURM_PROCID");
+  ::unsetenv("SLURM_NTASKS");
+  if (!std::getenv("OMPI_COMM_WORLD_RANK") && !std::getenv("PMI_RANK"))
+    CHECK_THROWS_WITH_AS(ddl::launch_from_env(), doctest::Contains("no rank and world size"), ddl::invalid_argument);
+  ::setenv("DDL_RENDEZVOUS", "tcp://host:1234", 1);
+  CHECK_THROWS_WITH_AS(ddl::rendezvous_dir_from_env(), doctest::Contains("expected file:///path"),
+                       ddl::invalid_argument);
+  ::unsetenv("DDL_RENDEZVOUS");
+}
