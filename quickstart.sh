@@ -11,7 +11,7 @@ mode=${1:-}
 case "$mode" in demo|test) ;; *) echo "usage: $0 demo|test" >&2; exit 2 ;; esac
 
 # Debian packages the build and tests need (only the missing ones are installed).
-packages=(cmake ninja-build g++ make python3 doctest-dev openmpi-bin libopenmpi-dev iproute2 zlib1g-dev dataset-fashion-mnist)
+packages=(cmake ninja-build g++ make python3 doctest-dev openmpi-bin libopenmpi-dev libucx-dev ucx-utils iproute2 zlib1g-dev dataset-fashion-mnist)
 # The test run also builds and tests the LibTorch example and the PyTorch backend, runs the
 # MPI tests a second time under MPICH (Open MPI stays the default MPI), builds a user's
 # project once more with Clang (strict warnings), and runs the simulator's fibers under Valgrind.

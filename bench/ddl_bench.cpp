@@ -7,7 +7,7 @@
 //             [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all|gather|scatter|
 //                           reduce]
 //             [--strategy ring|multi_ring|recursive_doubling|halving_doubling|auto|all]
-//             [--dims 2x2x2] [--explain] [--transport local|mpi] [--baseline mpi,gloo,ring] [--csv] [-c 1]
+//             [--dims 2x2x2] [--explain] [--transport local|mpi|ucx] [--spawn N] [--baseline mpi,gloo,ring] [--csv] [-c 1]
 //
 // size is the whole vector S: the all-reduce's buffer, the reduce-scatter's
 // input, the all-gather's output, the broadcast's buffer, the all-to-all's
@@ -22,6 +22,7 @@
 // cause). A ring all-reduce moves 5 (n-1) S bytes, so its ideal floor_eff is
 // 2n / (5(n-1)): 53% at n = 4.
 #include <ddl.hpp>
+#include <ddl/rendezvous/spawn.hpp>
 
 #include <cstdio>
 #include <fstream>
@@ -35,6 +36,7 @@
 #include "ddl_bench/local_runner.hpp"
 #include "ddl_bench/measure.hpp"
 #include "ddl_bench/mpi_runner.hpp"
+#include "ddl_bench/ucx_runner.hpp"
 #include "ddl_bench/options.hpp"
 
 #ifdef DDL_BENCH_COMMIT_HEADER
@@ -60,9 +62,24 @@ std::string cpu_model() {
 
 int main(int argc, char** argv) {
   settings s = parse(argc, argv);
+  if (s.spawn > 0) {  // this run again, as --spawn N ranks on this machine
+    std::vector<std::string> args{"/proc/self/exe"};
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == "--spawn") ++i;
+      else args.emplace_back(argv[i]);
+    }
+    return ddl::spawn_local(s.spawn, args);
+  }
+#ifndef DDL_BENCH_UCX
+  if (s.transport == "ucx") usage("this ddl-bench was built without UCX (install libucx-dev and reconfigure)");
+#endif
 #ifdef DDL_BENCH_MPI
   std::unique_ptr<ddl::mpi_session> mpi;
-  if (s.transport == "mpi") {
+  bool mpi_ranks = s.transport == "mpi";
+#ifdef DDL_BENCH_UCX
+  mpi_ranks = mpi_ranks || (s.transport == "ucx" && under_mpi_launcher());
+#endif
+  if (mpi_ranks) {
     mpi = std::make_unique<ddl::mpi_session>(argc, argv);
     MPI_Comm_size(MPI_COMM_WORLD, &s.ranks);
   }
@@ -75,6 +92,7 @@ int main(int argc, char** argv) {
 #ifdef DDL_BENCH_MPI
   ddl::plan_for mpi_allowed;  // what auto weighs over MPI (set by run_mpi)
 #endif
+  ddl::plan_for explain_allowed = ddl::plan_for::transport<ddl::local_transport>();  // ... over UCX (run_ucx)
   try {
     if (s.transport == "mpi") {
 #ifdef DDL_BENCH_MPI
@@ -82,6 +100,15 @@ int main(int argc, char** argv) {
       rows = run_mpi(s, labels, topo, found, mpi_allowed);
 #else
       usage("this ddl-bench was built without MPI (configure with DDL_ENABLE_MPI=ON)");
+#endif
+    } else if (s.transport == "ucx") {
+#ifdef DDL_BENCH_UCX
+      ddl::plan_for ucx_allowed;
+      rows = run_ucx(s, labels, topo, found, ucx_allowed);
+      const ddl::launch_info who = ddl::launch_from_env();
+      rank = who.rank;
+      s.ranks = who.size;
+      explain_allowed = ucx_allowed;
 #endif
     } else {
       topo = bench_topology(s);
@@ -94,7 +121,7 @@ int main(int argc, char** argv) {
   if (rank != 0) return 0;
   if (s.explain) {
     // What auto weighs over the transport.
-    ddl::plan_for allowed = ddl::plan_for::transport<ddl::local_transport>();
+    ddl::plan_for allowed = explain_allowed;
 #ifdef DDL_BENCH_MPI
     if (s.transport == "mpi") allowed = mpi_allowed;
 #endif

@@ -3,7 +3,12 @@
 // killed mid-collective; and, in one process, the rendezvous's errors.
 // CTest runs `ddl-run -n N ddl_test_ucx` (ucx.nN), the same with
 // UCX_TLS=tcp, and `ddl_test_ucx --test-case='ucx rendezvous*'` alone.
+#ifdef DDL_TEST_UCX_MPI
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <ddl/mpi.hpp>
+#else
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#endif
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -12,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,7 +36,21 @@ static_assert(ddl::has_test_v<ddl::ucx_transport> && ddl::has_irecv_any_v<ddl::u
 
 namespace {
 
+#ifdef DDL_TEST_UCX_MPI
+// Built as ddl_test_ucx_mpi: an MPI job (mpiexec) running ddl over UCX, the
+// ranks meeting through an mpi_store.
+bool launched() { return true; }
+std::unique_ptr<ddl::ucx_transport> world() {
+  int r = 0, n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  ddl::mpi_store store(MPI_COMM_WORLD);
+  return std::make_unique<ddl::ucx_transport>(store, r, n);
+}
+#else
 bool launched() { return std::getenv("DDL_RENDEZVOUS") != nullptr; }
+std::unique_ptr<ddl::ucx_transport> world() { return std::make_unique<ddl::ucx_transport>(); }
+#endif
 
 template <class Strategy>
 void ucx_matrix(ddl::ucx_transport& t, const Strategy& s, std::size_t large = 65539, ddl::options o = {}) {
@@ -61,7 +81,8 @@ std::string rendezvous_dir() { return ddl::rendezvous_dir_from_env(); }
 
 TEST_CASE("ucx: every strategy passes the matrix") {
   if (!launched()) return;
-  ddl::ucx_transport t;
+  auto world_ = world();
+  ddl::ucx_transport& t = *world_;
   ucx_matrix(t, ddl::ring{}, (std::size_t{1} << 20) + 3);
   ucx_matrix(t, ddl::recursive_doubling{});
   ddl::options tiny;
@@ -80,7 +101,8 @@ TEST_CASE("ucx: every strategy passes the matrix") {
 
 TEST_CASE("ucx: ranks of one host share stages unless UCX_TLS keeps them apart or DDL_UCX_SHM=0; every rank agrees") {
   if (!launched()) return;
-  ddl::ucx_transport t;
+  auto world_ = world();
+  ddl::ucx_transport& t = *world_;
   const char* shm = std::getenv("DDL_UCX_SHM");
   CHECK(t.stages_shared() == !(shm && std::string(shm) == "0"));
   CHECK(t.stamps_in_tags());
@@ -89,7 +111,8 @@ TEST_CASE("ucx: ranks of one host share stages unless UCX_TLS keeps them apart o
 
 TEST_CASE("ucx: broadcast from every root, all_to_all, gather, scatter, reduce; blocking and asynchronous") {
   if (!launched()) return;
-  ddl::ucx_transport t;
+  auto world_ = world();
+  ddl::ucx_transport& t = *world_;
   const int n = t.size(), r = t.rank();
   failure_log log;
   ddl::communicator<ddl::auto_strategy, ddl::ucx_transport> comm(t);
@@ -129,7 +152,8 @@ TEST_CASE("ucx: broadcast from every root, all_to_all, gather, scatter, reduce; 
 
 TEST_CASE("ucx: send, recv, sendrecv and recv_any beside collectives; an unmatched receive times out") {
   if (!launched()) return;
-  ddl::ucx_transport t;
+  auto world_ = world();
+  ddl::ucx_transport& t = *world_;
   const int n = t.size(), r = t.rank();
   failure_log log;
   ddl::communicator<ddl::auto_strategy, ddl::ucx_transport> comm(t);
@@ -166,7 +190,8 @@ TEST_CASE("ucx: send, recv, sendrecv and recv_any beside collectives; an unmatch
 
 TEST_CASE("ucx: asynchronous all-reduces on the progress thread equal the blocking ones") {
   if (!launched()) return;
-  ddl::ucx_transport t;
+  auto world_ = world();
+  ddl::ucx_transport& t = *world_;
   const int n = t.size(), r = t.rank();
   ddl::communicator<ddl::auto_strategy, ddl::ucx_transport> comm(t);
   std::vector<std::vector<float>> bufs;
@@ -188,7 +213,8 @@ TEST_CASE("ucx: asynchronous all-reduces on the progress thread equal the blocki
 
 TEST_CASE("ucx: a collective one rank disagrees on is a mismatch_error on every rank; a count mismatch too") {
   if (!launched()) return;
-  ddl::ucx_transport t;
+  auto world_ = world();
+  ddl::ucx_transport& t = *world_;
   const int n = t.size(), r = t.rank();
   if (n < 2) return;
   {
@@ -203,7 +229,8 @@ TEST_CASE("ucx: a collective one rank disagrees on is a mismatch_error on every 
     }
     CHECK_MESSAGE(what.find("ranks disagree on the collective") != std::string::npos, what);
   }
-  ddl::ucx_transport fresh;  // the group is given up after a mismatch
+  auto fresh_ = world();  // the group is given up after a mismatch
+  ddl::ucx_transport& fresh = *fresh_;
   ddl::communicator<ddl::ring, ddl::ucx_transport> comm(fresh);
   std::vector<double> v(r == n - 1 ? 2003 : 2000, 1.0);
   std::string what;
@@ -217,7 +244,8 @@ TEST_CASE("ucx: a collective one rank disagrees on is a mismatch_error on every 
 
 TEST_CASE("ucx: communicator::abort on one rank ends the others' pending calls at once, naming it") {
   if (!launched()) return;
-  ddl::ucx_transport t;
+  auto world_ = world();
+  ddl::ucx_transport& t = *world_;
   const int n = t.size(), r = t.rank();
   if (n < 2) return;
   ddl::communicator<ddl::ring, ddl::ucx_transport> comm(t);
@@ -245,7 +273,8 @@ TEST_CASE("ucx: communicator::abort on one rank ends the others' pending calls a
 // kill, and say so in a file; rank 0 prints one line for CTest to match.
 TEST_CASE("ucx kill: a rank killed mid-collective is named by every survivor within the bound") {
   if (!launched()) return;
-  ddl::ucx_transport t;
+  auto world_ = world();
+  ddl::ucx_transport& t = *world_;
   const int n = t.size(), r = t.rank(), victim = n - 1;
   REQUIRE(n >= 2);
   const double bound = std::getenv("DDL_TEST_KILL_BOUND") ? std::atof(std::getenv("DDL_TEST_KILL_BOUND")) : 2.0;
@@ -372,3 +401,17 @@ TEST_CASE("ucx rendezvous: rank and size from the launcher's variables, or an er
                        ddl::invalid_argument);
   ::unsetenv("DDL_RENDEZVOUS");
 }
+
+#ifdef DDL_TEST_UCX_MPI
+int main(int argc, char** argv) {
+  ddl::mpi_session mpi(argc, argv);
+  doctest::Context ctx(argc, argv);
+  ctx.addFilter("test-case-exclude", "ucx kill*,ucx rendezvous*");
+  const int failed = ctx.run() != 0;
+  int r = 0, failures = failed;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (r == 0) std::printf("ucx over an MPI job: %d rank(s) failed\n", failures);
+  return failed;
+}
+#endif

@@ -108,6 +108,150 @@ struct gloo_baseline {
 };
 #endif
 
+// The baselines of `s` over MPI communicator `comm` (this process is rank
+// `rank` of `n`): the MPI call doing each collective's job, the hand-written
+// ring on MPI_Sendrecv, Gloo's all-reduce. Also used beside ddl over UCX in
+// an MPI job (`run_ucx`).
+inline void add_mpi_baselines(const settings& s, MPI_Comm comm, int rank, int n, std::vector<impl>& impls,
+                              std::string& found) {
+  for (const auto& b : s.baselines) {
+    if (b == "mpi") {
+      const MPI_Datatype dt = mpi_type(s.type);
+      const MPI_Op op = mpi_op(s.oper);
+      const bool reduces = s.coll == collective::all_reduce || s.coll == collective::reduce_scatter;
+      if (dt == MPI_DATATYPE_NULL || (reduces && op == MPI_OP_NULL)) {
+        found += std::string("; MPI not compared: MPI has no ") +
+                 (dt == MPI_DATATYPE_NULL ? "datatype for " + std::string(ddl::name_of(s.type)) : "avg op");
+        continue;
+      }
+      const std::size_t es = ddl::size_of(s.type);
+      impl m;
+      switch (s.coll) {
+        case collective::all_reduce:
+          m.label = "MPI_Allreduce";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            MPI_Allreduce(in, out, static_cast<int>(c), dt, op, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) { MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(c), dt, op, comm); };
+          break;
+        case collective::reduce_scatter:
+          m.label = "MPI_Reduce_scatter_block";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            MPI_Reduce_scatter_block(in, out, static_cast<int>(c / n), dt, op, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, static_cast<int>(c / n), dt, op, comm);
+          };
+          m.ip_block_at_own_offset = false;  // MPI_IN_PLACE leaves the block at the start
+          break;
+        case collective::all_gather: {
+          const int r = rank;
+          m.label = "MPI_Allgather";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            MPI_Allgather(in + static_cast<std::size_t>(r) * (c / n) * es, k, dt, out, k, dt, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, static_cast<int>(c / n), dt, comm);
+          };
+          break;
+        }
+        case collective::broadcast:
+          m.label = "MPI_Bcast";
+          m.ip = [=](std::byte* buf, std::size_t c) { MPI_Bcast(buf, static_cast<int>(c), dt, 0, comm); };
+          break;
+        case collective::all_to_all:
+          m.label = "MPI_Alltoall";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            MPI_Alltoall(in, k, dt, out, k, dt, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, static_cast<int>(c / n), dt, comm);
+          };
+          break;
+        case collective::gather: {  // root 0, the blocks as ddl-bench's ddl rows place them
+          const int r = rank;
+          m.label = "MPI_Gather";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            MPI_Gather(in + static_cast<std::size_t>(r) * (c / n) * es, k, dt, out, k, dt, 0, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            if (r == 0) MPI_Gather(MPI_IN_PLACE, k, dt, buf, k, dt, 0, comm);
+            else MPI_Gather(buf + static_cast<std::size_t>(r) * (c / n) * es, k, dt, nullptr, k, dt, 0, comm);
+          };
+          break;
+        }
+        case collective::reduce: {  // root 0
+          const int r = rank;
+          m.label = "MPI_Reduce";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            MPI_Reduce(in, out, static_cast<int>(c), dt, op, 0, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            if (r == 0) MPI_Reduce(MPI_IN_PLACE, buf, static_cast<int>(c), dt, op, 0, comm);
+            else MPI_Reduce(buf, nullptr, static_cast<int>(c), dt, op, 0, comm);
+          };
+          break;
+        }
+        case collective::sendrecv: {  // the ring shift ddl-bench's ddl row runs
+          const ring_peers peers(rank, n);
+          const int next = peers.next, prev = peers.prev;
+          m.label = "MPI_Sendrecv";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            MPI_Sendrecv(in, static_cast<int>(c), dt, next, 0, out, static_cast<int>(c), dt, prev, 0, comm,
+                         MPI_STATUS_IGNORE);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            MPI_Sendrecv_replace(buf, static_cast<int>(c), dt, next, 0, prev, 0, comm, MPI_STATUS_IGNORE);
+          };
+          break;
+        }
+        case collective::scatter: {
+          const int r = rank;
+          m.label = "MPI_Scatter";
+          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            MPI_Scatter(in, k, dt, out, k, dt, 0, comm);
+          };
+          m.ip = [=](std::byte* buf, std::size_t c) {
+            const int k = static_cast<int>(c / n);
+            if (r == 0) MPI_Scatter(buf, k, dt, MPI_IN_PLACE, k, dt, 0, comm);
+            else MPI_Scatter(nullptr, k, dt, buf + static_cast<std::size_t>(r) * (c / n) * es, k, dt, 0, comm);
+          };
+          break;
+        }
+      }
+      impls.push_back(std::move(m));
+    } else if (b == "ring") {
+      const ring_peers peers(rank, n);
+      auto exchange = [comm, peers](const std::byte* send, std::size_t sn, std::byte* recv, std::size_t rn) {
+        MPI_Sendrecv(send, static_cast<int>(sn), MPI_BYTE, peers.next, 0, recv, static_cast<int>(rn), MPI_BYTE,
+                     peers.prev, 0, comm, MPI_STATUS_IGNORE);
+      };
+      add_hand_ring(impls, found, s, rank, n, exchange);
+    } else {
+      if (s.coll != collective::all_reduce) {
+        found += "; gloo not compared: all_reduce only";
+        continue;
+      }
+#ifdef DDL_BENCH_GLOO
+      if (s.oper == ddl::op::avg || s.type == ddl::dtype::float16 || s.type == ddl::dtype::bfloat16) {
+        found += "; gloo not compared for this dtype/op";
+        continue;
+      }
+      static gloo_baseline g(comm);
+      impls.push_back(g.make<gloo::AllreduceRingChunked>("gloo:ring_chunked", s));
+      impls.push_back(g.make<gloo::AllreduceHalvingDoubling>("gloo:halving_doubl", s));
+#else
+      found += "; gloo not compared: ddl-bench was built without Gloo (install libgloo-dev and reconfigure)";
+#endif
+    }
+  }
+}
+
 inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& labels, ddl::topology& topo, std::string& found,
                                 ddl::plan_for& allowed) {
   ddl::mpi_cluster cluster(MPI_COMM_WORLD);
@@ -134,144 +278,8 @@ inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& lab
   ddl::options opts = ddl::options::from_env();
   if (s.chunk_bytes) opts.chunk_bytes = s.chunk_bytes;
   auto impls = ddl_impls(t, s, topo, opts);
+  add_mpi_baselines(s, t.comm(), t.rank(), t.size(), impls, found);
   const MPI_Comm comm = t.comm();
-  for (const auto& b : s.baselines) {
-    if (b == "mpi") {
-      const MPI_Datatype dt = mpi_type(s.type);
-      const MPI_Op op = mpi_op(s.oper);
-      const bool reduces = s.coll == collective::all_reduce || s.coll == collective::reduce_scatter;
-      if (dt == MPI_DATATYPE_NULL || (reduces && op == MPI_OP_NULL)) {
-        found += std::string("; MPI not compared: MPI has no ") +
-                 (dt == MPI_DATATYPE_NULL ? "datatype for " + std::string(ddl::name_of(s.type)) : "avg op");
-        continue;
-      }
-      const int n = t.size();
-      const std::size_t es = ddl::size_of(s.type);
-      impl m;
-      switch (s.coll) {
-        case collective::all_reduce:
-          m.label = "MPI_Allreduce";
-          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
-            MPI_Allreduce(in, out, static_cast<int>(c), dt, op, comm);
-          };
-          m.ip = [=](std::byte* buf, std::size_t c) { MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(c), dt, op, comm); };
-          break;
-        case collective::reduce_scatter:
-          m.label = "MPI_Reduce_scatter_block";
-          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
-            MPI_Reduce_scatter_block(in, out, static_cast<int>(c / n), dt, op, comm);
-          };
-          m.ip = [=](std::byte* buf, std::size_t c) {
-            MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, static_cast<int>(c / n), dt, op, comm);
-          };
-          m.ip_block_at_own_offset = false;  // MPI_IN_PLACE leaves the block at the start
-          break;
-        case collective::all_gather: {
-          const int r = t.rank();
-          m.label = "MPI_Allgather";
-          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
-            const int k = static_cast<int>(c / n);
-            MPI_Allgather(in + static_cast<std::size_t>(r) * (c / n) * es, k, dt, out, k, dt, comm);
-          };
-          m.ip = [=](std::byte* buf, std::size_t c) {
-            MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, static_cast<int>(c / n), dt, comm);
-          };
-          break;
-        }
-        case collective::broadcast:
-          m.label = "MPI_Bcast";
-          m.ip = [=](std::byte* buf, std::size_t c) { MPI_Bcast(buf, static_cast<int>(c), dt, 0, comm); };
-          break;
-        case collective::all_to_all:
-          m.label = "MPI_Alltoall";
-          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
-            const int k = static_cast<int>(c / n);
-            MPI_Alltoall(in, k, dt, out, k, dt, comm);
-          };
-          m.ip = [=](std::byte* buf, std::size_t c) {
-            MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, static_cast<int>(c / n), dt, comm);
-          };
-          break;
-        case collective::gather: {  // root 0, the blocks as ddl-bench's ddl rows place them
-          const int r = t.rank();
-          m.label = "MPI_Gather";
-          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
-            const int k = static_cast<int>(c / n);
-            MPI_Gather(in + static_cast<std::size_t>(r) * (c / n) * es, k, dt, out, k, dt, 0, comm);
-          };
-          m.ip = [=](std::byte* buf, std::size_t c) {
-            const int k = static_cast<int>(c / n);
-            if (r == 0) MPI_Gather(MPI_IN_PLACE, k, dt, buf, k, dt, 0, comm);
-            else MPI_Gather(buf + static_cast<std::size_t>(r) * (c / n) * es, k, dt, nullptr, k, dt, 0, comm);
-          };
-          break;
-        }
-        case collective::reduce: {  // root 0
-          const int r = t.rank();
-          m.label = "MPI_Reduce";
-          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
-            MPI_Reduce(in, out, static_cast<int>(c), dt, op, 0, comm);
-          };
-          m.ip = [=](std::byte* buf, std::size_t c) {
-            if (r == 0) MPI_Reduce(MPI_IN_PLACE, buf, static_cast<int>(c), dt, op, 0, comm);
-            else MPI_Reduce(buf, nullptr, static_cast<int>(c), dt, op, 0, comm);
-          };
-          break;
-        }
-        case collective::sendrecv: {  // the ring shift ddl-bench's ddl row runs
-          const ring_peers peers(t.rank(), n);
-          const int next = peers.next, prev = peers.prev;
-          m.label = "MPI_Sendrecv";
-          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
-            MPI_Sendrecv(in, static_cast<int>(c), dt, next, 0, out, static_cast<int>(c), dt, prev, 0, comm,
-                         MPI_STATUS_IGNORE);
-          };
-          m.ip = [=](std::byte* buf, std::size_t c) {
-            MPI_Sendrecv_replace(buf, static_cast<int>(c), dt, next, 0, prev, 0, comm, MPI_STATUS_IGNORE);
-          };
-          break;
-        }
-        case collective::scatter: {
-          const int r = t.rank();
-          m.label = "MPI_Scatter";
-          m.oop = [=](const std::byte* in, std::byte* out, std::size_t c) {
-            const int k = static_cast<int>(c / n);
-            MPI_Scatter(in, k, dt, out, k, dt, 0, comm);
-          };
-          m.ip = [=](std::byte* buf, std::size_t c) {
-            const int k = static_cast<int>(c / n);
-            if (r == 0) MPI_Scatter(buf, k, dt, MPI_IN_PLACE, k, dt, 0, comm);
-            else MPI_Scatter(nullptr, k, dt, buf + static_cast<std::size_t>(r) * (c / n) * es, k, dt, 0, comm);
-          };
-          break;
-        }
-      }
-      impls.push_back(std::move(m));
-    } else if (b == "ring") {
-      const ring_peers peers(t.rank(), t.size());
-      auto exchange = [comm, peers](const std::byte* send, std::size_t sn, std::byte* recv, std::size_t rn) {
-        MPI_Sendrecv(send, static_cast<int>(sn), MPI_BYTE, peers.next, 0, recv, static_cast<int>(rn), MPI_BYTE,
-                     peers.prev, 0, comm, MPI_STATUS_IGNORE);
-      };
-      add_hand_ring(impls, found, s, t.rank(), t.size(), exchange);
-    } else {
-      if (s.coll != collective::all_reduce) {
-        found += "; gloo not compared: all_reduce only";
-        continue;
-      }
-#ifdef DDL_BENCH_GLOO
-      if (s.oper == ddl::op::avg || s.type == ddl::dtype::float16 || s.type == ddl::dtype::bfloat16) {
-        found += "; gloo not compared for this dtype/op";
-        continue;
-      }
-      static gloo_baseline g(comm);
-      impls.push_back(g.make<gloo::AllreduceRingChunked>("gloo:ring_chunked", s));
-      impls.push_back(g.make<gloo::AllreduceHalvingDoubling>("gloo:halving_doubl", s));
-#else
-      found += "; gloo not compared: ddl-bench was built without Gloo (install libgloo-dev and reconfigure)";
-#endif
-    }
-  }
   for (const auto& i : impls) labels.push_back(i.label);
   // The timing barrier yields while it waits: MPICH's MPI_Barrier busy-polls,
   // and on oversubscribed cores every timed iteration then lasts whole

@@ -34,6 +34,7 @@ struct settings : sweep_flags {  // -b -e -f -n
   bool timed_writes = false;    // --timed-writes: each call's time includes the write of its input before it
   int ranks = 4;
   std::string transport = "local";
+  int spawn = 0;  // --spawn N: start N ranks of this run here (ucx), as ddl-run would
   std::vector<int> dims;  // --dims AxBx...: positive extents
   int segments = 8;       // --segments K: the pipelined multi-ring's segments
   std::vector<std::string> strategies{"ring"};
@@ -73,7 +74,7 @@ inline double bus_factor(collective c, int n) {
 [[noreturn]] inline void usage(const std::string& error) {
   std::fprintf(stderr,
                "ddl-bench: %s\n"
-               "usage: ddl-bench [--transport local|mpi] [--ranks N] [--baseline mpi,gloo,ring]\n"
+               "usage: ddl-bench [--transport local|mpi|ucx] [--ranks N] [--spawn N] [--baseline mpi,gloo,ring]\n"
                "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all|\n"
                "                               gather|scatter|reduce|sendrecv]\n"
                "                 [--strategy ring|multi_ring|pipelined|direct_first|recursive_doubling|halving_doubling|one_shot|two_shot|two_shot_read|two_shot_stream|auto|all[,...]]\n"
@@ -96,6 +97,8 @@ inline double bus_factor(collective c, int n) {
                "one machine read a peer's buffer where it lies instead of a copy in its stage);\n"
                "sendrecv sends every rank's buffer to the next rank, received from the previous one (in place:\n"
                "into a buffer of the size, then copied back, as MPI_Sendrecv_replace does; 2 ranks or more);\n"
+               "--transport ucx runs on processes started by ddl-run, by --spawn N (this machine), or by mpiexec\n"
+               "(then --baseline mpi,gloo run beside it in the same job);\n"
                "--baseline ring adds hand:ring, a ring written by hand (one blocking exchange a step: MPI_Sendrecv\n"
                "over MPI, isend/irecv on threads; a plain loop reduces): all_reduce, reduce_scatter, all_gather;\n"
                "int32, int64, float, double; sum, prod, min, max\n",
@@ -133,6 +136,7 @@ inline settings parse(int argc, char** argv) {
       else if (a == "-o") s.oper = ddl::parse_op(value());
       else if (a == "--ranks") s.ranks = std::stoi(value());
       else if (a == "--transport") s.transport = value();
+      else if (a == "--spawn") s.spawn = std::stoi(value());
       else if (a == "--baseline") s.baselines = split(value(), ',');
       else if (a == "--strategy") s.strategies = split(value(), ',');
       else if (a == "--collective") {
@@ -171,11 +175,13 @@ inline settings parse(int argc, char** argv) {
       usage(e.what());
     }
   }
-  if (s.transport != "local" && s.transport != "mpi") usage("unknown transport '" + s.transport + "' (available: local, mpi)");
+  if (s.transport != "local" && s.transport != "mpi" && s.transport != "ucx")
+    usage("unknown transport '" + s.transport + "' (available: local, mpi, ucx)");
+  if (s.spawn < 0 || (s.spawn > 0 && s.transport != "ucx")) usage("--spawn N needs --transport ucx and N >= 1");
   for (const auto& b : s.baselines) {
     if (b != "mpi" && b != "gloo" && b != "ring")
-      usage("unknown baseline '" + b + "' (available: mpi, gloo (both --transport mpi), ring)");
-    if (b != "ring" && s.transport != "mpi") usage("--baseline " + b + " needs --transport mpi (run under mpirun)");
+      usage("unknown baseline '" + b + "' (available: mpi, gloo (both --transport mpi or ucx under mpirun), ring)");
+    if (b != "ring" && s.transport == "local") usage("--baseline " + b + " needs --transport mpi or ucx (run under mpirun)");
   }
   s.all_strategies = s.strategies.size() == 1 && s.strategies[0] == "all";
   if (s.all_strategies) s.strategies.assign(std::begin(strategy_names), std::end(strategy_names));

@@ -131,7 +131,7 @@ class ucx_transport {
   bool allows_progress_thread() const noexcept { return true; }
 
   request isend(int peer, const_bytes data, tag t) {
-    refuse_if_broken();
+    refuse_if_broken(true);
     usable(peer, true);
     request r = fields(peer, t, true, data.size);
     ucp_request_param_t p{};
@@ -141,7 +141,7 @@ class ucx_transport {
     return r;
   }
   request irecv(int peer, mutable_bytes data, tag t) {
-    refuse_if_broken();
+    refuse_if_broken(true);
     usable(peer, false);
     return post_receive(peer, data, wire(peer, t), ~ucp_tag_t{0}, t);
   }
@@ -149,7 +149,7 @@ class ucx_transport {
   /// message UCX matches first (the sender's bits masked); once complete,
   /// the request's `peer()` is the sender (the concept's `irecv_any`).
   request irecv_any(mutable_bytes data, tag t) {
-    refuse_if_broken();
+    refuse_if_broken(true);
     return post_receive(-1, data, narrow_.pack(t), payload_mask, t);
   }
 
@@ -277,6 +277,12 @@ class ucx_transport {
   static int sender_of(ucp_tag_t t) noexcept { return static_cast<int>(t >> rank_shift); }
 
   // --- Set-up ---------------------------------------------------------------
+  // DDL_UCX_PEER_ERRORS=1: UCX's peer error handling on every endpoint
+  // (peers of this host then talk over TCP).
+  static bool peer_errors_wanted() {
+    const char* v = std::getenv("DDL_UCX_PEER_ERRORS");
+    return v && std::strcmp(v, "1") == 0;
+  }
   struct process_record {
     detail::process_id proc;
     std::uint64_t cpus[16] = {};  // affinity mask, CPUs 0-1023
@@ -303,6 +309,9 @@ class ucx_transport {
     eps_.assign(n, nullptr);
     std::uint64_t cpus[16] = {};
     const detail::process_id me = detail::this_process();
+    char host[64] = {};
+    ::gethostname(host, sizeof host - 1);
+    peer_errors_.assign(n, 1);
     for (std::size_t q = 0; q < n; ++q) {
       if (records[q].size() <= sizeof(process_record))
         throw transport_error("ucx_transport: rank " + std::to_string(q) + "'s rendezvous record is too short");
@@ -313,14 +322,27 @@ class ucx_transport {
       hosts_[q] = std::string(r.host, strnlen(r.host, sizeof r.host));
       for (int w = 0; w < 16; ++w) cpus[w] |= r.cpus[w];
       slots_[q] = {this, static_cast<int>(q)};
+      // UCX's shared-memory wires do not take part in peer error handling
+      // (an endpoint that asks for it goes over TCP, 2-3x slower here): a
+      // peer of this host whose process this one can watch gets an endpoint
+      // without it where UCX can make one (`check_alive` names it when it
+      // dies); every other peer one with it.
+      const bool watched = procs_[q].machine != 0 && hosts_[q] == host;
       ucp_ep_params_t ep{};
-      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
       ep.address = reinterpret_cast<const ucp_address_t*>(records[q].data() + sizeof r);
-      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-      ep.err_handler.cb = &ucx_transport::on_peer_error;
-      ep.err_handler.arg = &slots_[q];
-      detail::ucx_check(ucp_ep_create(worker_.get(), &ep, &eps_[q]), "ucp_ep_create");
+      ucs_status_t made = UCS_ERR_UNREACHABLE;
+      if (watched && !peer_errors_wanted()) {
+        made = ucp_ep_create(worker_.get(), &ep, &eps_[q]);
+        if (made == UCS_OK) peer_errors_[q] = 0;
+      }
+      if (made != UCS_OK) {
+        ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep.err_handler.cb = &ucx_transport::on_peer_error;
+        ep.err_handler.arg = &slots_[q];
+        detail::ucx_check(ucp_ep_create(worker_.get(), &ep, &eps_[q]), "ucp_ep_create");
+      }
     }
     cores_ = 0;
     for (std::uint64_t w : cpus) cores_ += __builtin_popcountll(w);
@@ -464,7 +486,11 @@ class ucx_transport {
   // is stranded: this rank's failure notice goes out first (`abort`, which
   // the communicator calls next, or `close`), then the endpoint to its peer
   // ends by force, which fails the send, so UCX never reads the caller's
-  // buffer afterwards; the peer learns why from the notice.
+  // buffer afterwards; the peer learns why from the notice. A peer of this
+  // host on an endpoint without peer error handling (shared memory) cannot
+  // be cut off so: its send is held, and the peer, which takes in the
+  // notice before it posts another receive (`isend`, `irecv` look), never
+  // matches it; only a receive it posted before the notice came could.
   void withdraw(void* r, bool send, int peer) noexcept {
     ucp_request_cancel(worker_.get(), r);
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
@@ -483,6 +509,11 @@ class ucx_transport {
     flush(std::chrono::milliseconds(200));
     for (auto& [r, peer] : stranded_) {
       const auto q = static_cast<std::size_t>(peer);
+      if (!peer_errors_[q]) {  // no force without peer error handling: held until the end (see `withdraw`)
+        if (failed_[q].empty()) failed_[q] = "a send to it could not be withdrawn after a failed call";
+        held_.push_back(r);
+        continue;
+      }
       if (eps_[q]) {
         if (failed_[q].empty()) failed_[q] = "its endpoint was closed after a send to it could not be withdrawn";
         close_endpoint(q, true);
@@ -591,8 +622,11 @@ class ucx_transport {
   }
 
   // --- Checks and names ---------------------------------------------------------
-  void refuse_if_broken() {
+  // Throws once the group is broken; `look` takes in the peers' notices
+  // first (before a message is posted: a peer that gave up is not answered).
+  void refuse_if_broken(bool look = false) {
     if (!stranded_.empty()) abort("a send it could not withdraw after a failed call");
+    if (look) broken();
     if (!broken_.empty()) throw transport_error("ucx_transport: the group is broken (" + broken_ + ")");
   }
   void require_rank(int peer) const {
@@ -642,9 +676,11 @@ class ucx_transport {
     // a failure, by force (a peer may never take what is queued for it),
     // once the notices had a moment to leave.
     const bool force = !broken_.empty();
-    flush(std::chrono::milliseconds(force ? 500 : 5000));
+    if (force) flush(std::chrono::milliseconds(500));
     for (std::size_t q = 0; q < eps_.size(); ++q)
-      if (eps_[q]) close_endpoint(q, force || !failed_[q].empty());
+      if (eps_[q]) close_endpoint(q, peer_errors_[q] && (force || !failed_[q].empty()));
+    for (void* r : held_) ucp_request_free(r);
+    held_.clear();
   }
 
   struct peer_slot {
@@ -668,6 +704,8 @@ class ucx_transport {
   std::string notice_out_;
   std::vector<void*> control_sends_;        // notices and reports this rank sent
   std::vector<std::pair<void*, int>> stranded_;  // sends `withdraw` could not cancel, and their peers
+  std::vector<void*> held_;                 // stranded sends to peers without peer error handling
+  std::vector<char> peer_errors_;           // per peer: its endpoint has UCX's peer error handling
   std::string broken_;                      // why the group is broken; empty while it is not
   std::vector<double> reported_;            // per rank: when its last timeout report came (steady seconds)
   unsigned tests_ = 0;
