@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quick start on a fresh Debian 12 machine:
-#   ./quickstart.sh demo   install what is missing, build what the demo runs, run ddl-bench and a
-#                          short data-parallel training run (in-process ranks)
+#   ./quickstart.sh demo   install what is missing, build what the demo runs, run ddl-bench (in-process
+#                          ranks, then processes over UCX started without mpiexec) and a short
+#                          data-parallel training run (in-process ranks)
 #   ./quickstart.sh test   install what is missing, build, run the whole test suite (CTest), and the
 #                          MPI tests once more under MPICH
 set -euo pipefail
@@ -43,6 +44,8 @@ if [ "$mode" = demo ]; then
   ranks=${DDL_RANKS:-4}
   echo "== ddl-bench: all-reduce over $ranks in-process ranks, 4 KiB .. 64 MiB: the ring, and auto (the planner's pick, named in the plan column)"
   "$build/bench/ddl-bench" --ranks "$ranks" -b 4K -e 64M -f 4 -n 10 -w 2 --strategy ring,auto
+  echo "== ddl-bench over UCX: $ranks processes started without mpiexec (--spawn, as ddl-run -n $ranks), meeting through a rendezvous directory"
+  "$build/bench/ddl-bench" --transport ucx --spawn "$ranks" -b 4K -e 16M -f 4 -n 10 -w 2 --strategy ring,auto 2>&1 | grep -v 'UCX  WARN'
   echo "== ddl-train: an MLP on Fashion-MNIST, $ranks in-process ranks, gradients averaged through ddl's buckets"
   "$build/examples/ddl-train" --model mlp --ranks "$ranks" --epochs 2
 else

@@ -254,10 +254,7 @@ class ucx_transport {
     detail::backoff wait_more = detail::backoff::stage_wait(cores_ < size_);
     for (unsigned polls = 0;; ++polls) {
       if (ready()) return;
-      if (polls % 16 == 15) {
-        worker_.progress();
-        look_around(req, ready);
-      }
+      if (polls % 16 == 15) look_around(req, ready);  // progresses the worker (`broken`)
       if (const auto now = std::chrono::steady_clock::now(); now >= until) timed_out(req, start, now);
       wait_more.sleep_with([&](std::chrono::steady_clock::time_point u) { stages_.sleep_on(peer, ready, u); }, until);
     }
