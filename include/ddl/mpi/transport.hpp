@@ -40,6 +40,7 @@
 #include "ddl/detail/event.hpp"
 #include "ddl/transport/process.hpp"
 #include "ddl/transport/shared_stages.hpp"
+#include "ddl/transport/stage_access.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
 
@@ -338,7 +339,7 @@ class mpi_session {
 };
 
 /// One rank's handle on an MPI communicator.
-class mpi_transport {
+class mpi_transport : public detail::stage_access<mpi_transport> {
  public:
   /// Link costs the planner assumes without `DDL_TOPOLOGY` or a probe.
   static constexpr double default_bandwidth = 2e9;
@@ -396,6 +397,7 @@ class mpi_transport {
 
    private:
     friend class mpi_transport;
+    friend class detail::stage_access<mpi_transport>;
   };
 
   /// Duplicates `comm` twice (collective over `comm`): one communicator for
@@ -551,76 +553,11 @@ class mpi_transport {
     return peer >= 0 && peer < size_ && (piece_everywhere_ || !on_node_[static_cast<std::size_t>(peer)]) ? piece_ : 0;
   }
 
-  /// Whether every rank maps every other's stage (shared memory: all ranks
-  /// on this machine, and each may open the others' through `/proc`; tried
-  /// on every pair at construction, the ranks agree on the answer). Then the
-  /// direct strategies (`one_shot`, `two_shot`) run over MPI too, and `auto`
-  /// weighs them. A rank with `DDL_MPI_SHM=0` shares with none (so this is
-  /// false on every rank).
-  bool stages_shared() const noexcept { return stages_.shared(); }
-  /// Whether the ranks `base + i * stride` (i < `size`) all map each
-  /// other's stages: the ranks of one machine, when the job spans several
-  /// (`group_view` asks it; the multi-ring's first dimension then runs
-  /// through shared memory, `multi_ring::direct_first`).
-  bool stages_shared_among(int base, int stride, int size) const noexcept {
-    return stages_.shared_among(base, stride, size);
-  }
-  /// This rank's stage, at least `bytes` long (see the Transport concept):
-  /// an anonymous shared-memory file (`memfd`), grown, never shrunk. One
-  /// collective at a time uses it.
-  std::byte* stage(std::size_t bytes) {
-    refuse_if_broken();
-    if (std::byte* s = stages_.own_mapped(bytes)) return s;
-    return stages_.own(bytes, "mpi_transport: rank " + std::to_string(rank_));
-  }
-  /// Rank `peer`'s stage as mapped here, its first `bytes` (it has grown
-  /// its stage that far and said so). Mapped once, again only when longer.
-  const std::byte* peer_stage(int peer, std::size_t bytes) {
-    refuse_if_broken();
-    require_rank(peer);
-    if (const std::byte* s = stages_.peer_mapped(peer, bytes)) return s;
-    return stages_.peer(peer, bytes, "mpi_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
-  }
-  /// Whether every rank reads every other's memory at any address
-  /// (`read_peer`: Linux cross-memory attach, one copy by the kernel; tried
-  /// on every pair at construction, the ranks agree). two_shot may then
-  /// read its peers' plain buffers where they lie instead of copies in the
-  /// stages (`two_shot::reading_peers`; `auto` measures both). Needs
-  /// `stages_shared()`; `DDL_MPI_CMA=0` on any rank turns it off on every rank.
-  bool memory_readable() const noexcept { return stages_.readable(); }
-  /// Whether the ranks `base + i * stride` (i < `size`) all read each
-  /// other's memory (`memory_readable` for a group of them).
-  bool memory_readable_among(int base, int stride, int size) const noexcept {
-    return stages_.readable_among(base, stride, size);
-  }
-  /// Copies `bytes` at address `at` of rank `peer`'s process into `dst`
-  /// (see the Transport concept's `read_peer`).
-  void read_peer(int peer, const std::byte* at, std::byte* dst, std::size_t bytes) {
-    refuse_if_broken();
-    require_rank(peer);
-    if (const int err = stages_.read(peer, at, dst, bytes))
-      throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " cannot read " + std::to_string(bytes) +
-                            " bytes of " + process_of(peer) + "'s memory: " + std::strerror(err));
-  }
-  /// Copies `bytes` at `src` to address `at` of rank `peer`'s process
-  /// (see the Transport concept's `write_peer`).
-  void write_peer(int peer, const std::byte* src, std::byte* at, std::size_t bytes) {
-    refuse_if_broken();
-    require_rank(peer);
-    if (const int err = stages_.write(peer, src, at, bytes))
-      throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " cannot write " + std::to_string(bytes) +
-                            " bytes into " + process_of(peer) + "'s memory: " + std::strerror(err));
-  }
-  /// Region `r` of rank `peer`'s `ddl::shared_buffer`, mapped here for
-  /// reading (see the Transport concept's `peer_buffer`): opened through
-  /// the peer's process, mapped once, kept for later calls.
-  const std::byte* peer_buffer(int peer, const detail::shared_region& r) {
-    refuse_if_broken();
-    require_rank(peer);
-    if (const std::byte* s = stages_.peer_buffer_mapped(peer, r)) return s;
-    return stages_.peer_buffer(peer, procs_[static_cast<std::size_t>(peer)].pid, r,
-                               "mpi_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
-  }
+  // The stage members (`stage`, `peer_stage`, `stages_shared`, `read_peer`,
+  // `peer_buffer`, `wait_until`, ...: `detail::stage_access`) come from the
+  // base: ranks MPI puts on one node share stages (`find_stages`; a rank
+  // with `DDL_MPI_SHM=0` shares with none), and read each other's memory
+  // unless a rank sets `DDL_MPI_CMA=0`.
 
   request isend(int peer, const_bytes data, tag t) {
     refuse_if_broken();
@@ -691,39 +628,10 @@ class mpi_transport {
     }
   }
 
-  /// Polls `ready()` (a look at rank `peer`'s stage, e.g. a counter it
-  /// raises there) until it returns true, as `wait` waits for a message of
-  /// `peer` tagged `awaited`: the same deadline and `timeout_error`, a
-  /// peer's abort notice, the peer's process exiting, and a message of the
-  /// peer's in this call under another stamp (it runs another collective,
-  /// count or strategy) ending the wait with `mismatch_error`. It spins,
-  /// yields, then sleeps on `peer`'s doorbell (`stage_raised`), 2 ms at
-  /// most at a time. The Transport concept's `wait_until`.
-  template <class Ready>
-  void wait_until(int peer, Ready&& ready, deadline until, tag awaited) {
-    refuse_if_broken();
-    request req;  // looked around with, never posted
-    req.peer_ = peer;
-    req.tag_ = awaited;
-    const auto start = std::chrono::steady_clock::now();
-    // Ranks sharing stages that outnumber their cores yield at once: a
-    // spinning rank holds the core the rank it waits for needs (8 ranks on
-    // 2 cores, 8 B: 36 us a call, 41-44 spinning first). Then they sleep on
-    // the peer's doorbell soon (`detail::backoff::stage_wait`).
-    detail::backoff wait_more = detail::backoff::stage_wait(cores_ < size_);
-    for (unsigned polls = 0;; ++polls) {
-      if (ready()) return;
-      if (polls % 16 == 15) look_around(req, ready);
-      if (const auto now = std::chrono::steady_clock::now(); now >= until) timed_out(req, start, now);
-      wait_more.sleep_with([&](std::chrono::steady_clock::time_point u) { stages_.sleep_on(peer, ready, u); }, until);
-    }
-  }
-  /// Wakes the peers asleep in `wait_until` on this rank's stage (a counter
-  /// in it was raised): a fence and a look at each peer's doorbell when
-  /// none sleeps (`detail::shared_stages::ring`).
-  void stage_raised() noexcept { stages_.ring(rank_); }
-
  private:
+  friend class detail::stage_access<mpi_transport>;
+  static constexpr const char* transport_name = "mpi_transport";
+  std::int64_t pid_of(int q) const { return procs_[static_cast<std::size_t>(q)].pid; }
   // A wait on `req` since `start` passed its deadline at `now`: withdrawn,
   // the timeout reported to the peers, `timeout_error` thrown.
   [[noreturn]] void timed_out(request& req, std::chrono::steady_clock::time_point start,
@@ -1033,7 +941,6 @@ class mpi_transport {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  detail::shared_stages stages_;  // see stages_shared
   int cores_ = 1;                 // see `cores`
   std::vector<detail::process_id> procs_;  // per rank: its process
   std::uint64_t machine_ = 0;              // this process's machine (`detail::process_id`)

@@ -42,8 +42,10 @@
 #include "ddl/transport/process.hpp"
 #include "ddl/transport/request.hpp"
 #include "ddl/transport/shared_stages.hpp"
+#include "ddl/transport/stage_access.hpp"
 #include "ddl/transport/stamp.hpp"
 #include "ddl/ucx/context.hpp"
+#include "ddl/ucx/peers.hpp"
 
 namespace ddl {
 
@@ -57,7 +59,7 @@ inline std::atomic<int>& ucx_generation() {
 }  // namespace detail
 
 /// One rank's handle on a group of processes connected by UCX.
-class ucx_transport {
+class ucx_transport : public detail::stage_access<ucx_transport> {
  public:
   static constexpr double default_bandwidth = 2e9;
   static constexpr double default_latency = 20e-6;
@@ -89,6 +91,7 @@ class ucx_transport {
 
    private:
     friend class ucx_transport;
+    friend class detail::stage_access<ucx_transport>;
   };
 
   /// Rank `rank` of `size`, meeting the others through `store` (the Store
@@ -105,8 +108,10 @@ class ucx_transport {
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(wait);
     if (name.empty()) name = std::to_string(detail::ucx_generation()++);
     const std::string prefix = "ddl.ucx." + name + ".";
-    const auto records = exchange_records(store, prefix, rank, size, record(), until);
-    connect(records);
+    const auto records = exchange_records(store, prefix, rank, size, detail::ucx_peers::record(worker_), until);
+    peers_.connect(worker_, records);
+    cores_ = peers_.cores;
+    reported_.assign(static_cast<std::size_t>(size_), -1e300);
     post_notice_receive();
     find_stages(until);
   }
@@ -124,7 +129,7 @@ class ucx_transport {
   /// affinity masks, found at construction).
   int cores() const noexcept { return cores_; }
   /// The host name rank `q` gave at the rendezvous.
-  const std::string& host_of(int q) const { return hosts_.at(static_cast<std::size_t>(q)); }
+  const std::string& host_of(int q) const { return peers_.hosts.at(static_cast<std::size_t>(q)); }
   /// The call stamps fit in UCX's tags.
   bool stamps_in_tags() const noexcept { return narrow_.stamps(); }
   /// One thread at a time may drive the worker (`UCS_THREAD_MODE_SERIALIZED`).
@@ -135,7 +140,7 @@ class ucx_transport {
     usable(peer, true);
     request r = fields(peer, t, true, data.size);
     ucp_request_param_t p{};
-    void* q = ucp_tag_send_nbx(eps_[static_cast<std::size_t>(peer)], data.data, data.size, wire(rank_, t), &p);
+    void* q = ucp_tag_send_nbx(peers_.eps[static_cast<std::size_t>(peer)], data.data, data.size, wire(rank_, t), &p);
     if (UCS_PTR_IS_ERR(q)) failed_at_once(peer, true, UCS_PTR_STATUS(q));
     r.r_ = q;
     return r;
@@ -201,67 +206,16 @@ class ucx_transport {
     return !broken_.empty();
   }
 
-  // --- Shared stages: ranks of one machine (as `mpi_transport`) ----------
-  bool stages_shared() const noexcept { return stages_.shared(); }
-  bool stages_shared_among(int base, int stride, int size) const noexcept {
-    return stages_.shared_among(base, stride, size);
-  }
-  std::byte* stage(std::size_t bytes) {
-    refuse_if_broken();
-    if (std::byte* s = stages_.own_mapped(bytes)) return s;
-    return stages_.own(bytes, "ucx_transport: rank " + std::to_string(rank_));
-  }
-  const std::byte* peer_stage(int peer, std::size_t bytes) {
-    refuse_if_broken();
-    require_rank(peer);
-    if (const std::byte* s = stages_.peer_mapped(peer, bytes)) return s;
-    return stages_.peer(peer, bytes, "ucx_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
-  }
-  bool memory_readable() const noexcept { return stages_.readable(); }
-  bool memory_readable_among(int base, int stride, int size) const noexcept {
-    return stages_.readable_among(base, stride, size);
-  }
-  void read_peer(int peer, const std::byte* at, std::byte* dst, std::size_t bytes) {
-    refuse_if_broken();
-    require_rank(peer);
-    if (const int err = stages_.read(peer, at, dst, bytes))
-      throw transport_error("ucx_transport: rank " + std::to_string(rank_) + " cannot read " + std::to_string(bytes) +
-                            " bytes of " + process_of(peer) + "'s memory: " + std::strerror(err));
-  }
-  void write_peer(int peer, const std::byte* src, std::byte* at, std::size_t bytes) {
-    refuse_if_broken();
-    require_rank(peer);
-    if (const int err = stages_.write(peer, src, at, bytes))
-      throw transport_error("ucx_transport: rank " + std::to_string(rank_) + " cannot write " + std::to_string(bytes) +
-                            " bytes into " + process_of(peer) + "'s memory: " + std::strerror(err));
-  }
-  const std::byte* peer_buffer(int peer, const detail::shared_region& r) {
-    refuse_if_broken();
-    require_rank(peer);
-    if (const std::byte* s = stages_.peer_buffer_mapped(peer, r)) return s;
-    return stages_.peer_buffer(peer, procs_[static_cast<std::size_t>(peer)].pid, r,
-                               "ucx_transport: rank " + std::to_string(rank_) + ": " + process_of(peer));
-  }
-  /// Polls `ready()` (a look at rank `peer`'s stage) as `wait` waits for a
-  /// message of `peer` tagged `awaited` (the concept's `wait_until`).
-  template <class Ready>
-  void wait_until(int peer, Ready&& ready, deadline until, tag awaited) {
-    refuse_if_broken();
-    request req;  // looked around with, never posted
-    req.peer_ = peer;
-    req.tag_ = awaited;
-    const auto start = std::chrono::steady_clock::now();
-    detail::backoff wait_more = detail::backoff::stage_wait(cores_ < size_);
-    for (unsigned polls = 0;; ++polls) {
-      if (ready()) return;
-      if (polls % 16 == 15) look_around(req, ready);  // progresses the worker (`broken`)
-      if (const auto now = std::chrono::steady_clock::now(); now >= until) timed_out(req, start, now);
-      wait_more.sleep_with([&](std::chrono::steady_clock::time_point u) { stages_.sleep_on(peer, ready, u); }, until);
-    }
-  }
-  void stage_raised() noexcept { stages_.ring(rank_); }
+  // The stage members (`stage`, `peer_stage`, `stages_shared`, `read_peer`,
+  // `peer_buffer`, `wait_until`, ...: `detail::stage_access`) come from the
+  // base: ranks of one machine with one host name share stages
+  // (`find_stages`), unless a rank sets `DDL_UCX_SHM=0`.
 
  private:
+  friend class detail::stage_access<ucx_transport>;
+  static constexpr const char* transport_name = "ucx_transport";
+  std::int64_t pid_of(int q) const { return peers_.procs[static_cast<std::size_t>(q)].pid; }
+
   // --- Tags -----------------------------------------------------------------
   static constexpr int rank_shift = 44;
   static constexpr ucp_tag_t control_bit = ucp_tag_t{1} << 43, setup_bit = ucp_tag_t{1} << 42;
@@ -274,93 +228,21 @@ class ucx_transport {
   static int sender_of(ucp_tag_t t) noexcept { return static_cast<int>(t >> rank_shift); }
 
   // --- Set-up ---------------------------------------------------------------
-  // DDL_UCX_PEER_ERRORS=1: UCX's peer error handling on every endpoint
-  // (peers of this host then talk over TCP).
-  static bool peer_errors_wanted() {
-    const char* v = std::getenv("DDL_UCX_PEER_ERRORS");
-    return v && std::strcmp(v, "1") == 0;
-  }
-  struct process_record {
-    detail::process_id proc;
-    std::uint64_t cpus[16] = {};  // affinity mask, CPUs 0-1023
-    char host[64] = {};
-  };
-  std::string record() const {
-    process_record r;
-    r.proc = detail::this_process();
-    ::gethostname(r.host, sizeof r.host - 1);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-      for (int c = 0; c < 1024 && c < CPU_SETSIZE; ++c)
-        if (CPU_ISSET(c, &set)) r.cpus[c / 64] |= std::uint64_t{1} << (c % 64);
-    return std::string(reinterpret_cast<const char*>(&r), sizeof r) + worker_.address();
-  }
-  void connect(const std::vector<std::string>& records) {
-    const auto n = static_cast<std::size_t>(size_);
-    procs_.resize(n);
-    hosts_.resize(n);
-    failed_.assign(n, std::string());
-    reported_.assign(n, -1e300);
-    slots_.resize(n);
-    eps_.assign(n, nullptr);
-    std::uint64_t cpus[16] = {};
-    const detail::process_id me = detail::this_process();
-    char host[64] = {};
-    ::gethostname(host, sizeof host - 1);
-    peer_errors_.assign(n, 1);
-    for (std::size_t q = 0; q < n; ++q) {
-      if (records[q].size() <= sizeof(process_record))
-        throw transport_error("ucx_transport: rank " + std::to_string(q) + "'s rendezvous record is too short");
-      process_record r;
-      std::memcpy(&r, records[q].data(), sizeof r);
-      procs_[q] = r.proc;
-      if (procs_[q].machine != me.machine) procs_[q].machine = 0;  // another machine: not watched
-      hosts_[q] = std::string(r.host, strnlen(r.host, sizeof r.host));
-      for (int w = 0; w < 16; ++w) cpus[w] |= r.cpus[w];
-      slots_[q] = {this, static_cast<int>(q)};
-      // UCX's shared-memory wires do not take part in peer error handling
-      // (an endpoint that asks for it goes over TCP, 2-3x slower here): a
-      // peer of this host whose process this one can watch gets an endpoint
-      // without it where UCX can make one (`check_alive` names it when it
-      // dies); every other peer one with it.
-      const bool watched = procs_[q].machine != 0 && hosts_[q] == host;
-      ucp_ep_params_t ep{};
-      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-      ep.address = reinterpret_cast<const ucp_address_t*>(records[q].data() + sizeof r);
-      ucs_status_t made = UCS_ERR_UNREACHABLE;
-      if (watched && !peer_errors_wanted()) {
-        made = ucp_ep_create(worker_.get(), &ep, &eps_[q]);
-        if (made == UCS_OK) peer_errors_[q] = 0;
-      }
-      if (made != UCS_OK) {
-        ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-        ep.err_handler.cb = &ucx_transport::on_peer_error;
-        ep.err_handler.arg = &slots_[q];
-        detail::ucx_check(ucp_ep_create(worker_.get(), &ep, &eps_[q]), "ucp_ep_create");
-      }
-    }
-    cores_ = 0;
-    for (std::uint64_t w : cpus) cores_ += __builtin_popcountll(w);
-    if (cores_ < 1) cores_ = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    machine_ = me.machine;
-  }
   // Every rank's stage file, and which ranks open each other's: ranks of
   // one machine with the same host name (so the emulated hosts of
   // bench/cluster, network namespaces with a host name each, stay apart).
   // `DDL_UCX_SHM=0` on a rank shares with none. Two rounds over UCX.
   void find_stages(deadline until) {
     const char* env = std::getenv("DDL_UCX_SHM");
-    const bool wanted = !(env && std::strcmp(env, "0") == 0) && machine_ != 0;
+    const bool wanted = !(env && std::strcmp(env, "0") == 0) && peers_.machine != 0;
     const detail::shared_stages::file mine = wanted ? stages_.create() : detail::shared_stages::file{};
     std::vector<detail::shared_stages::file> all(static_cast<std::size_t>(size_));
     all_gather_bytes(&mine, sizeof mine, all.data(), until);
     if (wanted && mine.fd >= 0)
       for (int p = 0; p < size_; ++p) {
         const auto q = static_cast<std::size_t>(p);
-        if (p != rank_ && procs_[q].machine == machine_ && hosts_[q] == hosts_[static_cast<std::size_t>(rank_)])
-          stages_.open_peer(p, procs_[q].pid, all[q], size_, true);
+        if (p != rank_ && peers_.procs[q].machine == peers_.machine && peers_.hosts[q] == peers_.hosts[static_cast<std::size_t>(rank_)])
+          stages_.open_peer(p, peers_.procs[q].pid, all[q], size_, true);
       }
     const std::vector<std::uint64_t> row = stages_.row(rank_, size_);
     std::vector<std::uint64_t> rows(row.size() * static_cast<std::size_t>(size_));
@@ -378,7 +260,7 @@ class ucx_transport {
       if (p == rank_) continue;
       request s = fields(p, 0, true, bytes);
       ucp_request_param_t prm{};
-      void* q = ucp_tag_send_nbx(eps_[static_cast<std::size_t>(p)], mine, bytes,
+      void* q = ucp_tag_send_nbx(peers_.eps[static_cast<std::size_t>(p)], mine, bytes,
                                  ucp_tag_t(static_cast<std::uint64_t>(rank_)) << rank_shift | control_bit | kind, &prm);
       if (UCS_PTR_IS_ERR(q)) failed_at_once(p, true, UCS_PTR_STATUS(q));
       s.r_ = q;
@@ -427,9 +309,9 @@ class ucx_transport {
                           " bytes (" + detail::describe_tag(req.tag_) + ")");
   }
   void send_control(int p, ucp_tag_t kind, const void* data, std::size_t bytes) {
-    if (!eps_[static_cast<std::size_t>(p)] || !failed_[static_cast<std::size_t>(p)].empty()) return;
+    if (!peers_.eps[static_cast<std::size_t>(p)] || !peers_.failed[static_cast<std::size_t>(p)].empty()) return;
     ucp_request_param_t prm{};
-    void* q = ucp_tag_send_nbx(eps_[static_cast<std::size_t>(p)], data, bytes,
+    void* q = ucp_tag_send_nbx(peers_.eps[static_cast<std::size_t>(p)], data, bytes,
                                ucp_tag_t(static_cast<std::uint64_t>(rank_)) << rank_shift | control_bit | kind, &prm);
     if (q && !UCS_PTR_IS_ERR(q)) control_sends_.push_back(q);
   }
@@ -472,7 +354,7 @@ class ucx_transport {
     if (broken())
       throw transport_error("ucx_transport: rank " + std::to_string(rank_) + " stopped waiting for " +
                             (peer >= 0 ? "rank " + std::to_string(peer) : std::string("any rank")) + ": " + broken_);
-    std::string why = peer >= 0 ? failed_[static_cast<std::size_t>(peer)] : std::string();
+    std::string why = peer >= 0 ? peers_.failed[static_cast<std::size_t>(peer)] : std::string();
     if (why.empty()) why = ucs_status_string(s);
     throw transport_error("ucx_transport: rank " + std::to_string(rank_) + ": the " +
                           (send ? "send to " : "receive from ") + (peer >= 0 ? process_of(peer) : "any rank") +
@@ -506,14 +388,14 @@ class ucx_transport {
     flush(std::chrono::milliseconds(200));
     for (auto& [r, peer] : stranded_) {
       const auto q = static_cast<std::size_t>(peer);
-      if (!peer_errors_[q]) {  // no force without peer error handling: held until the end (see `withdraw`)
-        if (failed_[q].empty()) failed_[q] = "a send to it could not be withdrawn after a failed call";
+      if (!peers_.peer_errors[q]) {  // no force without peer error handling: held until the end (see `withdraw`)
+        if (peers_.failed[q].empty()) peers_.failed[q] = "a send to it could not be withdrawn after a failed call";
         held_.push_back(r);
         continue;
       }
-      if (eps_[q]) {
-        if (failed_[q].empty()) failed_[q] = "its endpoint was closed after a send to it could not be withdrawn";
-        close_endpoint(q, true);
+      if (peers_.eps[q]) {
+        if (peers_.failed[q].empty()) peers_.failed[q] = "its endpoint was closed after a send to it could not be withdrawn";
+        peers_.close(worker_, q, true);
       }
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
       while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
@@ -533,12 +415,6 @@ class ucx_transport {
     ucp_request_cancel(worker_.get(), r);
     ucp_request_free(r);
   }
-  static void on_peer_error(void* arg, ucp_ep_h, ucs_status_t status) {
-    auto* slot = static_cast<peer_slot*>(arg);
-    auto& f = slot->self->failed_[static_cast<std::size_t>(slot->peer)];
-    if (f.empty()) f = std::string("UCX reported its endpoint failed (") + ucs_status_string(status) + ")";
-  }
-
   // --- Waiting ----------------------------------------------------------------
   // While `req` waits: a peer's notice, a failed endpoint, an awaited peer
   // of this machine that exited, a message of this call under another stamp.
@@ -551,7 +427,7 @@ class ucx_transport {
                             (peer >= 0 ? "rank " + std::to_string(peer) : std::string("any rank")) + ": " + broken_);
     }
     for (int q = 0; q < size_; ++q) {
-      if ((peer >= 0 && q != peer) || failed_[static_cast<std::size_t>(q)].empty()) continue;
+      if ((peer >= 0 && q != peer) || peers_.failed[static_cast<std::size_t>(q)].empty()) continue;
       if constexpr (!std::is_null_pointer_v<std::decay_t<Ready>>)
         if (ready()) return;
       const bool send = req.send_;
@@ -566,18 +442,18 @@ class ucx_transport {
   template <class Ready>
   void check_alive(request& req, Ready&& ready) {
     const auto peer = static_cast<std::size_t>(req.peer_);
-    if (procs_[peer].machine == 0) return;
+    if (peers_.procs[peer].machine == 0) return;
     const double now = detail::steady_seconds();
     if (now < next_look_) return;
     next_look_ = now + 0.1;
-    const bool gone = detail::state_of(procs_[peer], machine_) == detail::process_state::gone;
+    const bool gone = detail::state_of(peers_.procs[peer], peers_.machine) == detail::process_state::gone;
     if (!gone || gone_peer_ != req.peer_) {
       gone_peer_ = gone ? req.peer_ : -1;
       return;
     }
     if constexpr (!std::is_null_pointer_v<std::decay_t<Ready>>)
       if (ready()) return;
-    failed_[peer] = "its process has exited";
+    peers_.failed[peer] = "its process has exited";
     const char* doing = !req.active() ? "see its stage" : req.send_ ? "send to it" : "receive from it";
     req.release();
     throw transport_error("ucx_transport: rank " + std::to_string(rank_) + ": " + process_of(static_cast<int>(peer)) +
@@ -633,26 +509,11 @@ class ucx_transport {
   // `peer` is a rank whose endpoint works, else the error of a failed request to it.
   void usable(int peer, bool send) {
     require_rank(peer);
-    if (!failed_[static_cast<std::size_t>(peer)].empty()) failed_at_once(peer, send, UCS_ERR_CONNECTION_RESET);
+    if (!peers_.failed[static_cast<std::size_t>(peer)].empty()) failed_at_once(peer, send, UCS_ERR_CONNECTION_RESET);
   }
-  std::string process_of(int q) const {
-    const auto i = static_cast<std::size_t>(q);
-    return "rank " + std::to_string(q) + " (pid " + std::to_string(procs_[i].pid) + " on " + hosts_[i] + ")";
-  }
+  std::string process_of(int q) const { return peers_.process_of(q); }
 
   // --- The end ---------------------------------------------------------------------
-  void close_endpoint(std::size_t q, bool force) noexcept {
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    void* r = ucp_ep_close_nbx(eps_[q], &p);
-    eps_[q] = nullptr;
-    if (!r || UCS_PTR_IS_ERR(r)) return;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(force ? 2 : 5);
-    while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
-      if (!worker_.progress()) std::this_thread::yield();
-    ucp_request_free(r);
-  }
   void close() noexcept {
     if (notice_recv_) {
       ucp_request_cancel(worker_.get(), notice_recv_);
@@ -674,35 +535,24 @@ class ucx_transport {
     // once the notices had a moment to leave.
     const bool force = !broken_.empty();
     if (force) flush(std::chrono::milliseconds(500));
-    for (std::size_t q = 0; q < eps_.size(); ++q)
-      if (eps_[q]) close_endpoint(q, peer_errors_[q] && (force || !failed_[q].empty()));
+    for (std::size_t q = 0; q < peers_.eps.size(); ++q)
+      if (peers_.eps[q]) peers_.close(worker_, q, peers_.peer_errors[q] && (force || !peers_.failed[q].empty()));
     for (void* r : held_) ucp_request_free(r);
     held_.clear();
   }
 
-  struct peer_slot {
-    ucx_transport* self = nullptr;
-    int peer = -1;
-  };
   int rank_ = 0, size_ = 1, cores_ = 1;
   detail::ucx_worker worker_;
+  detail::ucx_peers peers_;                 // endpoints, processes, hosts, failures
   detail::narrow_tags narrow_{43};
-  std::vector<ucp_ep_h> eps_;
-  std::vector<peer_slot> slots_;            // the error callbacks' arguments, one per peer
-  std::vector<std::string> failed_;         // per peer: why its endpoint is gone ("" while it works)
-  std::vector<detail::process_id> procs_;   // per rank: its process
-  std::vector<std::string> hosts_;          // per rank: its host name
-  std::uint64_t machine_ = 0;               // this process's machine (`detail::process_id`)
   double next_look_ = 0;                    // when `check_alive` looks again (steady seconds)
   int gone_peer_ = -1;                      // the awaited peer the last look found gone
-  detail::shared_stages stages_;            // see stages_shared
   void* notice_recv_ = nullptr;             // the receive of peers' notices, always posted
   char notice_in_[notice_bytes] = {};
   std::string notice_out_;
   std::vector<void*> control_sends_;        // notices and reports this rank sent
   std::vector<std::pair<void*, int>> stranded_;  // sends `withdraw` could not cancel, and their peers
   std::vector<void*> held_;                 // stranded sends to peers without peer error handling
-  std::vector<char> peer_errors_;           // per peer: its endpoint has UCX's peer error handling
   std::string broken_;                      // why the group is broken; empty while it is not
   std::vector<double> reported_;            // per rank: when its last timeout report came (steady seconds)
   unsigned tests_ = 0;
