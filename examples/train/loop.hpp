@@ -19,6 +19,9 @@
 #ifdef DDL_TRAIN_MPI
 #include <ddl/mpi.hpp>
 #endif
+#ifdef DDL_TRAIN_UCX
+#include <ddl/ucx.hpp>
+#endif
 
 #include "model.hpp"
 
@@ -51,7 +54,8 @@ struct run_flags {
   }
   /// What is wrong with the values read ("" when nothing is).
   std::string problem() const {
-    if (transport != "local" && transport != "mpi") return "unknown transport '" + transport + "' (local or mpi)";
+    if (transport != "local" && transport != "mpi" && transport != "ucx")
+      return "unknown transport '" + transport + "' (local, mpi or ucx)";
     if (epochs < 1 || batch < 1 || ranks < 1 || steps < 0 || test_subset < 0) return "counts must be positive";
     if (!(lr > 0) || !(momentum >= 0 && momentum < 1)) return "--lr must be > 0 and --momentum in [0, 1)";
     return "";
@@ -135,6 +139,14 @@ inline void write_csv(const std::string& path, const std::string& model, const s
 inline std::unique_ptr<void, void (*)(void*)> start_mpi(const std::string& transport, int& argc, char**& argv,
                                                         int& ranks) {
   std::unique_ptr<void, void (*)(void*)> none(nullptr, [](void*) {});
+  if (transport == "ucx") {  // processes started by ddl-run, torchrun, srun ...: the size from their variables
+#ifdef DDL_TRAIN_UCX
+    ranks = ddl::launch_from_env().size;
+    return none;
+#else
+    throw std::runtime_error("built without UCX (install libucx-dev and reconfigure)");
+#endif
+  }
   if (transport != "mpi") return none;
 #ifdef DDL_TRAIN_MPI
   auto* s = new ddl::mpi_session(argc, argv);
@@ -146,7 +158,7 @@ inline std::unique_ptr<void, void (*)(void*)> start_mpi(const std::string& trans
 #endif
 }
 
-/// Runs `f(transport&)` on every rank: `ranks` threads, or this MPI process.
+/// Runs `f(transport&)` on every rank: `ranks` threads, or this MPI or UCX process.
 /// Returns what rank 0's call returned; `rank` is this process's rank.
 template <class R, class F>
 R on_ranks(const std::string& transport, int ranks, int& rank, F&& f) {
@@ -159,6 +171,13 @@ R on_ranks(const std::string& transport, int ranks, int& rank, F&& f) {
     });
     return result;
   }
+#ifdef DDL_TRAIN_UCX
+  if (transport == "ucx") {
+    ddl::ucx_transport t;
+    rank = t.rank();
+    return f(t);
+  }
+#endif
 #ifdef DDL_TRAIN_MPI
   ddl::mpi_transport t(MPI_COMM_WORLD);
   rank = t.rank();

@@ -3,11 +3,11 @@
 // gradients are averaged through ddl's gradient buckets as the backward pass
 // produces them (asynchronous all-reduce, overlapped with the rest of the
 // backward pass); every rank starts from rank 0's weights (broadcast).
-// Ranks are threads (--ranks N) or MPI processes (--transport mpi under
-// mpiexec).
+// Ranks are threads (--ranks N), MPI processes (--transport mpi under
+// mpiexec) or processes over UCX (--transport ucx under ddl-run, torchrun ...).
 //
 //   ddl-train [--model mlp|cnn] [--epochs 10] [--batch 64] [--lr 0.05] [--momentum 0.9]
-//             [--seed 1] [--data DIR] [--ranks N | --transport mpi] [--steps N]
+//             [--seed 1] [--data DIR] [--ranks N | --transport mpi|ucx] [--steps N]
 //             [--test-subset N] [--csv FILE] [--plot PNG] [--loss-log FILE]
 //             [--compare-with FILE] [--target-accuracy A]
 //
@@ -43,7 +43,7 @@ struct settings : train::run_flags {
   const bool quiet = error.empty() || error == "help";  // -h: the usage alone, on stderr as ever
   std::fprintf(stderr,
                "%s%susage: ddl-train [--model mlp|cnn] [--epochs N] [--batch GLOBAL] [--lr X] [--momentum X]\n"
-               "                 [--seed N] [--data DIR] [--ranks N | --transport mpi] [--steps N per epoch]\n"
+               "                 [--seed N] [--data DIR] [--ranks N | --transport mpi|ucx] [--steps N per epoch]\n"
                "                 [--test-subset N] [--csv FILE] [--plot PNG] [--loss-log FILE]\n"
                "                 [--compare-with LOSS_LOG] [--target-accuracy A]\n",
                quiet ? "" : "ddl-train: ", quiet ? "" : (error + "\n").c_str());
@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
     result = train::on_ranks<run_result>(s.transport, s.ranks, rank, [&](auto& t) {
       if (t.rank() == 0)
         std::printf("ddl-train: %s on Fashion-MNIST, %d rank(s) (%s), global batch %d, lr %g, momentum %g\n",
-                    s.model.c_str(), t.size(), s.transport == "mpi" ? "MPI" : "threads", s.batch, s.lr, s.momentum);
+                    s.model.c_str(), t.size(), s.transport == "mpi" ? "MPI" : s.transport == "ucx" ? "UCX" : "threads", s.batch, s.lr, s.momentum);
       return train_rank(t, s, train_set, test_set);
     });
   } catch (const std::exception& e) {

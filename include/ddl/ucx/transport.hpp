@@ -5,9 +5,11 @@
 /// job, `ddl-run`, a trainer that starts its own workers. Link `ddl::ucx`.
 ///
 /// - Ranks meet through a rendezvous store (`rendezvous/store.hpp`): each
-///   publishes its worker's address, its host and its process; every rank
-///   connects an endpoint to every other with UCX's peer error handling, so
-///   a peer that dies fails the requests on its endpoint.
+///   publishes its worker's address, its host and its process, and every
+///   rank connects an endpoint to every other (`ucx/peers.hpp`): with UCX's
+///   peer error handling to other hosts (a peer that dies fails the requests
+///   on its endpoint), without it to this host's (shared memory; a peer
+///   that dies is seen through its process).
 /// - UCX chooses the wires (shared memory, CMA, TCP, InfiniBand, RoCE) from
 ///   its own settings: `UCX_TLS=tcp` keeps ranks of one host on sockets.
 /// - Tags: UCP tags are 64 bits and carry no sender, so the sender's rank
@@ -20,9 +22,9 @@
 ///   whose process has exited, and the peer's message of this call under
 ///   another stamp.
 /// - Ranks of one machine share memory through stages as MPI ranks do
-///   (`ucx/stages.hpp`): the direct strategies and CMA reads run over UCX too.
+///   (`transport/stage_access.hpp`): the direct strategies and CMA reads run
+///   over UCX too.
 #include <ucp/api/ucp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
