@@ -5,7 +5,12 @@
 # ddl strategy, auto and MPI_Allreduce side by side, then tears it all down.
 #
 #   bench/cluster/run.sh --racks 2 --hosts-per-rack 2 --ranks-per-host 2 \
-#                        --intra 1gbit --inter 200mbit
+#                        --intra 1gbit --inter 200mbit [--transport mpi|ucx]
+#
+# --transport ucx runs ddl over UCX instead (the ranks still started by
+# mpirun, meeting through an mpi_store; MPI_Allreduce beside it in the same
+# job): UCX's TCP on eth0 between hosts (UCX_NET_DEVICES=eth0), shared memory
+# inside one; UCX_TLS from this environment, else tcp,sm,self.
 #
 # Network. Every host has one NIC to its rack's bridge. Its traffic is shaped
 # on the NIC (host -> switch) and on the switch port (switch -> host), each
@@ -24,12 +29,13 @@ root=$(cd "$here/../.." && pwd)
 racks=2 hosts=2 ppn=2 intra=1gbit inter=200mbit
 sizes_b=1M sizes_e=64M factor=4 iters=3 warmup=1
 strategies=ring,multi_ring,halving_doubling,recursive_doubling,auto
-topology=auto bench="" out="" limit=900 runs=1 dtype=float
+topology=auto bench="" out="" limit=900 runs=1 dtype=float transport=mpi
 usage() {
   cat >&2 <<EOF
 usage: $0 [--racks R] [--hosts-per-rack H] [--ranks-per-host K] [--intra RATE] [--inter RATE]
           [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--runs N]
           [--strategy LIST] [--topology auto|SPEC|detect] [--bench PATH] [--out DIR] [--limit SECONDS]
+          [--transport mpi|ucx]
 RATE is tc's syntax (1gbit, 200mbit). --topology auto probes the emulated network
 (DDL_TOPOLOGY=auto); detect uses ddl's defaults (nodes from shared memory only);
 anything else is passed as DDL_TOPOLOGY. Each run writes DIR/run-K.txt.
@@ -57,11 +63,13 @@ while (($#)); do
     --bench) bench=$2; shift ;;
     --out) out=$2; shift ;;
     --limit) limit=$2; shift ;;
+    --transport) transport=$2; shift ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument '$1'" >&2; usage ;;
   esac
   shift
 done
+[[ $transport == mpi || $transport == ucx ]] || { echo "run.sh: --transport must be mpi or ucx" >&2; exit 2; }
 for v in racks hosts ppn runs; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --$v must be a positive integer" >&2; exit 2; }
 done
@@ -185,12 +193,13 @@ esac
 # pieces below TCP's eager limit, and the library's depth of 4 runs as fast:
 # bench/results/cluster-emulation.md, fifth round.)
 for v in DDL_PIPELINE_DEPTH DDL_CHUNK_BYTES; do [ -n "${!v:-}" ] && env_topo+=(-x "$v=${!v}"); done
+[ "$transport" = ucx ] && env_topo+=(-x "UCX_TLS=${UCX_TLS:-tcp,sm,self}" -x UCX_NET_DEVICES=eth0)
 mkdir -p "$work/tmp/head"
 [ -n "$out" ] && mkdir -p "$out"
 for ((k = 1; k <= runs; k++)); do
   log="$work/run-$k.txt"
   echo "# run $k/$runs: $(date -u +%FT%TZ)"
-  settings="# run.sh: $racks x $hosts x $ppn, intra $intra, inter $inter; DDL_PIPELINE_DEPTH=${DDL_PIPELINE_DEPTH:-default}${DDL_CHUNK_BYTES:+ DDL_CHUNK_BYTES=$DDL_CHUNK_BYTES}"
+  settings="# run.sh: $racks x $hosts x $ppn, intra $intra, inter $inter, transport $transport; DDL_PIPELINE_DEPTH=${DDL_PIPELINE_DEPTH:-default}${DDL_CHUNK_BYTES:+ DDL_CHUNK_BYTES=$DDL_CHUNK_BYTES}"
   TMPDIR="$work/tmp/head" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     timeout --kill-after=10 "$limit" ip netns exec "$head" mpirun --allow-run-as-root \
     --hostfile "$work/hostfile" -np "$n" --map-by slot --oversubscribe \
@@ -198,7 +207,7 @@ for ((k = 1; k <= runs; k++)); do
     --mca pml ob1 --mca btl vader,tcp,self --mca mpi_yield_when_idle 1 \
     --mca btl_tcp_if_include "$net.0.0/16" --mca oob_tcp_if_include "$net.0.0/16" \
     "${env_topo[@]}" -x DDL_TIMEOUT=300 \
-    "$bench" --transport mpi --strategy "$strategies" --baseline mpi \
+    "$bench" --transport "$transport" --strategy "$strategies" --baseline mpi \
     -b "$sizes_b" -e "$sizes_e" -f "$factor" -n "$iters" -w "$warmup" -d "$dtype" 2>&1 | { echo "$settings"; cat; } | tee "$log"
   rc=${PIPESTATUS[0]}
   [ -n "$out" ] && cp "$log" "$out/run-$k.txt"
