@@ -55,8 +55,10 @@ class ucx_peers {
     return std::string(reinterpret_cast<const char*>(&r), sizeof r) + w.address();
   }
 
-  /// Reads every rank's record and connects an endpoint of `w` to each.
-  void connect(ucx_worker& w, const std::vector<std::string>& records) {
+  /// Reads every rank's record and connects an endpoint of `w` to each
+  /// (this process is rank `me`).
+  void connect(ucx_worker& w, const std::vector<std::string>& records, int me_rank) {
+    self_ = static_cast<std::size_t>(me_rank);
     const std::size_t n = records.size();
     eps.assign(n, nullptr);
     failed.assign(n, std::string());
@@ -102,6 +104,9 @@ class ucx_peers {
     if (cores < 1) cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
 
+  /// Whether rank `q` lives on another host (another machine, or another host name on this one).
+  bool remote(std::size_t q) const noexcept { return procs[q].machine != machine || hosts[q] != hosts[self_]; }
+
   /// "rank 2 (pid 4242 on node1)".
   std::string process_of(int q) const {
     const auto i = static_cast<std::size_t>(q);
@@ -140,6 +145,7 @@ class ucx_peers {
     if (f.empty()) f = std::string("UCX reported its endpoint failed (") + ucs_status_string(status) + ")";
   }
   std::vector<slot> slots_;  // the error callbacks' arguments, one per peer
+  std::size_t self_ = 0;     // this process's rank
 };
 
 }  // namespace ddl::detail

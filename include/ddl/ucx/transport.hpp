@@ -111,7 +111,8 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
     if (name.empty()) name = std::to_string(detail::ucx_generation()++);
     const std::string prefix = "ddl.ucx." + name + ".";
     const auto records = exchange_records(store, prefix, rank, size, detail::ucx_peers::record(worker_), until);
-    peers_.connect(worker_, records);
+    peers_.connect(worker_, records, rank_);
+    if (const char* v = std::getenv("DDL_UCX_PIECE_BYTES")) piece_ = detail::parse_bytes("DDL_UCX_PIECE_BYTES", v);
     cores_ = peers_.cores;
     reported_.assign(static_cast<std::size_t>(size_), -1e300);
     post_notice_receive();
@@ -136,6 +137,15 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
   bool stamps_in_tags() const noexcept { return narrow_.stamps(); }
   /// One thread at a time may drive the worker (`UCS_THREAD_MODE_SERIALIZED`).
   bool allows_progress_thread() const noexcept { return true; }
+  /// The largest message the step engine sends to or receives from `peer`
+  /// in one piece (0: any size): 64 KiB to a peer of another host (over
+  /// TCP a larger message waits for the receiver's answer, which queues
+  /// behind the bulk data the receiver sends the other way, as over MPI);
+  /// `DDL_UCX_PIECE_BYTES` sets it for every such peer (0: off; the same on
+  /// every rank). Both sides of a pair see each other as remote, so they cut alike.
+  std::size_t piece_bytes(int peer) const noexcept {
+    return peer >= 0 && peer < size_ && peers_.remote(static_cast<std::size_t>(peer)) ? piece_ : 0;
+  }
 
   request isend(int peer, const_bytes data, tag t) {
     refuse_if_broken(true);
@@ -558,6 +568,7 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
   std::string broken_;                      // why the group is broken; empty while it is not
   std::vector<double> reported_;            // per rank: when its last timeout report came (steady seconds)
   unsigned tests_ = 0;
+  std::size_t piece_ = std::size_t{64} << 10;  // see piece_bytes
   ucp_tag_t setups_ = 0;                    // set-up rounds so far (`all_gather_bytes`)
 };
 
