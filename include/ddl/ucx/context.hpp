@@ -5,7 +5,9 @@
 /// and one worker, driven by one thread at a time. Link `ddl::ucx`.
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "ddl/core/error.hpp"
 
@@ -54,6 +56,17 @@ class ucx_worker {
     std::string s(reinterpret_cast<const char*>(a), len);
     ucp_worker_release_address(worker_, a);
     return s;
+  }
+  /// Waits (at most `limit`) until what this worker sent has reached its peers.
+  void flush(std::chrono::milliseconds limit) noexcept {
+    ucp_request_param_t p{};
+    void* r = ucp_worker_flush_nbx(worker_, &p);
+    if (!r || UCS_PTR_IS_ERR(r)) return;
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
+      if (!progress()) std::this_thread::yield();
+    ucp_request_cancel(worker_, r);
+    ucp_request_free(r);
   }
   /// Runs UCX's progress until it has nothing more to do now; true if anything moved.
   bool progress() noexcept {

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ddl/core/error.hpp"
@@ -104,6 +105,41 @@ class ucx_peers {
     if (cores < 1) cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
 
+  /// Keeps send `r` to rank `peer`, which `ucx_transport::withdraw` could
+  /// not cancel, until `end_stranded`.
+  void strand(void* r, int peer) { stranded_.push_back({r, peer}); }
+  bool stranding() const noexcept { return !stranded_.empty(); }
+  /// Ends the stranded sends, once this rank's notices had a moment to
+  /// leave (a flush of at most 200 ms): a send to a rank whose endpoint has
+  /// peer error handling fails with that endpoint, closed by force; one to a
+  /// rank without it (shared memory: no force) is held until `free_held`.
+  /// Either way the rank is marked failed.
+  void end_stranded(ucx_worker& w) noexcept {
+    if (stranded_.empty()) return;
+    w.flush(std::chrono::milliseconds(200));
+    for (auto& [r, peer] : stranded_) {
+      const auto q = static_cast<std::size_t>(peer);
+      if (!peer_errors[q]) {
+        if (failed[q].empty()) failed[q] = "a send to it could not be withdrawn after a failed call";
+        held_.push_back(r);
+        continue;
+      }
+      if (eps[q]) {
+        if (failed[q].empty()) failed[q] = "its endpoint was closed after a send to it could not be withdrawn";
+        close(w, q, true);
+      }
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until) w.progress();
+      ucp_request_free(r);
+    }
+    stranded_.clear();
+  }
+  /// Hands the held sends back to UCX (at the end, before the worker goes).
+  void free_held() noexcept {
+    for (void* r : held_) ucp_request_free(r);
+    held_.clear();
+  }
+
   /// Whether rank `q` lives on another host (another machine, or another host name on this one).
   bool remote(std::size_t q) const noexcept { return procs[q].machine != machine || hosts[q] != hosts[self_]; }
 
@@ -146,6 +182,8 @@ class ucx_peers {
   }
   std::vector<slot> slots_;  // the error callbacks' arguments, one per peer
   std::size_t self_ = 0;     // this process's rank
+  std::vector<std::pair<void*, int>> stranded_;  // sends that could not be withdrawn, and their ranks
+  std::vector<void*> held_;                      // stranded sends to ranks without peer error handling
 };
 
 }  // namespace ddl::detail

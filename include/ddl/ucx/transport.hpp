@@ -195,12 +195,12 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
   /// This rank gives the group up (the concept's `abort`): a notice naming
   /// this rank and `why` goes to every peer whose endpoint still works.
   void abort(const std::string& why) {
-    if (broken()) return end_stranded();
+    if (broken()) return peers_.end_stranded(worker_);
     broken_ = "rank " + std::to_string(rank_) + " failed: " + why;
     notice_out_ = broken_.substr(0, notice_bytes);
     for (int p = 0; p < size_; ++p)
       if (p != rank_) send_control(p, abort_kind, notice_out_.data(), notice_out_.size());
-    end_stranded();
+    peers_.end_stranded(worker_);
   }
   /// True once this rank or a peer gave the group up. Takes in the peers'
   /// timeout reports on the way.
@@ -388,43 +388,9 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
     while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
       if (!worker_.progress()) std::this_thread::yield();
     if (ucp_request_check_status(r) == UCS_INPROGRESS && send && peer >= 0) {
-      stranded_.push_back({r, peer});
+      peers_.strand(r, peer);
       return;
     }
-    ucp_request_free(r);
-  }
-  // Ends the stranded sends (`withdraw`): the notices flushed (bounded),
-  // each one's endpoint closed by force, the send failed and freed.
-  void end_stranded() noexcept {
-    if (stranded_.empty()) return;
-    flush(std::chrono::milliseconds(200));
-    for (auto& [r, peer] : stranded_) {
-      const auto q = static_cast<std::size_t>(peer);
-      if (!peers_.peer_errors[q]) {  // no force without peer error handling: held until the end (see `withdraw`)
-        if (peers_.failed[q].empty()) peers_.failed[q] = "a send to it could not be withdrawn after a failed call";
-        held_.push_back(r);
-        continue;
-      }
-      if (peers_.eps[q]) {
-        if (peers_.failed[q].empty()) peers_.failed[q] = "its endpoint was closed after a send to it could not be withdrawn";
-        peers_.close(worker_, q, true);
-      }
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
-        worker_.progress();
-      ucp_request_free(r);
-    }
-    stranded_.clear();
-  }
-  // Waits (at most `limit`) until what this worker sent has reached its peers.
-  void flush(std::chrono::milliseconds limit) noexcept {
-    ucp_request_param_t p{};
-    void* r = ucp_worker_flush_nbx(worker_.get(), &p);
-    if (!r || UCS_PTR_IS_ERR(r)) return;
-    const auto until = std::chrono::steady_clock::now() + limit;
-    while (ucp_request_check_status(r) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
-      if (!worker_.progress()) std::this_thread::yield();
-    ucp_request_cancel(worker_.get(), r);
     ucp_request_free(r);
   }
   // --- Waiting ----------------------------------------------------------------
@@ -510,7 +476,7 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
   // Throws once the group is broken; `look` takes in the peers' notices
   // first (before a message is posted: a peer that gave up is not answered).
   void refuse_if_broken(bool look = false) {
-    if (!stranded_.empty()) abort("a send it could not withdraw after a failed call");
+    if (peers_.stranding()) abort("a send it could not withdraw after a failed call");
     if (look) broken();
     if (!broken_.empty()) throw transport_error("ucx_transport: the group is broken (" + broken_ + ")");
   }
@@ -540,17 +506,16 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
       ucp_request_free(r);
     }
     control_sends_.clear();
-    if (!stranded_.empty() && broken_.empty()) abort("a send it could not withdraw after a failed call");
-    end_stranded();
+    if (peers_.stranding() && broken_.empty()) abort("a send it could not withdraw after a failed call");
+    peers_.end_stranded(worker_);
     // Healthy: each endpoint flushes what it still sends, then closes; after
     // a failure, by force (a peer may never take what is queued for it),
     // once the notices had a moment to leave.
     const bool force = !broken_.empty();
-    if (force) flush(std::chrono::milliseconds(500));
+    if (force) worker_.flush(std::chrono::milliseconds(500));
     for (std::size_t q = 0; q < peers_.eps.size(); ++q)
       if (peers_.eps[q]) peers_.close(worker_, q, peers_.peer_errors[q] && (force || !peers_.failed[q].empty()));
-    for (void* r : held_) ucp_request_free(r);
-    held_.clear();
+    peers_.free_held();
   }
 
   int rank_ = 0, size_ = 1, cores_ = 1;
@@ -563,8 +528,6 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
   char notice_in_[notice_bytes] = {};
   std::string notice_out_;
   std::vector<void*> control_sends_;        // notices and reports this rank sent
-  std::vector<std::pair<void*, int>> stranded_;  // sends `withdraw` could not cancel, and their peers
-  std::vector<void*> held_;                 // stranded sends to peers without peer error handling
   std::string broken_;                      // why the group is broken; empty while it is not
   std::vector<double> reported_;            // per rank: when its last timeout report came (steady seconds)
   unsigned tests_ = 0;
