@@ -3,6 +3,12 @@
 // dispatch), so every compiler the suite builds this with compiles those too.
 #include <ddl.hpp>
 #include <ddl/sim.hpp>
+#ifdef DDL_CONSUMER_UCX
+#include <ddl/ucx.hpp>
+
+#include <stdlib.h>
+#include <thread>
+#endif
 
 #include <atomic>
 #include <cstdio>
@@ -26,6 +32,21 @@ int main() {
     comm.all_reduce(ddl::host_view(g), ddl::op::sum);
     for (float v : g) wrong += v != 15.0f;
   });
+#ifdef DDL_CONSUMER_UCX
+  // COMPONENTS ucx: two ranks over UCX, threads of this process meeting in a fresh directory.
+  char dir[] = "/tmp/ddl-consumer-XXXXXX";
+  if (!mkdtemp(dir)) return 2;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      ddl::ucx_transport t(ddl::file_store(dir), r, 2, std::chrono::seconds(60), "consumer");
+      ddl::communicator<ddl::ring, ddl::ucx_transport> comm(t);
+      std::vector<double> g(4099, r + 1.0);
+      comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+      for (double v : g) wrong += v != 3.0;
+    });
+  for (auto& th : ranks) th.join();
+#endif
   std::printf("consumer: %d wrong\n", wrong.load());
   return wrong.load() == 0 ? 0 : 1;
 }
