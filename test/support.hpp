@@ -184,6 +184,24 @@ void check_transfers(Comm& comm, int r, int n, std::size_t per, bool async, fail
     }
 }
 
+// One rank's part of a broadcast of `count` doubles from `root` (asynchronous
+// for odd roots, blocking for even ones): every rank must end with the
+// root's values; the first wrong element is logged under `where`.
+template <class Comm>
+void check_broadcast(Comm& comm, int r, std::size_t count, int root, failure_log& log, const std::string& where) {
+  std::vector<double> v(count, -1.0);
+  if (r == root)
+    for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<double>(i % 977) + root;
+  if (root % 2) comm.broadcast_async(ddl::host_view(v), root).wait();
+  else comm.broadcast(ddl::host_view(v), root);
+  for (std::size_t i = 0; i < count; ++i)
+    if (v[i] != static_cast<double>(i % 977) + root) {
+      log.add(where + " count " + std::to_string(count) + " root " + std::to_string(root) + " wrong at " +
+              std::to_string(i));
+      return;
+    }
+}
+
 // One rank's part of a check of `sendrecv` (`MPI_Sendrecv`) around a ring of
 // `n` ranks, the sizes differing by sender (rank f's message k has
 // `per + (f + k) % 3` elements, so a receive sized from the wrong sender

@@ -1134,19 +1134,8 @@ TEST_CASE("mpi: broadcast from every root, blocking and asynchronous, every algo
     ddl::options o;
     o.broadcast = a;
     ddl::communicator<ddl::ring, ddl::mpi_transport> comm(t, o);
-    for (int root = 0; root < n; ++root) {
-      std::vector<double> v(count, -1.0);
-      if (r == root)
-        for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<double>(i % 977) + root;
-      if (root % 2) comm.broadcast_async(ddl::host_view(v), root).wait();
-      else comm.broadcast(ddl::host_view(v), root);
-      for (std::size_t i = 0; i < count; ++i)
-        if (v[i] != static_cast<double>(i % 977) + root) {
-          log.add("algorithm " + std::to_string(static_cast<int>(a)) + " count " + std::to_string(count) + " root " +
-                  std::to_string(root) + " wrong at " + std::to_string(i));
-          break;
-        }
-    }
+    for (int root = 0; root < n; ++root)
+      check_broadcast(comm, r, count, root, log, "algorithm " + std::to_string(static_cast<int>(a)));
   }
   CHECK_MESSAGE(log.count() == 0, log.summary());
   CHECK(all_sum(static_cast<int>(log.count())) == 0);

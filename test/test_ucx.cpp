@@ -117,19 +117,7 @@ TEST_CASE("ucx: broadcast from every root, all_to_all, gather, scatter, reduce; 
   failure_log log;
   ddl::communicator<ddl::auto_strategy, ddl::ucx_transport> comm(t);
   for (std::size_t count : {std::size_t(1), std::size_t(1001), (std::size_t(1) << 16) + 1})
-    for (int root = 0; root < n; ++root) {
-      std::vector<double> v(count, -1.0);
-      if (r == root)
-        for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<double>(i % 977) + root;
-      if (root % 2) comm.broadcast_async(ddl::host_view(v), root).wait();
-      else comm.broadcast(ddl::host_view(v), root);
-      for (std::size_t i = 0; i < count; ++i)
-        if (v[i] != static_cast<double>(i % 977) + root) {
-          log.add("broadcast count " + std::to_string(count) + " root " + std::to_string(root) + " wrong at " +
-                  std::to_string(i));
-          break;
-        }
-    }
+    for (int root = 0; root < n; ++root) check_broadcast(comm, r, count, root, log, "broadcast");
   for (std::size_t per : {std::size_t(0), std::size_t(1), std::size_t(1001), std::size_t(1) << 17})
     for (bool counts : {false, true}) {
       const auto parts = all_to_all_parts(n, per, counts);
