@@ -47,10 +47,26 @@ std::unique_ptr<ddl::ucx_transport> world() {
   ddl::mpi_store store(MPI_COMM_WORLD);
   return std::make_unique<ddl::ucx_transport>(store, r, n);
 }
+std::unique_ptr<ddl::ucx_cluster> cluster_of(const ddl::detect_options& o) {
+  int r = 0, n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  ddl::mpi_store store(MPI_COMM_WORLD);
+  return std::make_unique<ddl::ucx_cluster>(store, r, n, o);
+}
 #else
 bool launched() { return std::getenv("DDL_RENDEZVOUS") != nullptr; }
 std::unique_ptr<ddl::ucx_transport> world() { return std::make_unique<ddl::ucx_transport>(); }
+std::unique_ptr<ddl::ucx_cluster> cluster_of(const ddl::detect_options& o) { return std::make_unique<ddl::ucx_cluster>(o); }
 #endif
+
+// How many ranks of `t` report `yes` (every rank learns it).
+int count_on(ddl::ucx_transport& t, bool yes) {
+  ddl::communicator<ddl::ring, ddl::ucx_transport> comm(t);
+  std::vector<int> v{yes ? 1 : 0};
+  comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+  return v[0];
+}
 
 template <class Strategy>
 void ucx_matrix(ddl::ucx_transport& t, const Strategy& s, std::size_t large = 65539, ddl::options o = {}) {
@@ -253,6 +269,113 @@ TEST_CASE("ucx: communicator::abort on one rank ends the others' pending calls a
     CHECK_MESSAGE(what.find("giving up on purpose") != std::string::npos, what);
     CHECK(took < 5.0);
   }
+}
+
+TEST_CASE("ucx cluster: one host is one node; a faked two-node layout is renumbered node by node through a second "
+          "rendezvous, and the all-reduce over it is exact") {
+  if (!launched()) return;
+  if (std::getenv("DDL_TOPOLOGY") || std::getenv("DDL_PROBE")) return;  // the defaults are what is tested
+  {
+    auto c = cluster_of({});
+    CHECK(c->layout().nodes == 1);
+    CHECK(c->transport().rank() == c->layout().local_rank);
+    REQUIRE(c->topo().count() == 1u);
+    CHECK(c->topo().size() == c->transport().size());
+    CHECK_MESSAGE(c->report().find("1 node(s) x " + std::to_string(c->transport().size())) != std::string::npos,
+                  c->report());
+  }
+  auto w = world();
+  const int n = w->size(), r = w->rank();
+  if (n < 2 || n % 2) return;
+  // Interleaved on purpose: even ranks on node 0, odd on node 1.
+  ddl::detect_options o;
+  o.node_colour = r % 2;
+  auto c = cluster_of(o);
+  ddl::ucx_transport& t = c->transport();
+  const auto& L = c->layout();
+  CHECK(L.nodes == 2);
+  CHECK(L.uniform);
+  CHECK(L.node == r % 2);
+  CHECK(t.rank() == L.node * (n / 2) + L.local_rank);
+  REQUIRE(c->topo().count() == (n > 2 ? 2u : 1u));
+  // The new numbering reaches the right processes: rank k of the cluster
+  // is the process that was rank (k % (n/2)) * 2 + k / (n/2).
+  ddl::communicator<ddl::auto_strategy, ddl::ucx_transport> comm(t, ddl::auto_strategy(c->topo()));
+  std::vector<std::int64_t> was(static_cast<std::size_t>(n), 0);
+  was[static_cast<std::size_t>(t.rank())] = r;
+  comm.all_reduce(ddl::host_view(was), ddl::op::sum);
+  for (int k = 0; k < n; ++k) CHECK(was[static_cast<std::size_t>(k)] == (k % (n / 2)) * 2 + k / (n / 2));
+  std::vector<std::int64_t> g(10007);
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<std::int64_t>(i) * (t.rank() + 1);
+  comm.all_reduce(ddl::host_view(g), ddl::op::sum);
+  bool ok = true;
+  for (std::size_t i = 0; i < g.size(); ++i) ok = ok && g[i] == static_cast<std::int64_t>(i) * n * (n + 1) / 2;
+  CHECK(ok);
+}
+
+TEST_CASE("ucx cluster: DDL_TOPOLOGY=auto probes node leaders over UCX and every rank ends with the same topology") {
+  if (!launched()) return;
+  auto w = world();
+  const int n = w->size(), r = w->rank();
+  if (n < 4 || n % 2) return;  // needs at least two faked nodes of two ranks
+  ddl::detect_options o;
+  o.node_colour = r / 2;  // nodes of 2 ranks
+  o.probe_bytes = 64 << 10;
+  setenv("DDL_TOPOLOGY", "auto", 1);
+  auto c = cluster_of(o);
+  unsetenv("DDL_TOPOLOGY");
+  const auto& topo = c->topo();
+  CHECK(c->report().find("hierarchy probed") != std::string::npos);
+  CHECK(topo.size() == n);
+  CHECK(topo[0].extent == 2);  // ranks per node first
+  REQUIRE(topo.count() >= 2);
+  for (std::size_t l = 0; l < topo.count(); ++l) {
+    CHECK(topo[l].bandwidth > 1e6);
+    CHECK(topo[l].bandwidth < 10e12);
+    CHECK(topo[l].latency > 0);
+  }
+  for (std::size_t l = 1; l < topo.count(); ++l) {
+    CHECK(topo[l].exchange > 0);
+    CHECK(topo[l].exchange <= topo[l].bandwidth);
+  }
+  CHECK(c->report().find("flows at once") != std::string::npos);
+  // Every rank ended with rank 0's topology.
+  ddl::communicator<ddl::auto_strategy, ddl::ucx_transport> comm(c->transport(), ddl::auto_strategy(topo));
+  std::vector<double> mine, max_of;
+  for (std::size_t l = 0; l < topo.count(); ++l)
+    for (double v : {double(topo[l].extent), topo[l].bandwidth, topo[l].latency, topo[l].exchange}) mine.push_back(v);
+  max_of = mine;
+  comm.all_reduce(ddl::host_view(max_of), ddl::op::max);
+  CHECK(max_of == mine);
+  std::vector<float> v(4099, 1.0f);
+  comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+  CHECK(v[4098] == static_cast<float>(n));
+}
+
+TEST_CASE("ucx cluster: DDL_TOPOLOGY that differs between ranks, or does not fit, is the same error on every rank") {
+  if (!launched()) return;
+  auto w = world();
+  const int n = w->size(), r = w->rank();
+  if (n < 2) return;
+  const std::string mine = r == 0 ? "1:1GB/s:1us," + std::to_string(n) + ":1GB/s:1us" : std::to_string(n) + ":1GB/s:1us";
+  setenv("DDL_TOPOLOGY", mine.c_str(), 1);
+  bool caught = false;
+  try {
+    cluster_of({});
+  } catch (const ddl::topology_error& e) {
+    caught = std::string(e.what()).find("DDL_TOPOLOGY differs between ranks") != std::string::npos;
+  }
+  unsetenv("DDL_TOPOLOGY");
+  CHECK(count_on(*w, caught) == n);
+  setenv("DDL_TOPOLOGY", (std::to_string(n + 1) + ":1GB/s:1us").c_str(), 1);
+  caught = false;
+  try {
+    cluster_of({});
+  } catch (const ddl::topology_error&) {
+    caught = true;
+  }
+  unsetenv("DDL_TOPOLOGY");
+  CHECK(count_on(*w, caught) == n);
 }
 
 // Run by CTest under `ddl-run --keep-going`: rank `victim` (the last) dies

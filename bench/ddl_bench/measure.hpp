@@ -224,6 +224,21 @@ impl make_impl(std::string label, Transport& t, Strategy st, const ddl::options&
   return m;
 }
 
+// The detected topology with --dims' extents (the detected levels' costs,
+// the last one's for further dimensions); the detected one without --dims.
+inline ddl::topology shaped(const ddl::topology& base, const std::vector<int>& dims, int n) {
+  if (dims.empty()) return base;
+  ddl::topology out;
+  std::size_t l = 0;
+  for (int e : dims) {
+    ddl::level lv = base[std::min(l++, base.count() - 1)];
+    lv.extent = e;
+    out.add(lv);
+  }
+  out.check(n);
+  return out;
+}
+
 template <class Transport>
 inline std::vector<impl> ddl_impls(Transport& t, const settings& s, const ddl::topology& topo, const ddl::options& opts) {
   std::vector<impl> impls;

@@ -259,19 +259,7 @@ inline std::vector<row> run_mpi(const settings& s, std::vector<std::string>& lab
   found = cluster.report();
   allowed = ddl::plan_for::transport(t);
   if (t.stages_shared() && t.size() > 1) found += "; ranks share memory (stages)";
-  topo = cluster.topo();
-  if (!s.dims.empty()) {  // --dims re-shapes the detected costs' extents
-    ddl::topology shaped;
-    const auto& base = cluster.topo();
-    std::size_t l = 0;
-    for (int e : s.dims) {
-      ddl::level lv = base[std::min(l++, base.count() - 1)];
-      lv.extent = e;
-      shaped.add(lv);
-    }
-    shaped.check(t.size());
-    topo = shaped;
-  }
+  topo = shaped(cluster.topo(), s.dims, t.size());
   allowed.shared_levels = ddl::shared_levels(t, topo);
   if (!t.stages_shared() && allowed.shared_levels > 0)
     found += "; ranks share memory (stages) inside the first " + std::to_string(allowed.shared_levels) + " level(s)";

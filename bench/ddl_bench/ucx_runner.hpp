@@ -26,7 +26,7 @@ inline bool under_mpi_launcher() {
 
 inline std::vector<row> run_ucx(const settings& s, std::vector<std::string>& labels, ddl::topology& topo,
                                 std::string& found, ddl::plan_for& allowed) {
-  std::unique_ptr<ddl::ucx_transport> owned;
+  std::unique_ptr<ddl::ucx_cluster> cluster;
 #ifdef DDL_BENCH_MPI
   int mpi_on = 0;
   MPI_Initialized(&mpi_on);
@@ -35,24 +35,18 @@ inline std::vector<row> run_ucx(const settings& s, std::vector<std::string>& lab
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     ddl::mpi_store store(MPI_COMM_WORLD);
-    owned = std::make_unique<ddl::ucx_transport>(store, r, n);
-    found = "ranks met through MPI (mpi_store)";
+    cluster = std::make_unique<ddl::ucx_cluster>(store, r, n);
+    found = "ranks met through MPI (mpi_store); ";
   }
 #endif
-  if (!owned) {
-    owned = std::make_unique<ddl::ucx_transport>();
-    found = "ranks met through DDL_RENDEZVOUS";
+  if (!cluster) {
+    cluster = std::make_unique<ddl::ucx_cluster>();
+    found = "ranks met through DDL_RENDEZVOUS; ";
   }
-  auto& t = *owned;
+  auto& t = cluster->transport();
   const int n = t.size();
-  using L = ddl::default_link<ddl::ucx_transport>;
-  ddl::topology fallback;
-  if (!s.dims.empty()) {
-    for (int e : s.dims) fallback.add(ddl::level{e, L::bandwidth, L::latency, 0});
-  } else {
-    fallback = ddl::topology::uniform(n, L::bandwidth, L::latency);
-  }
-  topo = ddl::topology::from_env(n, fallback);
+  found += cluster->report();
+  topo = shaped(cluster->topo(), s.dims, n);
   allowed = ddl::plan_for::transport(t);
   allowed.shared_levels = ddl::shared_levels(t, topo);
   if (t.stages_shared() && n > 1) found += "; ranks share memory (stages)";
@@ -79,7 +73,11 @@ inline std::vector<row> run_ucx(const settings& s, std::vector<std::string>& lab
     if (mpi_on) {
       settings rest = s;
       rest.baselines = others;
-      add_mpi_baselines(rest, MPI_COMM_WORLD, t.rank(), n, impls, found);
+      // MPI's ranks in ddl's order (ucx_cluster numbers them host by host),
+      // kept for the baselines' lifetime.
+      MPI_Comm ordered = MPI_COMM_NULL;
+      MPI_Comm_split(MPI_COMM_WORLD, 0, t.rank(), &ordered);
+      add_mpi_baselines(rest, ordered, t.rank(), n, impls, found);
     } else
 #endif
       found += "; MPI and Gloo not compared: start ddl-bench --transport ucx under mpiexec for them";

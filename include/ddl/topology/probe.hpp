@@ -1,17 +1,19 @@
 #pragma once
 /// \file
-/// What `mpi_cluster` measures, over an `mpi_transport`: round trips, one-way
-/// and two-way streams as the step engine sends them, every pair of node
-/// leaders, and how many links a unit (a node, a rack) has under load. Every
-/// wait has a deadline; bystanders wait in a barrier that sleeps rather than
-/// spins (on oversubscribed cores they would steal the probing pair's CPU).
-/// What the figures mean and how they become a topology is `mpi/detect.hpp`'s
+/// What topology detection measures over any process transport (MPI, UCX):
+/// round trips, one-way and two-way streams as the step engine sends them,
+/// every pair of node leaders, and how many links a unit (a node, a rack)
+/// has under load. Only the transport's isend/irecv/wait are used (the few
+/// figures every rank must share travel through `share`, a gather at rank 0
+/// and back), so one prober serves every transport. Every wait has a
+/// deadline; bystanders wait in a barrier that sleeps rather than spins (on
+/// oversubscribed cores they would steal the probing pair's CPU). What the
+/// figures mean and how they become a topology is `topology/detect.hpp`'s
 /// business; the checks and clustering are pure (`topology/cluster.hpp`).
-#include <mpi.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -19,7 +21,6 @@
 #include <utility>
 #include <vector>
 
-#include "ddl/mpi/transport.hpp"
 #include "ddl/topology/cluster.hpp"
 
 namespace ddl::detail {
@@ -56,11 +57,54 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-class mpi_prober {
+/// Probes over a transport `T` of the Transport concept.
+template <class T>
+class prober {
  public:
-  explicit mpi_prober(mpi_transport* t = nullptr) : t_(t) {}
+  explicit prober(T* t = nullptr) : t_(t) {}
   /// Probes over `t` from now on (after ranks were renumbered).
-  void retarget(mpi_transport& t) noexcept { t_ = &t; }
+  void retarget(T& t) noexcept { t_ = &t; }
+
+  /// Every rank's `bytes` from `mine`, in rank order, on every rank (a
+  /// gather at rank 0, then rank 0 sends the whole to each): for the few
+  /// figures detection shares, never for data. Collective.
+  std::vector<std::byte> share(const void* mine, std::size_t bytes) {
+    auto& t = *t_;
+    const int n = t.size();
+    std::vector<std::byte> all(bytes * static_cast<std::size_t>(n));
+    std::memcpy(all.data() + bytes * static_cast<std::size_t>(t.rank()), mine, bytes);
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    if (t.rank() == 0) {
+      for (int q = 1; q < n; ++q) {
+        auto r = t.irecv(q, {all.data() + bytes * static_cast<std::size_t>(q), bytes}, 13);
+        t.wait(r, limit);
+      }
+      for (int q = 1; q < n; ++q) {
+        auto r = t.isend(q, {all.data(), all.size()}, 14);
+        t.wait(r, limit);
+      }
+    } else {
+      auto s = t.isend(0, {static_cast<const std::byte*>(mine), bytes}, 13);
+      t.wait(s, limit);
+      auto r = t.irecv(0, {all.data(), all.size()}, 14);
+      t.wait(r, limit);
+    }
+    return all;
+  }
+  /// `v` combined element-wise over every rank (`sum`, or the largest). Collective.
+  void combine(std::vector<double>& v, bool sum) {
+    const std::vector<std::byte> all = share(v.data(), v.size() * sizeof(double));
+    std::vector<double> row(v.size());
+    for (int q = 0; q < t_->size(); ++q) {
+      std::memcpy(row.data(), all.data() + static_cast<std::size_t>(q) * v.size() * sizeof(double), v.size() * sizeof(double));
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = q == 0 ? row[i] : sum ? v[i] + row[i] : std::max(v[i], row[i]);
+    }
+  }
+  /// Rank 0's `n` doubles at `v`, on every rank. Collective.
+  void from_rank0(double* v, std::size_t n) {
+    const std::vector<std::byte> all = share(v, n * sizeof(double));
+    std::memcpy(v, all.data(), n * sizeof(double));
+  }
 
   // Round trips between ranks a and b (others return at once): half the
   // fastest 1-byte round trip, and bytes/s from the fastest big ones less
@@ -153,7 +197,7 @@ class mpi_prober {
     const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     auto once = [&](int n) {
       const auto start = std::chrono::steady_clock::now();
-      std::vector<mpi_transport::request> rq, sq;
+      std::vector<typename T::request> rq, sq;
       for (int i = 0; i < n; ++i) {
         const std::size_t slot = static_cast<std::size_t>(i % depth) * big;
         if (recvs) {
@@ -219,9 +263,9 @@ class mpi_prober {
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (b > 0) batches.push_back(dt / reps);  // the first one warms up
     }
-    double step = median(batches);
-    DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &step, 1, MPI_DOUBLE, MPI_MAX, t.comm()));
-    return step;
+    std::vector<double> step{median(batches)};
+    combine(step, false);
+    return step[0];
   }
 
   // A node's link cost as its collectives see it: `loaded_step` of 1 byte
@@ -233,8 +277,8 @@ class mpi_prober {
   }
 
   // A barrier whose waiting ranks sleep (the transport's back-off) instead
-  // of spinning in MPI: on oversubscribed cores, spinning bystanders would
-  // steal the CPU the probing pair needs to drive its sockets.
+  // of spinning (as MPICH's MPI_Barrier does): on oversubscribed cores,
+  // spinning bystanders would steal the CPU the probing pair needs.
   void quiet_barrier() {
     auto& t = *t_;
     const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(300);
@@ -275,8 +319,7 @@ class mpi_prober {
         if (t.rank() == b) pm.one_way[i * N + j] = pm.one_way[j * N + i] = one_way;
         quiet_barrier();
       }
-    for (auto* m : {&pm.one_way, &pm.exchange, &pm.latency})
-      DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, m->data(), static_cast<int>(m->size()), MPI_DOUBLE, MPI_SUM, t.comm()));
+    for (auto* m : {&pm.one_way, &pm.exchange, &pm.latency}) combine(*m, true);
     return pm;
   }
 
@@ -311,7 +354,7 @@ class mpi_prober {
     };
     const double idle = fastest(0, true);
     double secs[3] = {fastest(1, true) - idle, fastest(pairs.size(), true) - idle, fastest(pairs.size(), false) - idle};
-    DDL_MPI_CHECK(MPI_Bcast(secs, 3, MPI_DOUBLE, 0, t_->comm()));
+    from_rank0(secs, 3);
     // stream_rate sends one warm-up message before its timed ones.
     const double bytes = static_cast<double>(reps + 1) * static_cast<double>(probe_bytes);
     const int k = static_cast<int>(pairs.size());
@@ -334,7 +377,7 @@ class mpi_prober {
   }
 
  private:
-  mpi_transport* t_;
+  T* t_;
   std::unique_ptr<std::byte[]> probe_buf_;
   std::size_t probe_buf_size_ = 0;
   link_bounds bounds_;
