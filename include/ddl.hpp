@@ -21,6 +21,7 @@
 #include "ddl/topology/extents.hpp"
 #include "ddl/topology/topology.hpp"
 #include "ddl/topology/cluster.hpp"
+#include "ddl/topology/detect.hpp"
 #include "ddl/strategy/partition.hpp"
 #include "ddl/strategy/step.hpp"
 #include "ddl/strategy/concept.hpp"

@@ -1599,3 +1599,25 @@ TEST_CASE("broadcast measured on in-process ranks: exact from every root through
     CHECK(comm.broadcast_plan_for(70001 * 4).algo == ddl::broadcast_algorithm::chain);
   });
 }
+
+TEST_CASE("node layout from per-rank keys: nodes by first rank, ranks in order inside, node-major numbers") {
+  // Interleaved hosts: ranks 0, 2, 4 on "b", 1, 3, 5 on "a" ("b" comes first: rank 0 is there).
+  const std::vector<std::string> keys{"b", "a", "b", "a", "b", "a"};
+  for (int r = 0; r < 6; ++r) {
+    const ddl::node_layout L = ddl::detail::layout_of(keys, r);
+    CHECK(L.nodes == 2);
+    CHECK(L.uniform);
+    CHECK(L.node == r % 2);
+    CHECK(L.local_rank == r / 2);
+    CHECK(L.local_size == 3);
+    CHECK(ddl::detail::node_major_rank(L) == (r % 2) * 3 + r / 2);
+  }
+  // Uneven nodes: 1 + 3, and a lone rank.
+  const std::vector<std::string> uneven{"x", "y", "y", "y"};
+  const ddl::node_layout U = ddl::detail::layout_of(uneven, 3);
+  CHECK(!U.uniform);
+  CHECK(U.node_sizes == std::vector<int>{1, 3});
+  CHECK(ddl::detail::node_major_rank(U) == 3);
+  const ddl::node_layout one = ddl::detail::layout_of({"solo"}, 0);
+  CHECK((one.nodes == 1 && one.local_size == 1 && ddl::detail::node_major_rank(one) == 0));
+}

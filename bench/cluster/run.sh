@@ -7,6 +7,12 @@
 #   bench/cluster/run.sh --racks 2 --hosts-per-rack 2 --ranks-per-host 2 \
 #                        --intra 1gbit --inter 200mbit [--transport mpi|ucx]
 #
+# --command 'PROGRAM ARGS' runs that MPI program across the hosts instead of
+# ddl-bench (e.g. the UCX kill test, test/ddl_test_ucx_mpi); --env NAME=VALUE
+# (repeatable) passes a setting to the ranks; --keep-going lets the survivors
+# of a rank that dies run on (Open MPI's orte_enable_recovery) instead of
+# mpirun ending them.
+#
 # --transport ucx runs ddl over UCX instead (the ranks still started by
 # mpirun, meeting through an mpi_store; MPI_Allreduce beside it in the same
 # job): UCX's TCP on eth0 between hosts (UCX_NET_DEVICES=eth0), shared memory
@@ -29,13 +35,14 @@ root=$(cd "$here/../.." && pwd)
 racks=2 hosts=2 ppn=2 intra=1gbit inter=200mbit
 sizes_b=1M sizes_e=64M factor=4 iters=3 warmup=1
 strategies=ring,multi_ring,halving_doubling,recursive_doubling,auto
-topology=auto bench="" out="" limit=900 runs=1 dtype=float transport=mpi
+topology=auto bench="" out="" limit=900 runs=1 dtype=float transport=mpi command="" keep_going=0
+extra_env=()
 usage() {
   cat >&2 <<EOF
 usage: $0 [--racks R] [--hosts-per-rack H] [--ranks-per-host K] [--intra RATE] [--inter RATE]
           [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--runs N]
           [--strategy LIST] [--topology auto|SPEC|detect] [--bench PATH] [--out DIR] [--limit SECONDS]
-          [--transport mpi|ucx]
+          [--transport mpi|ucx] [--command 'PROGRAM ARGS'] [--env NAME=VALUE]... [--keep-going]
 RATE is tc's syntax (1gbit, 200mbit). --topology auto probes the emulated network
 (DDL_TOPOLOGY=auto); detect uses ddl's defaults (nodes from shared memory only);
 anything else is passed as DDL_TOPOLOGY. Each run writes DIR/run-K.txt.
@@ -64,6 +71,9 @@ while (($#)); do
     --out) out=$2; shift ;;
     --limit) limit=$2; shift ;;
     --transport) transport=$2; shift ;;
+    --command) command=$2; shift ;;
+    --env) [[ $2 == *=* ]] || { echo "run.sh: --env takes NAME=VALUE" >&2; exit 2; }; extra_env+=(-x "$2"); shift ;;
+    --keep-going) keep_going=1 ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument '$1'" >&2; usage ;;
   esac
@@ -90,6 +100,13 @@ ip netns exec "$probe_ns" unshare --uts true 2>/dev/null || probe_ok=2
 ip netns del "$probe_ns"
 ((probe_ok == 1)) || skip "$( ((probe_ok == 0)) && echo "veth or tc htb unavailable in this kernel" || echo "cannot create UTS namespaces (unshare --uts)")"
 bench=${bench:-$root/build/release/bench/ddl-bench}
+if [ -n "$command" ]; then
+  read -r -a program <<<"$command"
+  bench=${program[0]}
+else
+  program=("$bench" --transport "$transport" --strategy "$strategies" --baseline mpi
+           -b "$sizes_b" -e "$sizes_e" -f "$factor" -n "$iters" -w "$warmup" -d "$dtype")
+fi
 [ -x "$bench" ] || { echo "run.sh: $bench not found; build first (./quickstart.sh demo) or pass --bench" >&2; exit 1; }
 # The ranks are launched by Open MPI's mpirun across the namespaces; a
 # ddl-bench linked with another MPI would start as n singletons of one rank.
@@ -194,6 +211,9 @@ esac
 # bench/results/cluster-emulation.md, fifth round.)
 for v in DDL_PIPELINE_DEPTH DDL_CHUNK_BYTES; do [ -n "${!v:-}" ] && env_topo+=(-x "$v=${!v}"); done
 [ "$transport" = ucx ] && env_topo+=(-x "UCX_TLS=${UCX_TLS:-tcp,sm,self}" -x UCX_NET_DEVICES=eth0)
+env_topo+=("${extra_env[@]}")
+recovery=()
+((keep_going)) && recovery=(--mca orte_enable_recovery 1 --mca orte_abort_on_non_zero_status 0)
 mkdir -p "$work/tmp/head"
 [ -n "$out" ] && mkdir -p "$out"
 for ((k = 1; k <= runs; k++)); do
@@ -204,11 +224,10 @@ for ((k = 1; k <= runs; k++)); do
     timeout --kill-after=10 "$limit" ip netns exec "$head" mpirun --allow-run-as-root \
     --hostfile "$work/hostfile" -np "$n" --map-by slot --oversubscribe \
     --mca plm_rsh_agent "$work/nsexec" --mca plm_rsh_no_tree_spawn 1 \
-    --mca pml ob1 --mca btl vader,tcp,self --mca mpi_yield_when_idle 1 \
+    --mca pml ob1 --mca btl vader,tcp,self --mca mpi_yield_when_idle 1 "${recovery[@]}" \
     --mca btl_tcp_if_include "$net.0.0/16" --mca oob_tcp_if_include "$net.0.0/16" \
     "${env_topo[@]}" -x DDL_TIMEOUT=300 \
-    "$bench" --transport "$transport" --strategy "$strategies" --baseline mpi \
-    -b "$sizes_b" -e "$sizes_e" -f "$factor" -n "$iters" -w "$warmup" -d "$dtype" 2>&1 | { echo "$settings"; cat; } | tee "$log"
+    "${program[@]}" 2>&1 | { echo "$settings"; cat; } | tee "$log"
   rc=${PIPESTATUS[0]}
   [ -n "$out" ] && cp "$log" "$out/run-$k.txt"
   ((rc == 0)) || { echo "run.sh: run $k failed (exit $rc)" >&2; exit "$rc"; }
