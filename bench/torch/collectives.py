@@ -2,6 +2,7 @@
 tensors, same job: median time per size (the slowest rank's) and the ratio.
 
     mpiexec -n 4 python3 bench/torch/collectives.py [--collective all_reduce] [-b 1M] [-e 256M] [-n 10] [-w 2]
+    ddl-run -n 4 python3 bench/torch/collectives.py ...   # ddl over UCX
 
 --collective: all_reduce (sum, in place), broadcast, reduce (sum), gather,
 scatter (root 0), all_gather (into a list), all_to_all (all_to_all_single,
@@ -40,7 +41,7 @@ def main():
     p.add_argument("-w", type=int, default=2)
     a = p.parse_args()
     torch.set_num_threads(1)
-    rank, size = ddl_torch.mpi_rank_and_size()
+    rank, size = ddl_torch.launch_rank_and_size()
     store = f"/tmp/ddl-torch-bench-{os.getppid()}"
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=size)
     groups = {"ddl": dist.new_group(backend="ddl"), "gloo": dist.new_group(backend="gloo")}

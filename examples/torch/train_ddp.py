@@ -2,11 +2,13 @@
 
     mpiexec -n 4 python3 examples/torch/train_ddp.py --backend ddl
     mpiexec -n 4 python3 examples/torch/train_ddp.py --compare --steps 200   # gloo, then ddl, same seed, compared
+    ddl-run -n 4 python3 examples/torch/train_ddp.py --backend ddl           # without MPI: ddl over UCX
 
 The two lines a PyTorch user changes to use ddl:
     import ddl_torch                                         # registers the backend
     dist.init_process_group("ddl", init_method=..., rank=rank, world_size=size)
-Ranks come from MPI (ddl runs over it): ddl_torch.mpi_rank_and_size().
+Ranks come from the launcher (ddl_torch.launch_rank_and_size()): mpiexec (ddl runs over
+MPI), or ddl-run, torchrun, srun (ddl runs over UCX).
 Needs Debian's python3-torch and dataset-fashion-mnist; exits 77 without the data.
 """
 import argparse
@@ -107,10 +109,10 @@ def main():
     torch.set_num_threads(1)  # ranks are the parallelism
 
     train_set, test_set = load(args.data, "train"), load(args.data, "t10k")
-    rank, size = ddl_torch.mpi_rank_and_size()
+    rank, size = ddl_torch.launch_rank_and_size()
     if args.batch % size:
         sys.exit(f"train_ddp: --batch {args.batch} does not split over {size} ranks")
-    store = f"/tmp/ddl-torch-ddp-{os.getppid()}"  # one rendezvous file per mpiexec job
+    store = f"/tmp/ddl-torch-ddp-{os.getppid()}"  # one rendezvous file per job (its launcher)
     if args.compare:
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=size)
         world = dist.group.WORLD

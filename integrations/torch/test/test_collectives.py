@@ -3,7 +3,8 @@ same inputs in the same job (or, for the calls that only move data and for
 send/recv, from one rank or any, against what every rank can compute of
 every rank's input); then
 the calls it does not offer and a dtype it does not take must raise clear
-errors. Run under mpiexec (-n 2, -n 4).
+errors. Run under mpiexec (-n 2, -n 4: the group runs over MPI) or ddl-run
+(-n 3: over UCX).
 Prints "torch collectives: N failed" on rank 0; exits non-zero on failure."""
 import os
 import sys
@@ -13,8 +14,8 @@ import torch.distributed as dist
 
 import ddl_torch
 
-rank, size = ddl_torch.mpi_rank_and_size()
-store = f"/tmp/ddl-torch-test-{os.getppid()}"  # one store per mpiexec job
+rank, size = ddl_torch.launch_rank_and_size()
+store = f"/tmp/ddl-torch-test-{os.getppid()}"  # one store per job (its launcher)
 dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=size)
 ddl = dist.new_group(backend="ddl")
 gloo_group = dist.new_group(backend="gloo")
@@ -395,7 +396,7 @@ dist.all_reduce(total, group=gloo_group)
 for f in failures[:20]:
     print(f"rank {rank}: FAILED {f}", file=sys.stderr)
 if rank == 0:
-    print(f"torch collectives: {int(total)} failed on {size} ranks")
+    print(f"torch collectives: {int(total)} failed on {size} ranks over {ddl_torch.transport()}")
 dist.barrier(group=gloo_group)
 dist.destroy_process_group()
 if rank == 0 and os.path.exists(store):

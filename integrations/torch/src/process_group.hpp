@@ -1,10 +1,8 @@
+#pragma once
 // ddl as a torch.distributed backend: a c10d::ProcessGroup whose collectives
-// are ddl's asynchronous collectives over MPI. Registered as "ddl" by the
-// Python package (`import ddl_torch`), so `init_process_group("ddl")` or
-// `new_group(backend="ddl")` give a group DistributedDataParallel can use.
+// are ddl's asynchronous collectives over a process transport (MPI or UCX,
+// `module.cpp` chooses).
 //
-// Launch with mpiexec: a group's ranks are MPI processes, found through the
-// group's store (any torch rank order, any subset of the MPI job's ranks).
 // all_reduce (and allreduce_coalesced), broadcast, all_gather, reduce_scatter
 // (list and flat forms), all_to_all (list and flat forms, split sizes),
 // barrier, reduce, gather, scatter, and send and recv (from one rank or any). One
@@ -13,274 +11,31 @@
 // that only move data take any dtype. Anything else (CUDA tensors, other
 // dtypes or ops) raises RuntimeError naming what is not supported.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/python.h>
 
-#include <pybind11/chrono.h>
-
-#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include <ddl/mpi.hpp>
+#include <ddl.hpp>
+
+#include "tensors.hpp"
 
 namespace ddl_torch {
 
-using comm_t = ddl::communicator<ddl::auto_strategy, ddl::mpi_transport>;
-
-ddl::dtype dtype_of(const at::Tensor& t, const char* call) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return ddl::dtype::float32;
-    case at::kDouble: return ddl::dtype::float64;
-    case at::kHalf: return ddl::dtype::float16;
-    case at::kBFloat16: return ddl::dtype::bfloat16;
-    case at::kInt: return ddl::dtype::int32;
-    case at::kLong: return ddl::dtype::int64;
-    default:
-      TORCH_CHECK(false, "ddl backend: ", call, " on a tensor of dtype ", t.scalar_type(),
-                  " is not supported (reductions take float32, float64, float16, bfloat16, int32, int64; "
-                  "broadcast, the gathers, scatter and all_to_all take any dtype)");
-  }
-}
-
-ddl::op op_of(const c10d::ReduceOp& o, const char* call) {
-  switch (o.op_) {
-    case c10d::ReduceOp::SUM: return ddl::op::sum;
-    case c10d::ReduceOp::AVG: return ddl::op::avg;
-    case c10d::ReduceOp::PRODUCT: return ddl::op::prod;
-    case c10d::ReduceOp::MIN: return ddl::op::min;
-    case c10d::ReduceOp::MAX: return ddl::op::max;
-    default:
-      TORCH_CHECK(false, "ddl backend: ", call, " with reduce op ", static_cast<int>(o.op_),
-                  " is not supported (SUM, AVG, PRODUCT, MIN, MAX)");
-  }
-}
-
-void check_dense(const at::Tensor& t, const char* call) {
-  TORCH_CHECK(t.device().is_cpu(), "ddl backend: ", call, " needs CPU tensors, got one on ", t.device());
-  TORCH_CHECK(t.layout() == at::kStrided, "ddl backend: ", call, " needs dense tensors");
-  TORCH_CHECK(t.is_contiguous(), "ddl backend: ", call, " needs contiguous tensors");
-}
-
-ddl::buffer_view view_of(const at::Tensor& t, const char* call) {
-  check_dense(t, call);
-  return ddl::buffer_view{t.data_ptr(), static_cast<std::size_t>(t.numel()), dtype_of(t, call), ddl::location{}};
-}
-
-// Calls that only move data (broadcast, the gathers, scatter, all_to_all) take tensors
-// of any dtype: one ddl does not reduce (uint8, int8, bool, int16, complex:
-// what all_gather_object and broadcast_object_list send) moves as its bytes,
-// in int32 words through scratch buffers, each part padded to whole words.
-bool native(const at::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kFloat:
-    case at::kDouble:
-    case at::kHalf:
-    case at::kBFloat16:
-    case at::kInt:
-    case at::kLong: return true;
-    default: return false;
-  }
-}
-at::Tensor bytes_of(const at::Tensor& t) { return t.reshape({-1}).view(at::kByte); }
-// Bytes [0, bytes) of part `i` of `parts` equal parts laid out in `words`.
-at::Tensor part_bytes(const at::Tensor& words, int64_t parts, int64_t i, int64_t bytes) {
-  const at::Tensor b = words.view(at::kByte);
-  return b.narrow(0, i * (b.numel() / parts), bytes);
-}
-
-const at::Tensor& single(const std::vector<at::Tensor>& ts, const char* call) {
-  TORCH_CHECK(ts.size() == 1, "ddl backend: ", call, " takes one tensor per call, got ", ts.size());
-  return ts[0];
-}
-
-// A collective in flight: ddl's request, torch's future, and what to do
-// when the collective has finished (copy a gathered buffer out, ...).
-class work : public c10d::Work {
- public:
-  work(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
-      : c10d::Work(rank, type),
-        outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
-
-  // Runs on the thread that ran the collective, before ddl's wait returns.
-  // `then_` goes with it: what it holds (a scratch buffer) is free again.
-  void complete(std::exception_ptr e) {
-    if (!e && then_) {
-      try {
-        then_();
-      } catch (...) {
-        e = std::current_exception();
-      }
-    }
-    then_ = nullptr;
-    finish(e);
-    if (e) future_->setError(e);
-    else future_->markCompleted(c10::IValue(outputs_));
-  }
-
-  bool wait(std::chrono::milliseconds /*timeout: ddl's own deadline (DDL_TIMEOUT) bounds every wait*/) override {
-    {
-      std::lock_guard<std::mutex> lock(request_mutex_);
-      if (request_.valid()) {
-        try {
-          request_.wait();
-        } catch (...) {
-          // also delivered through complete(): re-thrown below
-        }
-      }
-    }
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return completed_; });
-    if (exception_) std::rethrow_exception(exception_);
-    return true;
-  }
-  std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-  // The sender of a receive from any source (torch's `recv` without `src`
-  // asks it after `wait`); the peer of any other send or receive.
-  int sourceRank() const override {
-    std::lock_guard<std::mutex> lock(request_mutex_);
-    const int peer = request_.peer();
-    TORCH_CHECK(peer >= 0, "ddl backend: sourceRank of a call that is not a send or receive, or has not completed "
-                           "(wait for it first)");
-    return peer;
-  }
-
-  ddl::collective_request request_;
-  mutable std::mutex request_mutex_;
-  std::function<void()> then_;
-
- private:
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-// Flat buffers for the list forms of allgather and reduce_scatter, kept
-// from call to call: a fresh allocation of many MiB is fresh pages, whose
-// first writes cost more than the collective (bench/results/torch-backend.md,
-// 2026-11-29). A buffer is free again once no tensor views its storage (the
-// call's `then_` holds its view until the call completes), so calls in
-// flight at once get buffers of their own.
-class scratch_pool {
- public:
-  at::Tensor get(int64_t numel, const at::TensorOptions& options) {
-    const at::ScalarType type = options.dtype().toScalarType();
-    const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(type));
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::size_t pick = buffers_.size();
-    for (std::size_t i = 0; i < buffers_.size(); ++i)
-      if (unused(buffers_[i]) && buffers_[i].numel() >= bytes &&
-          (pick == buffers_.size() || buffers_[i].numel() < buffers_[pick].numel()))
-        pick = i;
-    if (pick == buffers_.size()) {
-      if (buffers_.size() >= keep)  // free ones were too small: the new one replaces them
-        buffers_.erase(std::remove_if(buffers_.begin(), buffers_.end(), [](const at::Tensor& b) { return unused(b); }),
-                       buffers_.end());
-      buffers_.push_back(at::empty({std::max<int64_t>(bytes, 1)}, at::TensorOptions().dtype(at::kByte)));
-      pick = buffers_.size() - 1;
-    }
-    return buffers_[pick].narrow(0, 0, bytes).view(type);
-  }
-
- private:
-  static constexpr std::size_t keep = 4;
-  static bool unused(const at::Tensor& b) { return b.storage().use_count() == 1; }
-  std::mutex mutex_;
-  std::vector<at::Tensor> buffers_;
-};
-
-// MPI for the whole process: initialised by the first group, finalised at
-// exit. Each group has its own transport, whose communicator's progress
-// thread calls MPI while Python goes on, and programs make several groups
-// (`new_group(backend="ddl")` beside `init_process_group("ddl")`): so
-// MPI_THREAD_MULTIPLE, which lets those threads call MPI at once.
-ddl::mpi_session& mpi() {
-  static ddl::mpi_session session(MPI_THREAD_MULTIPLE);
-  return session;
-}
-
-// The MPI ranks (of MPI_COMM_WORLD) of a torch group's members, in the
-// order of their group ranks: each member writes its own under its group
-// rank in the group's store (a PrefixStore of the group's name) and reads
-// the others'. Only members create a group, so the group's communicator is
-// made with MPI_Comm_create_group, collective over the members alone.
-std::vector<int> members_of(c10d::Store& store, int rank, int size, int world_rank, int world_size) {
-  TORCH_CHECK(size <= world_size, "ddl backend: a group of ", size, " ranks in an MPI job of ", world_size,
-              ": ddl runs over MPI, so launch with `mpiexec -n ", size,
-              " python ...` (at least as many MPI ranks as the group has)");
-  const auto key = [](int r) { return "ddl/mpi_rank/" + std::to_string(r); };
-  const std::string mine = std::to_string(world_rank);
-  store.set(key(rank), std::vector<uint8_t>(mine.begin(), mine.end()));
-  std::vector<int> members(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    const std::vector<uint8_t> v = store.get(key(r));
-    members[static_cast<std::size_t>(r)] = std::stoi(std::string(v.begin(), v.end()));
-  }
-  std::vector<int> sorted = members;
-  std::sort(sorted.begin(), sorted.end());
-  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
-  TORCH_CHECK(twice == sorted.end(), "ddl backend: two ranks of the group are MPI rank ",
-              twice == sorted.end() ? -1 : *twice, ": were they started by separate mpiexec runs (or without ",
-              "mpiexec)? Launch every rank with one `mpiexec -n ", size, " python ...`");
-  return members;
-}
-
-// A communicator over `members` (MPI ranks, in group order): MPI_COMM_WORLD
-// itself where the group is the world in MPI's order, else a new one
-// (the caller frees it).
-MPI_Comm communicator_of(const std::vector<int>& members, int world_size) {
-  bool world = static_cast<int>(members.size()) == world_size;
-  for (std::size_t r = 0; world && r < members.size(); ++r) world = members[r] == static_cast<int>(r);
-  if (world) return MPI_COMM_WORLD;
-  MPI_Group all = MPI_GROUP_NULL, some = MPI_GROUP_NULL;
-  MPI_Comm comm = MPI_COMM_NULL;
-  int rc = MPI_Comm_group(MPI_COMM_WORLD, &all);
-  if (rc == MPI_SUCCESS) rc = MPI_Group_incl(all, static_cast<int>(members.size()), members.data(), &some);
-  if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(MPI_COMM_WORLD, some, /*tag=*/0x64646c, &comm);
-  if (some != MPI_GROUP_NULL) MPI_Group_free(&some);
-  if (all != MPI_GROUP_NULL) MPI_Group_free(&all);
-  TORCH_CHECK(rc == MPI_SUCCESS && comm != MPI_COMM_NULL, "ddl backend: MPI could not make the group's communicator (",
-              "MPI_Comm_create_group over ", members.size(), " ranks, error ", rc, ")");
-  return comm;
-}
-
+template <class Transport>
 class process_group : public c10d::ProcessGroup {
  public:
-  // Torch's ranks need not be MPI's: the members' MPI ranks come through
-  // the group's store, so `init_process_group("ddl")` with any rank order
-  // and `new_group(ranks=[...], backend="ddl")` over any subset both work.
-  process_group(c10d::Store& store, int rank, int size) : c10d::ProcessGroup(rank, size) {
-    mpi();
-    int world_rank = 0, world_size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-    MPI_Comm comm = communicator_of(members_of(store, rank, size, world_rank, world_size), world_size);
-    try {
-      transport_ = std::make_unique<ddl::mpi_transport>(comm);  // its own duplicates of `comm`
-    } catch (...) {
-      if (comm != MPI_COMM_WORLD) MPI_Comm_free(&comm);
-      throw;
-    }
-    if (comm != MPI_COMM_WORLD) MPI_Comm_free(&comm);
-    TORCH_CHECK(transport_->rank() == rank && transport_->size() == size,
-                "ddl backend: the group's communicator has rank ", transport_->rank(), " of ", transport_->size(),
-                " where torch says ", rank, " of ", size);
-    // Work completes on the group's progress thread (torch waits on futures
-    // without our `wait`), which the transport allows at MPI_THREAD_MULTIPLE,
-    // or at SERIALIZED while it is the process's only mpi_transport.
-    if (!transport_->allows_progress_thread()) {
-      int level = MPI_THREAD_SINGLE;
-      MPI_Query_thread(&level);
-      TORCH_CHECK(false, "ddl backend: this group's work could not complete in the background: MPI was initialised ",
-                  "with thread level ", level, " before the first ddl group (by another library?), and ddl needs ",
-                  "MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, "), or SERIALIZED (", MPI_THREAD_SERIALIZED,
-                  ") with one ddl group and no other ddl transport in the process");
-    }
-    comm_ = std::make_unique<comm_t>(*transport_);
+  using comm_t = ddl::communicator<ddl::auto_strategy, Transport>;
+
+  // `transport`: the group's members, this process torch's rank (checked);
+  // `opts`: the communicator's settings (its deadline: `timeout`).
+  process_group(std::unique_ptr<Transport> transport, int rank, int size, ddl::options opts)
+      : c10d::ProcessGroup(rank, size), transport_(std::move(transport)) {
+    TORCH_CHECK(transport_->rank() == rank && transport_->size() == size, "ddl backend: the group's transport has rank ",
+                transport_->rank(), " of ", transport_->size(), " where torch says ", rank, " of ", size);
+    comm_ = std::make_unique<comm_t>(*transport_, ddl::auto_strategy{}, opts);
   }
   ~process_group() override { comm_->wait_all(); }
 
@@ -718,23 +473,9 @@ class process_group : public c10d::ProcessGroup {
     return launch(make(type, std::move(outputs)), std::forward<Issue>(issue));
   }
 
-  std::unique_ptr<ddl::mpi_transport> transport_;
+  std::unique_ptr<Transport> transport_;
   std::unique_ptr<comm_t> comm_;
   scratch_pool scratch_;
 };
 
-c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                              const std::chrono::duration<float>&) {
-  TORCH_CHECK(store, "ddl backend: no store given (torch.distributed passes the group's store)");
-  return c10::make_intrusive<process_group>(*store, rank, size);
-}
-
 }  // namespace ddl_torch
-
-PYBIND11_MODULE(_C, m) {
-  m.doc() = "ddl's collectives as a torch.distributed backend";
-  py::object pg = py::module::import("torch.distributed").attr("ProcessGroup");
-  py::class_<ddl_torch::process_group, c10::intrusive_ptr<ddl_torch::process_group>>(m, "ProcessGroupDDL", pg);
-  m.def("create_process_group", &ddl_torch::create, py::arg("store"), py::arg("rank"), py::arg("size"),
-        py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
-}
