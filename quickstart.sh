@@ -3,8 +3,8 @@
 #   ./quickstart.sh demo   install what is missing, build what the demo runs, run ddl-bench (in-process
 #                          ranks, then processes over UCX started without mpiexec) and a short
 #                          data-parallel training run (in-process ranks)
-#   ./quickstart.sh test   install what is missing, build, run the whole test suite (CTest), and the
-#                          MPI tests once more under MPICH
+#   ./quickstart.sh test   install what is missing, build, run the whole test suite (CTest), the
+#                          MPI tests once more under MPICH, and the torch tests against PyPI's torch 2.x
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -16,7 +16,9 @@ packages=(cmake ninja-build g++ make python3 doctest-dev openmpi-bin libopenmpi-
 # The test run also builds and tests the LibTorch example and the PyTorch backend, runs the
 # MPI tests a second time under MPICH (Open MPI stays the default MPI), builds a user's
 # project once more with Clang (strict warnings), and runs the simulator's fibers under Valgrind.
-if [ "$mode" = test ]; then packages+=(libtorch-dev python3-torch python3-dev pybind11-dev mpich libmpich-dev clang valgrind); fi
+# It also builds the PyTorch backend against PyPI's torch 2.x in a virtual environment
+# (python3-venv; DDL_TORCH2=0 leaves that out).
+if [ "$mode" = test ]; then packages+=(libtorch-dev python3-torch python3-dev python3-venv pybind11-dev mpich libmpich-dev clang valgrind); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -61,4 +63,20 @@ else
     -DMPI_CXX_COMPILER=mpicxx.mpich -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich >/dev/null
   cmake --build "$mpich_build" -j "$jobs" --target ddl_test_mpi
   ctest --test-dir "$mpich_build" -R '^mpi' -E '^mpi\.asan|^mpi\.(stall\.)?n8$' --output-on-failure --timeout 600 -j 2
+  # Today's PyTorch: the backend built against PyPI's torch (pinned; 5.4 GB with its CUDA
+  # wheels, ~2.5 min to install, runs on CPU) in a virtual environment under the build
+  # folder, and every torch test run with it.
+  if [ "${DDL_TORCH2:-1}" != 0 ]; then
+    torch2=2.15.0
+    venv=${DDL_TORCH2_VENV:-build/venv-torch2}
+    torch2_build=${DDL_TORCH2_BUILD_DIR:-build/torch2}
+    echo "== the torch backend against PyPI's torch $torch2 ($venv), in $torch2_build"
+    [ -x "$venv/bin/python3" ] || /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/python3" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch2')" 2>/dev/null ||
+      "$venv/bin/pip" install -q "torch==$torch2" "pybind11==3.1.0" numpy
+    cmake -S . -B "$torch2_build" $(generator "$torch2_build") -DCMAKE_BUILD_TYPE=Release -DDDL_WARNINGS_AS_ERRORS=ON \
+      -DDDL_BUILD_EXAMPLES=OFF -DDDL_BUILD_BENCH=OFF -DPython_EXECUTABLE="$PWD/$venv/bin/python3" >/dev/null
+    cmake --build "$torch2_build" -j "$jobs" --target ddl_torch_C ddl-run
+    ctest --test-dir "$torch2_build" -R '^torch\.' --output-on-failure --timeout 600
+  fi
 fi

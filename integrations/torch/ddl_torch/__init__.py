@@ -23,6 +23,7 @@ bfloat16, int32 and int64, and of any dtype for the calls that only move data
 collectives work); asynchronous work objects with futures (what DDP uses).
 Anything else raises RuntimeError naming the call.
 """
+import inspect
 import os
 
 import torch  # noqa: F401  (libtorch before the extension)
@@ -60,4 +61,8 @@ def _create(store, rank, size, timeout):
 
 
 if not hasattr(dist.Backend, "DDL"):
-    dist.Backend.register_backend("ddl", _create)
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        # torch 2.x: ddl serves CPU tensors, so init_process_group("cpu:ddl,cuda:nccl") works
+        dist.Backend.register_backend("ddl", _create, devices=["cpu"])
+    else:
+        dist.Backend.register_backend("ddl", _create)

@@ -56,7 +56,7 @@ inline std::string transport_choice() {
   return "ucx";
 }
 
-inline c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+inline c10::intrusive_ptr<group_base> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                      const std::chrono::duration<float>& timeout) {
   TORCH_CHECK(store, "ddl backend: no store given (torch.distributed passes the group's store)");
   ddl::options opts = ddl::options::from_env();
@@ -78,7 +78,11 @@ inline c10::intrusive_ptr<c10d::ProcessGroup> create(const c10::intrusive_ptr<c1
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ddl's collectives as a torch.distributed backend";
+#if TORCH_VERSION_MAJOR >= 2
+  py::object pg = py::module::import("torch._C._distributed_c10d").attr("Backend");
+#else
   py::object pg = py::module::import("torch.distributed").attr("ProcessGroup");
+#endif
 #ifdef DDL_TORCH_MPI
   py::class_<ddl_torch::process_group<ddl::mpi_transport>,
              c10::intrusive_ptr<ddl_torch::process_group<ddl::mpi_transport>>>(m, "ProcessGroupDDL", pg);

@@ -11,6 +11,10 @@
 // that only move data take any dtype. Anything else (CUDA tensors, other
 // dtypes or ops) raises RuntimeError naming what is not supported.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#endif
 
 #include <cstring>
 #include <memory>
@@ -24,15 +28,24 @@
 
 namespace ddl_torch {
 
+// Torch 2.x dispatches a group's calls to a c10d::Backend registered per
+// device type; torch 1.x calls a c10d::ProcessGroup subclass itself. The
+// collectives' signatures are the same.
+#if TORCH_VERSION_MAJOR >= 2
+using group_base = c10d::Backend;
+#else
+using group_base = c10d::ProcessGroup;
+#endif
+
 template <class Transport>
-class process_group : public c10d::ProcessGroup {
+class process_group : public group_base {
  public:
   using comm_t = ddl::communicator<ddl::auto_strategy, Transport>;
 
   // `transport`: the group's members, this process torch's rank (checked);
   // `opts`: the communicator's settings (its deadline: `timeout`).
   process_group(std::unique_ptr<Transport> transport, int rank, int size, ddl::options opts)
-      : c10d::ProcessGroup(rank, size), transport_(std::move(transport)) {
+      : group_base(rank, size), transport_(std::move(transport)) {
     TORCH_CHECK(transport_->rank() == rank && transport_->size() == size, "ddl backend: the group's transport has rank ",
                 transport_->rank(), " of ", transport_->size(), " where torch says ", rank, " of ", size);
     comm_ = std::make_unique<comm_t>(*transport_, ddl::auto_strategy{}, opts);
@@ -272,8 +285,83 @@ class process_group : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
     return start(c10d::OpType::BARRIER, {}, [&](auto done) { return comm_->barrier_async(done); });
   }
+  // torch's monitored_barrier: a barrier whose failure names the rank that
+  // did not come (ddl's timeout_error does), at the group's deadline.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool /*wait_all_ranks: ddl names the first*/) override {
+    barrier(opts)->wait();
+  }
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  // The coalesced forms FSDP issues (torch 2.1+): one all-gather of every
+  // input packed into one buffer (one dtype), unpacked into the outputs.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions&) override {
+    const char* call = "allgather_into_tensor_coalesced";
+    const int64_t total = coalesced_total(outputs, inputs, call);
+    at::Tensor flat_in = scratch_.get(total, inputs[0].options()), flat_out = scratch_.get(getSize() * total, inputs[0].options());
+    for (std::size_t i = 0, at = 0; i < inputs.size(); at += static_cast<std::size_t>(inputs[i].numel()), ++i)
+      flat_in.narrow(0, static_cast<int64_t>(at), inputs[i].numel()).copy_(inputs[i].reshape({-1}));
+    auto iv = view_of(flat_in, call);
+    auto ov = view_of(flat_out, call);
+    auto w = make(c10d::OpType::COALESCED, outputs);
+    const int64_t n = getSize();
+    w->then_ = [flat_in, flat_out, outputs, inputs, total, n] {
+      for (int64_t r = 0; r < n; ++r)
+        for (std::size_t i = 0, at = 0; i < inputs.size(); at += static_cast<std::size_t>(inputs[i].numel()), ++i) {
+          const int64_t len = inputs[i].numel();
+          outputs[i].reshape({-1}).narrow(0, r * len, len).copy_(flat_out.narrow(0, r * total + static_cast<int64_t>(at), len));
+        }
+    };
+    return launch(w, [&](auto done) { return comm_->all_gather_async(iv, ov, done); });
+  }
+  // And one reduce-scatter of every input, packed rank by rank.
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    const char* call = "reduce_scatter_tensor_coalesced";
+    const int64_t total = coalesced_total(inputs, outputs, call);
+    const ddl::op o = op_of(opts.reduceOp, call);
+    const int64_t n = getSize();
+    at::Tensor flat_in = scratch_.get(n * total, inputs[0].options()), flat_out = scratch_.get(total, inputs[0].options());
+    for (int64_t r = 0; r < n; ++r)
+      for (std::size_t i = 0, at = 0; i < outputs.size(); at += static_cast<std::size_t>(outputs[i].numel()), ++i) {
+        const int64_t len = outputs[i].numel();
+        flat_in.narrow(0, r * total + static_cast<int64_t>(at), len).copy_(inputs[i].reshape({-1}).narrow(0, r * len, len));
+      }
+    auto iv = view_of(flat_in, call);
+    auto ov = view_of(flat_out, call);
+    auto w = make(c10d::OpType::COALESCED, outputs);
+    w->then_ = [flat_in, flat_out, outputs] {
+      for (std::size_t i = 0, at = 0; i < outputs.size(); at += static_cast<std::size_t>(outputs[i].numel()), ++i)
+        outputs[i].reshape({-1}).copy_(flat_out.narrow(0, static_cast<int64_t>(at), outputs[i].numel()));
+    };
+    return launch(w, [&](auto done) { return comm_->reduce_scatter_async(iv, ov, o, done); });
+  }
+#endif
 
  private:
+  // The coalesced forms' lists: pairs of `big` (the group's size times the
+  // `small` one's elements), dense, of one dtype ddl takes; returns the
+  // `small` ones' elements in all.
+  int64_t coalesced_total(const std::vector<at::Tensor>& big, const std::vector<at::Tensor>& small,
+                          const char* call) const {
+    TORCH_CHECK(!small.empty() && big.size() == small.size(), "ddl backend: ", call, " needs lists of equal length, got ",
+                big.size(), " and ", small.size());
+    int64_t total = 0;
+    for (std::size_t i = 0; i < small.size(); ++i) {
+      for (const at::Tensor* t : {&big[i], &small[i]}) {
+        check_dense(*t, call);
+        TORCH_CHECK(t->scalar_type() == small[0].scalar_type(), "ddl backend: ", call, " needs tensors of one dtype, got ",
+                    small[0].scalar_type(), " and ", t->scalar_type());
+      }
+      TORCH_CHECK(big[i].numel() == getSize() * small[i].numel(), "ddl backend: ", call, ": tensor ", i, " has ",
+                  big[i].numel(), " elements where ", getSize(), " x ", small[i].numel(), " were expected");
+      total += small[i].numel();
+    }
+    dtype_of(small[0], call);  // one ddl takes (a clear error otherwise)
+    return total;
+  }
   int root_of(int64_t root, const char* call) const {
     TORCH_CHECK(root >= 0 && root < getSize(), "ddl backend: ", call, " to root ", root, " in a group of ", getSize(),
                 " ranks");
