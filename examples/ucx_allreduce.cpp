@@ -5,30 +5,11 @@
 // builds the topology (DDL_TOPOLOGY, or measured with DDL_TOPOLOGY=auto).
 #include <ddl/ucx.hpp>
 
-#include <cstdio>
-#include <vector>
+#include "process_allreduce.hpp"
 
 int main() {
   ddl::ucx_cluster cluster;
   ddl::communicator<ddl::auto_strategy, ddl::ucx_transport> comm(cluster.transport(),
                                                                   ddl::auto_strategy(cluster.topo()));
-  const int n = comm.size(), r = comm.rank();
-
-  std::vector<double> weights(1000, r == 0 ? 0.5 : -1.0);
-  comm.broadcast(ddl::host_view(weights), 0);  // everyone starts from rank 0's
-
-  std::vector<float> grads(1 << 20, static_cast<float>(r + 1));
-  auto pending = comm.all_reduce_async(ddl::host_view(grads), ddl::op::avg);  // overlaps what follows
-  double local = 0;
-  for (double w : weights) local += w;
-  pending.wait();
-
-  const float expect = static_cast<float>(n + 1) / 2;  // mean of 1..n
-  int wrong = weights[999] != 0.5;
-  for (float g : grads) wrong += g != expect;
-  comm.all_reduce(ddl::host_view(&wrong, 1), ddl::op::sum);
-  if (r == 0)
-    std::printf("ucx all-reduce over %d processes (%s): %d wrong, mean gradient %g, sum of weights %g\n", n,
-                cluster.topo().str().c_str(), wrong, grads[0], local);
-  return wrong ? 1 : 0;
+  return broadcast_and_average(comm, "ucx");
 }
