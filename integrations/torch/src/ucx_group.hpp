@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -48,10 +49,15 @@ class torch_store {
 // The transport of a group of `size` members, this one torch's rank `rank`,
 // over UCX; the rendezvous waits at most `wait` for the last member (then a
 // timeout_error naming the missing ranks). Every group has a store of its
-// own, so its keys need no number of ours ("torch").
+// own, so its keys need no number of ours; but torchrun's agent keeps its
+// store across the restarts of an elastic job, so the keys carry the attempt
+// (TORCHELASTIC_RESTART_COUNT): a restarted group must not read the records
+// of the attempt that failed.
 inline std::unique_ptr<ddl::ucx_transport> ucx_group(c10d::Store& store, int rank, int size,
                                                      std::chrono::duration<double> wait) {
-  return std::make_unique<ddl::ucx_transport>(torch_store(store), rank, size, wait, "torch");
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const std::string name = std::string("torch.") + (attempt && *attempt ? attempt : "0");
+  return std::make_unique<ddl::ucx_transport>(torch_store(store), rank, size, wait, name);
 }
 
 }  // namespace ddl_torch
