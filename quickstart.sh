@@ -18,7 +18,7 @@ packages=(cmake ninja-build g++ make python3 doctest-dev openmpi-bin libopenmpi-
 # project once more with Clang (strict warnings), and runs the simulator's fibers under Valgrind.
 # It also builds the PyTorch backend against PyPI's torch 2.x in a virtual environment
 # (python3-venv; DDL_TORCH2=0 leaves that out).
-if [ "$mode" = test ]; then packages+=(libtorch-dev python3-torch python3-dev python3-venv pybind11-dev mpich libmpich-dev clang valgrind); fi
+if [ "$mode" = test ]; then packages+=(libtorch-dev python3-torch python3-dev python3-venv pkg-config pybind11-dev mpich libmpich-dev clang valgrind); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
