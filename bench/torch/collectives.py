@@ -50,7 +50,9 @@ def main():
     if rank == 0:
         how = {"all_reduce": "sum, in place", "reduce": "sum, root 0", "all_gather": "into a list",
                "all_to_all": "all_to_all_single, equal parts, out of place",
-               "sendrecv": "isend to the next rank, irecv from the previous"}.get(c, "root 0")
+               "sendrecv": "isend to the next rank, irecv from the previous",
+               "all_gather_into_tensor": "each rank's part, into one tensor",
+               "reduce_scatter_tensor": "sum, the size is the input"}.get(c, "root 0")
         print(f"# torch.distributed {c} ({how}, float32), {size} ranks, median of {a.n}, "
               f"slowest rank; torch {torch.__version__}")
         print(f"{'size':>8} {'ddl (ms)':>10} {'ddl GB/s':>9} {'gloo (ms)':>10} {'gloo GB/s':>10} {'gloo/ddl':>9}")
