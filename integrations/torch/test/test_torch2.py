@@ -63,6 +63,12 @@ import torch.distributed._functional_collectives as fc  # noqa: E402
 y = fc.all_reduce(torch.full((4,), float(rank)), "sum", dist.group.WORLD)
 check("functional all_reduce", torch.equal(y, torch.full((4,), float(size * (size - 1) // 2))))
 dist.monitored_barrier()
+# new_subgroups_by_enumeration: the even ranks and the odd ones, each a "ddl" group.
+evens, odds = list(range(0, size, 2)), list(range(1, size, 2))
+cur, _ = dist.new_subgroups_by_enumeration([evens, odds], backend="ddl")
+z = torch.tensor([float(rank)])
+dist.all_reduce(z, group=cur)
+check("new_subgroups_by_enumeration", z.item() == float(sum(evens if rank % 2 == 0 else odds)))
 # DDP: static graph and the fp16 compression hook; the same parameters everywhere.
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks  # noqa: E402
 
