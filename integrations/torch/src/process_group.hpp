@@ -24,7 +24,9 @@
 
 #include <ddl.hpp>
 
+#include "lists.hpp"
 #include "tensors.hpp"
+#include "work.hpp"
 
 namespace ddl_torch {
 
@@ -96,7 +98,7 @@ class process_group : public group_base {
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
     const at::Tensor& t = single(tensors, "broadcast");
-    const int root = root_of(opts.rootRank, "broadcast");
+    const int root = root_of(opts.rootRank, getSize(), "broadcast");
     if (!native(t)) {
       check_dense(t, "broadcast");
       const int64_t bytes = t.numel() * static_cast<int64_t>(t.element_size());
@@ -117,7 +119,7 @@ class process_group : public group_base {
   // tensors keep their values (ddl reads them and writes nothing there).
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
     const at::Tensor& t = single(tensors, "reduce");
-    const int root = root_of(opts.rootRank, "reduce");
+    const int root = root_of(opts.rootRank, getSize(), "reduce");
     const ddl::op o = op_of(opts.reduceOp, "reduce");
     auto v = view_of(t, "reduce");
     const ddl::buffer_view out = getRank() == root ? v : ddl::buffer_view{};
@@ -136,7 +138,7 @@ class process_group : public group_base {
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override {
     const at::Tensor& in = single(inputs, "gather");
-    const int root = root_of(opts.rootRank, "gather");
+    const int root = root_of(opts.rootRank, getSize(), "gather");
     if (getRank() != root) {
       TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                   "ddl backend: gather takes output tensors on the root (rank ", root, ") only");
@@ -187,7 +189,7 @@ class process_group : public group_base {
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override {
     const at::Tensor& out = single(outputs, "scatter");
-    const int root = root_of(opts.rootRank, "scatter");
+    const int root = root_of(opts.rootRank, getSize(), "scatter");
     check_dense(out, "scatter");
     at::Tensor flat;
     if (getRank() == root) {
@@ -237,8 +239,8 @@ class process_group : public group_base {
     check_dense(output, call);
     TORCH_CHECK(output.scalar_type() == input.scalar_type(), "ddl backend: ", call, " output must have the input's ",
                 "dtype, got ", output.scalar_type(), " and ", input.scalar_type());
-    const std::vector<int64_t> sends = split_counts(input, inputSplitSizes, call, "input");
-    const std::vector<int64_t> recvs = split_counts(output, outputSplitSizes, call, "output");
+    const std::vector<int64_t> sends = split_counts(input, inputSplitSizes, getSize(), call, "input");
+    const std::vector<int64_t> recvs = split_counts(output, outputSplitSizes, getSize(), call, "output");
     if (!native(input)) {
       return all_to_all_packed(c10d::OpType::ALLTOALL_BASE, parts_of(input, sends), parts_of(output, recvs), {output},
                                call);
@@ -298,7 +300,7 @@ class process_group : public group_base {
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::AllgatherOptions&) override {
     const char* call = "allgather_into_tensor_coalesced";
-    const int64_t total = coalesced_total(outputs, inputs, call);
+    const int64_t total = coalesced_total(outputs, inputs, getSize(), call);
     at::Tensor flat_in = scratch_.get(total, inputs[0].options()), flat_out = scratch_.get(getSize() * total, inputs[0].options());
     for (std::size_t i = 0, at = 0; i < inputs.size(); at += static_cast<std::size_t>(inputs[i].numel()), ++i)
       flat_in.narrow(0, static_cast<int64_t>(at), inputs[i].numel()).copy_(inputs[i].reshape({-1}));
@@ -320,7 +322,7 @@ class process_group : public group_base {
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::ReduceScatterOptions& opts) override {
     const char* call = "reduce_scatter_tensor_coalesced";
-    const int64_t total = coalesced_total(inputs, outputs, call);
+    const int64_t total = coalesced_total(inputs, outputs, getSize(), call);
     const ddl::op o = op_of(opts.reduceOp, call);
     const int64_t n = getSize();
     at::Tensor flat_in = scratch_.get(n * total, inputs[0].options()), flat_out = scratch_.get(total, inputs[0].options());
@@ -341,48 +343,12 @@ class process_group : public group_base {
 #endif
 
  private:
-  // The coalesced forms' lists: pairs of `big` (the group's size times the
-  // `small` one's elements), dense, of one dtype ddl takes; returns the
-  // `small` ones' elements in all.
-  int64_t coalesced_total(const std::vector<at::Tensor>& big, const std::vector<at::Tensor>& small,
-                          const char* call) const {
-    TORCH_CHECK(!small.empty() && big.size() == small.size(), "ddl backend: ", call, " needs lists of equal length, got ",
-                big.size(), " and ", small.size());
-    int64_t total = 0;
-    for (std::size_t i = 0; i < small.size(); ++i) {
-      for (const at::Tensor* t : {&big[i], &small[i]}) {
-        check_dense(*t, call);
-        TORCH_CHECK(t->scalar_type() == small[0].scalar_type(), "ddl backend: ", call, " needs tensors of one dtype, got ",
-                    small[0].scalar_type(), " and ", t->scalar_type());
-      }
-      TORCH_CHECK(big[i].numel() == getSize() * small[i].numel(), "ddl backend: ", call, ": tensor ", i, " has ",
-                  big[i].numel(), " elements where ", getSize(), " x ", small[i].numel(), " were expected");
-      total += small[i].numel();
-    }
-    dtype_of(small[0], call);  // one ddl takes (a clear error otherwise)
-    return total;
-  }
-  int root_of(int64_t root, const char* call) const {
-    TORCH_CHECK(root >= 0 && root < getSize(), "ddl backend: ", call, " to root ", root, " in a group of ", getSize(),
-                " ranks");
-    return static_cast<int>(root);
-  }
-  // The list forms' parts, one per rank, each the size and dtype of `like`
-  // (the call's `what`: its input or output tensor).
-  void check_parts(const at::Tensor& like, const std::vector<at::Tensor>& parts, const char* call,
-                   const char* what) const {
-    TORCH_CHECK(static_cast<int>(parts.size()) == getSize(), "ddl backend: ", call, " needs a list of ", getSize(),
-                " tensors, got ", parts.size());
-    for (const auto& p : parts)
-      TORCH_CHECK(p.numel() == like.numel() && p.scalar_type() == like.scalar_type(), "ddl backend: ", call,
-                  ": every tensor of the list must have the ", what, "'s size and dtype");
-  }
   // All parts gathered into a scratch buffer (ddl's blocks), then copied out
   // to `outs`: on every rank (`root` < 0: ddl's all_gather) or on `root`
   // alone (ddl's gather; the other ranks pass no `outs` and hold no buffer).
   c10::intrusive_ptr<c10d::Work> gather_list(c10d::OpType type, const at::Tensor& in,
                                              const std::vector<at::Tensor>& outs, const char* call, int root = -1) {
-    if (!outs.empty()) check_parts(in, outs, call, "input");
+    if (!outs.empty()) check_parts(in, outs, getSize(), call, "input");
     if (!native(in)) return gather_bytes(type, in, outs, outs, call, root);
     const bool whole = root < 0 || getRank() == root;
     at::Tensor flat = whole ? scratch_.get(getSize() * in.numel(), in.options()) : at::Tensor();
@@ -425,7 +391,7 @@ class process_group : public group_base {
   // `parts` (one per rank, each like `like`) packed into a scratch buffer
   // (as bytes in words where ddl does not reduce the dtype).
   at::Tensor pack(const at::Tensor& like, const std::vector<at::Tensor>& parts, const char* call) {
-    check_parts(like, parts, call, "output");
+    check_parts(like, parts, getSize(), call, "output");
     const int64_t n = getSize(), bytes = like.numel() * static_cast<int64_t>(like.element_size());
     if (!native(like)) {
       at::Tensor words = words_for(n, bytes);
@@ -439,42 +405,6 @@ class process_group : public group_base {
     for (std::size_t i = 0; i < parts.size(); ++i)
       flat.narrow(0, static_cast<int64_t>(i) * like.numel(), like.numel()).view_as(parts[i]).copy_(parts[i]);
     return flat;
-  }
-  // An all-to-all's parts as element counts, one per rank: `split` rows of
-  // `t`'s dim 0 each, or equal parts where `split` is empty.
-  std::vector<int64_t> split_counts(const at::Tensor& t, const std::vector<int64_t>& split, const char* call,
-                                    const char* what) const {
-    const int64_t n = getSize(), rows = t.dim() == 0 ? 1 : t.size(0), row = rows ? t.numel() / rows : 0;
-    if (split.empty()) {
-      TORCH_CHECK(rows % n == 0, "ddl backend: ", call, ": the ", what, "'s ", rows, " rows do not split into ", n,
-                  " equal parts (pass split sizes)");
-      return std::vector<int64_t>(static_cast<std::size_t>(n), rows / n * row);
-    }
-    TORCH_CHECK(static_cast<int64_t>(split.size()) == n, "ddl backend: ", call, ": ", split.size(), " ", what,
-                " split sizes for a group of ", n, " ranks");
-    int64_t sum = 0;
-    std::vector<int64_t> counts;
-    for (int64_t s : split) {
-      TORCH_CHECK(s >= 0, "ddl backend: ", call, ": a negative ", what, " split size (", s, ")");
-      sum += s;
-      counts.push_back(s * row);
-    }
-    TORCH_CHECK(sum == rows, "ddl backend: ", call, ": the ", what, " split sizes add up to ", sum, " rows, the ", what,
-                " has ", rows);
-    return counts;
-  }
-  static std::vector<std::size_t> sizes_of(const std::vector<int64_t>& counts) {
-    return std::vector<std::size_t>(counts.begin(), counts.end());
-  }
-  // `t` flattened and cut into parts of `counts` elements.
-  static std::vector<at::Tensor> parts_of(const at::Tensor& t, const std::vector<int64_t>& counts) {
-    std::vector<at::Tensor> parts;
-    int64_t at = 0;
-    for (int64_t c : counts) {
-      parts.push_back(t.reshape({-1}).narrow(0, at, c));
-      at += c;
-    }
-    return parts;
   }
   // An all-to-all of `ins[k]` (to rank k) into `outs[j]` (from rank j),
   // packed into a scratch buffer and copied out once it has finished: the
