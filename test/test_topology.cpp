@@ -1618,6 +1618,12 @@ TEST_CASE("node layout from per-rank keys: nodes by first rank, ranks in order i
   CHECK(!U.uniform);
   CHECK(U.node_sizes == std::vector<int>{1, 3});
   CHECK(ddl::detail::node_major_rank(U) == 3);
+  // Whether numbering node by node moves anyone: only when a node's ranks are not contiguous.
+  CHECK(!ddl::detail::node_major_already(keys));
+  CHECK(ddl::detail::node_major_already(uneven));
+  CHECK(ddl::detail::node_major_already({"a", "a", "b", "b", "c"}));
+  CHECK(!ddl::detail::node_major_already({"a", "b", "a"}));
+  CHECK(ddl::detail::node_major_already({}));
   const ddl::node_layout one = ddl::detail::layout_of({"solo"}, 0);
   CHECK((one.nodes == 1 && one.local_size == 1 && ddl::detail::node_major_rank(one) == 0));
 }

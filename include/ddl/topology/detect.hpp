@@ -35,6 +35,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -109,6 +110,18 @@ inline node_layout layout_of(const std::vector<std::string>& keys, int rank) {
   L.local_size = L.node_sizes[static_cast<std::size_t>(L.node)];
   L.uniform = std::all_of(L.node_sizes.begin(), L.node_sizes.end(), [&](int s) { return s == L.node_sizes[0]; });
   return L;
+}
+
+/// Whether numbering node by node keeps every rank's number: each node's
+/// ranks already contiguous (a key, once left, never comes back). O(n log n).
+inline bool node_major_already(const std::vector<std::string>& keys) {
+  std::set<std::string> left;
+  for (std::size_t q = 1; q < keys.size(); ++q)
+    if (keys[q] != keys[q - 1]) {
+      left.insert(keys[q - 1]);
+      if (left.count(keys[q])) return false;
+    }
+  return true;
 }
 
 /// This rank's number when ranks are numbered node by node.

@@ -51,8 +51,7 @@ class ucx_cluster : public basic_cluster<ucx_transport> {
       for (int q = 0; q < size; ++q) keys[static_cast<std::size_t>(q)] = t->host_of(q);
     }
     // Every rank sees every key, so each knows whether any rank moves.
-    bool moved = false;
-    for (int q = 0; q < size && !moved; ++q) moved = detail::node_major_rank(detail::layout_of(keys, q)) != q;
+    const bool moved = !detail::node_major_already(keys);
     node_layout layout = detail::layout_of(keys, rank);
     auto renumber = [&store, size, wait](int r) { return std::make_unique<ucx_transport>(store, r, size, wait); };
     if (moved) t = renumber(detail::node_major_rank(layout));
