@@ -1,8 +1,9 @@
-"""Data-parallel training on Fashion-MNIST with PyTorch DDP, on ddl or gloo.
+"""Data-parallel training on Fashion-MNIST with PyTorch DDP or FSDP, on ddl or gloo.
 
     mpiexec -n 4 python3 examples/torch/train_ddp.py --backend ddl
     mpiexec -n 4 python3 examples/torch/train_ddp.py --compare --steps 200   # gloo, then ddl, same seed, compared
     ddl-run -n 4 python3 examples/torch/train_ddp.py --backend ddl           # without MPI: ddl over UCX
+    torchrun --nproc-per-node=4 examples/torch/train_ddp.py --compare --fsdp # FSDP2 (torch 2.x): sharded
 
 The two lines a PyTorch user changes to use ddl:
     import ddl_torch                                         # registers the backend
@@ -48,9 +49,28 @@ def make_cnn():  # the same network as ddl-train-libtorch
                          nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
 
 
-def train(args, group, world, rank, size, train_set, test_set, label):
+def wrap(args, group):
+    """The network, data-parallel over `group`: DDP (gradients all-reduced), or
+    FSDP2 (parameters sharded: all-gathered for each layer's use, gradients
+    reduce-scattered)."""
     torch.manual_seed(args.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
-    model = DDP(make_cnn(), process_group=group)
+    net = make_cnn()
+    if not args.fsdp:
+        return DDP(net, process_group=group)
+    try:
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:
+        sys.exit(f"train_ddp: --fsdp needs torch 2.6 or later (FSDP2's fully_shard); this is torch {torch.__version__}")
+    mesh = DeviceMesh.from_group(group, "cpu")
+    for layer in net:
+        if any(True for _ in layer.parameters()):
+            fully_shard(layer, mesh=mesh)
+    return fully_shard(net, mesh=mesh)
+
+
+def train(args, group, world, rank, size, train_set, test_set, label):
+    model = wrap(args, group)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     x_all, y_all = train_set
     local = args.batch // size
@@ -69,7 +89,7 @@ def train(args, group, world, rank, size, train_set, test_set, label):
                 g["lr"] = lr
             opt.zero_grad()
             loss = F.cross_entropy(model(x_all[idx]), y_all[idx])
-            loss.backward()  # DDP all-reduces the gradients through `group` as they are produced
+            loss.backward()  # DDP all-reduces (FSDP reduce-scatters) the gradients through `group` as they come
             opt.step()
             l = loss.detach().clone()
             dist.all_reduce(l, group=world)
@@ -97,6 +117,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backend", default="ddl", choices=["ddl", "gloo"])
     p.add_argument("--compare", action="store_true", help="train with gloo, then ddl; compare the loss trajectories")
+    p.add_argument("--fsdp", action="store_true", help="shard the model with FSDP2 (fully_shard) instead of DDP")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--steps", type=int, default=0, help="steps per epoch (0: the whole training set)")
     p.add_argument("--batch", type=int, default=64, help="global batch")
