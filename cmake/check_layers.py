@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the include graph between the folders of include/ddl.
 
-Two rules (issue 15, DESIGN.md §2):
+Two rules (issue 15, docs/design.md §2):
   1. generic folders never include a backend folder;
   2. no cycle between folders (a folder may include itself and folders below it).
 

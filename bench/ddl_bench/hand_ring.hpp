@@ -8,7 +8,7 @@
 // transport), no pipelining inside a step, no shared memory. Out of place it
 // reads its input where it lies (no copy of it first). It measures what
 // ddl's compile-time strategies cost, or save, beside the code they replace
-// (DESIGN.md §4: "zero overhead over hand-written code").
+// (docs/design.md §4: "zero overhead over hand-written code").
 //
 // Blocks are ddl's (`ddl::block_of`): the bench checks every rank's
 // reduce-scatter block where ddl puts it. Int32, int64, float and double;
