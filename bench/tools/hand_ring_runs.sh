@@ -3,11 +3,11 @@
 # the same ring written by hand (ddl-bench --baseline ring, hand:ring: one
 # blocking exchange a step, a plain loop reducing) and MPI_Allreduce, in one
 # run each, 3 rounds: threads at 2, 4 and 8 ranks, Open MPI at 2, 4 and 8 ranks.
-#   bench/results/hand-ring-raw/run.sh BUILD [OUT]      (~10 min on the 2-core VM)
+#   bench/tools/hand_ring_runs.sh BUILD [OUT]      (~10 min on the 2-core VM)
 # then per configuration: bench/tools/mpi_ratios.py --impl ddl:ring|ddl:auto --baseline hand:ring OUT/<cfg>-r*.txt
 set -euo pipefail
-build=${1:?usage: run.sh BUILD [OUT]}
-out=${2:-$(dirname "$0")/$(date +%F)}
+build=${1:?usage: hand_ring_runs.sh BUILD [OUT]}
+out=${2:-$(dirname "$0")/../results/hand-ring-raw/$(date +%F)}
 mkdir -p "$out"
 bench=$build/bench/ddl-bench
 args=(-b 4K -e 64M -f 4 -n 10 -w 2)
