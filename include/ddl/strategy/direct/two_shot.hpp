@@ -1,0 +1,174 @@
+#pragma once
+/// \file
+/// `ddl::two_shot`: a direct reduce-scatter, then a direct all-gather
+/// (strategy/direct.hpp has the model).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ddl/strategy/direct/scatter_gather.hpp"
+
+namespace ddl {
+
+/// Whether two_shot over `T` writes each reduced block into every rank's
+/// result itself (`two_shot`, "pushed"): ranks of one process that reduce
+/// on the host (`peer_memory` without a two_shot of the transport's own on
+/// a device, `flagged_two_shot`: threads); the call's memory must be the
+/// host's too.
+template <class T>
+inline constexpr bool two_shot_pushes_v = has_peer_memory_v<T> && !has_flagged_two_shot_v<T>;
+
+/// Two-shot all-reduce: a direct reduce-scatter (each rank reduces its block
+/// from all n inputs at once), then a direct all-gather of the reduced
+/// blocks. For large messages on ranks that share memory; in place needs no
+/// workspace. Over threads (`two_shot_pushes_v`, host memory) the reducer
+/// of a block writes it into every rank's result, `push_piece` bytes at a
+/// time as it reduces them (only the block's reducer reads or writes block
+/// r of any buffer during the call, so in place too), and one
+/// synchronisation ends the call where pulling the blocks took one more
+/// between the phases and a second pass over the reduced block (old and
+/// new in turns, medians of 3: 2 and 4 threads 1.2-10x faster at 4 KiB-64
+/// MiB, 8 threads 1.0-1.8x in place and 0.75-1.4x out of place:
+/// bench/results/shared-memory.md, 2026-12-05).
+struct two_shot : detail::direct_base {
+  static constexpr const char* name = "two_shot";
+  std::string describe() const {
+    return std::string(name) + (reads_ ? reading_suffix : streams_ ? streaming_suffix : "");
+  }
+  /// Over stages whose ranks copy from each other's memory (`read_peer`,
+  /// `memory_readable`: MPI ranks of one machine that the kernel lets
+  /// attach to each other), read the peers' plain buffers where they lie,
+  /// whole, instead of through the stages in segments; elsewhere nothing
+  /// changes. Off by default: on this project's 2-core VM it won at 2 ranks
+  /// and 2-16 MiB and lost at 4 and 8 ranks and at 128 MiB; `auto` measures
+  /// both (`plan::reads`). Covers the direct reduce-scatter and all-gather too.
+  two_shot& reading_peers(bool on = true) noexcept {
+    reads_ = on;
+    return *this;
+  }
+  /// Over stages (`peer_stage`, host memory), write them with streaming
+  /// stores (`memory_ops::stream_copy`): the copies in go to memory, and the
+  /// peers read them from there, not from this core's cache. Where the
+  /// ranks' cores lie far apart (a cache line's round trip 320 ns on this
+  /// project's VM when the host places its two vCPUs apart, against 65-125
+  /// ns close) a cached write waits to take each line back from the peer
+  /// that read it, and the stages ran 3x slower than streamed (2 MPI ranks,
+  /// 64 MiB: 45 against 14 ms); close, streamed ran 1.3x slower. The blocks
+  /// a rank gathers from its peers into its result are streamed too, over
+  /// stages from `stream_result_from` bytes of result (`gathered_copy`: a
+  /// write that need not first read the line); over threads (no stages) the
+  /// blocks it writes into its peers' results (`all_reduce_pushed`), at any
+  /// size (when threads pulled the blocks instead: 4 threads in place, 64
+  /// MiB, 1.6-2.2x faster than cached, 4 MiB at 2 threads 1.4x slower). Off by
+  /// default; `auto` measures both (`plan::streams`). Covers the direct
+  /// all-gather too, and the reduce-scatter over stages, and the slot a call
+  /// of up to `flagged_limit` bytes writes (`flagged_round`); nothing changes
+  /// when reading the peers (`reading_peers`).
+  two_shot& streaming_stages(bool on = true) noexcept {
+    streams_ = on;
+    return *this;
+  }
+  static std::size_t all_reduce_workspace(std::size_t, dtype, int) { return 0; }
+
+  template <class Transport>
+  void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count, const call_context& c) {
+    const std::size_t es = size_of(c.red.type);
+    stream_result(in, count * es, out, count * es);
+    if constexpr (has_flagged_two_shot_v<Transport>) {  // the transport's own counters (CUDA: device memory)
+      if (t.size() > 1 && count > 0 && t.flagged_ready()) {
+        t.flagged_two_shot(in, out, count, c.red, c.base_tag,
+                           std::chrono::duration_cast<std::chrono::nanoseconds>(c.opts->timeout));
+        return;
+      }
+    }
+    if constexpr (stages_in_segments_v<Transport>) {
+      const std::size_t per = segment_elements(es);
+      if (t.size() > 1 && count > per && !reads_memory(t) &&
+          !every_rank_shared(t, in, count * es, c, "two-shot: shared buffers")) {
+        for (std::size_t off = 0; off < count; off += per)
+          all_reduce_whole(t, in + off * es, out + off * es, std::min(per, count - off), c);
+        return;
+      }
+    }
+    all_reduce_whole(t, in, out, count, c);
+  }
+
+ private:
+  template <class Transport>
+  void all_reduce_whole(Transport& t, const std::byte* in, std::byte* out, std::size_t count, const call_context& c) {
+    const int n = t.size(), r = t.rank();
+    const std::size_t es = size_of(c.red.type);
+    if (n == 1) {
+      local_copy(c, out, in, count * es);
+      return;
+    }
+    const block mine = block_of(count, n, r);
+    // Over stages, peers read `in` (phase one) and `out` (phase two) where
+    // they lie when they lie in a shared buffer, else copies in the stage.
+    detail::shared_region in_at, out_at;
+    if constexpr (!has_peer_memory_v<Transport>) {
+      in_at = region_of<Transport>(in, count * es);
+      out_at = region_of<Transport>(out, count * es);
+      if (reads_memory(t)) skip_stage(count * es, c);  // peers read `in` and `out` where they lie
+      else if (!in_at) stage_input(t, in, count, mine, c);
+      else if (!out_at) open_stage(t, count * es, c);
+      else skip_stage(count * es, c);
+    }
+    share_addresses(t, in, out, "two-shot: addresses", c, in_at, out_at);
+    if constexpr (two_shot_pushes_v<Transport>) {
+      if (std::strcmp(c.mem->name, "host") == 0) {
+        all_reduce_pushed(t, out, mine, c);
+        return;
+      }
+    }
+    // Only rank r reads block r of any buffer until the phase ends, so the
+    // result may overwrite block r of an in-place buffer.
+    reduce_block_reading(t, mine, out + mine.offset * es, c);
+    local_finalize(c, out + mine.offset * es, mine.size, n);
+    if (!has_peer_memory_v<Transport> && !out_at && staged_)  // where the peers gather it from
+      streamable_copy(c, shared_stage_ + mine.offset * es, out + mine.offset * es, mine.size * es);
+    end_of_phase(t, c, tag_offset::reduced, "two-shot: reduce phase");
+    for (int k = 1; k < n; ++k) {
+      const int p = (r + k) % n;
+      const block b = block_of(count, n, p);
+      copy_from(t, p, out + b.offset * es, peers_[static_cast<std::size_t>(p)].out + b.offset * es, b.size * es, c,
+                true);
+    }
+    end_of_phase(t, c, tag_offset::call_done, "two-shot: peers reading");
+  }
+
+  /// Over threads (`two_shot_pushes_v`), after the address exchange: block
+  /// `mine` reduced from every rank's input `push_piece` bytes at a time,
+  /// each piece written into this rank's result and then into every peer's
+  /// (streamed with `streaming_stages`), while still in cache. Only this
+  /// rank reads or writes block `mine` of any buffer until the phase ends,
+  /// and a piece is read from every input before it is written anywhere.
+  template <class Transport>
+  void all_reduce_pushed(Transport& t, std::byte* out, const block& mine, const call_context& c) {
+    const int n = t.size(), r = t.rank();
+    const std::size_t es = size_of(c.red.type), per = std::max<std::size_t>(push_piece / es, 1);
+    for (std::size_t off = 0; off < mine.size; off += per) {
+      const block b{mine.offset + off, std::min(per, mine.size - off)};
+      std::byte* piece = out + b.offset * es;
+      reduce_block_reading(t, b, piece, c);
+      local_finalize(c, piece, b.size, n);
+      for (int k = 1; k < n; ++k) {
+        const int p = (r + k) % n;
+        std::byte* theirs = const_cast<std::byte*>(peers_[static_cast<std::size_t>(p)].out);  // peer memory: writable
+        streamable_copy(c, theirs + b.offset * es, piece, b.size * es);
+      }
+    }
+    end_of_phase(t, c, tag_offset::call_done, "two-shot: peers writing");
+  }
+  static constexpr std::size_t push_piece = std::size_t{64} << 10;
+};
+
+}  // namespace ddl
