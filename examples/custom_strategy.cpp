@@ -93,9 +93,9 @@ int main() {
       std::vector<double> part(mine.size), gathered(count);
       tree.reduce_scatter(ddl::host_view(b), ddl::host_view(part), ddl::op::max);
       tree.all_gather(ddl::host_view(part), ddl::host_view(gathered));
-      int mine = 0;
-      for (std::size_t i = 0; i < count; ++i) mine += a[i] != b[i] || gathered[i] != b[i];
-      wrong += mine;
+      int bad = 0;
+      for (std::size_t i = 0; i < count; ++i) bad += a[i] != b[i] || gathered[i] != b[i];
+      wrong += bad;
     });
   }
   std::printf("custom strategy: tree all-reduce, reduce-scatter and all-gather agree with ddl::ring on 1-8 ranks: "

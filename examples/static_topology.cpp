@@ -32,9 +32,9 @@ int main() {
     ddl::communicator<large_plan, ddl::local_transport> comm(t);
     std::vector<float> grads(1 << 20, static_cast<float>(t.rank()));
     comm.all_reduce(ddl::host_view(grads), ddl::op::sum);
-    int mine = 0;
-    for (float g : grads) mine += g != 28.0f;  // 0 + 1 + ... + 7
-    wrong += mine;
+    int bad = 0;
+    for (float g : grads) bad += g != 28.0f;  // 0 + 1 + ... + 7
+    wrong += bad;
   });
   std::printf("static plan all-reduce over %d ranks: %d wrong\n", cluster::size, wrong.load());
   return wrong ? 1 : 0;

@@ -25,7 +25,10 @@
 #include "ddl/core/config.hpp"
 #include "ddl/core/error.hpp"
 #include "ddl/core/memory.hpp"
+#include "ddl/comm/arguments.hpp"
+#include "ddl/comm/call_check.hpp"
 #include "ddl/comm/progress.hpp"
+#include "ddl/comm/workspace.hpp"
 #include "ddl/strategy/all_to_all.hpp"
 #include "ddl/strategy/broadcast.hpp"
 #include "ddl/strategy/partition.hpp"
@@ -38,69 +41,6 @@
 #include "ddl/transport/stamp.hpp"
 
 namespace ddl {
-
-namespace detail {
-/// Workspace memory: grown on demand (uninitialised on purpose: pages are
-/// touched by first use, once), never shrunk, reused; allocated with the
-/// `memory_ops` of the buffers it serves, released when they change.
-class workspace_memory {
- public:
-  workspace_memory() = default;
-  workspace_memory(const workspace_memory&) = delete;
-  workspace_memory& operator=(const workspace_memory&) = delete;
-  /// Takes the other's memory (it keeps none).
-  void take(workspace_memory& o) noexcept {
-    release();
-    mem_ = o.mem_;
-    at_ = std::exchange(o.at_, nullptr);
-    size_ = std::exchange(o.size_, 0);
-  }
-  ~workspace_memory() { release(); }
-
-  /// The memory the next `get` allocates in: another kind than the current
-  /// (host after device) releases what is held first.
-  void use(const memory_ops& m) {
-    if (m.allocate != mem_.allocate || m.ctx != mem_.ctx) release();
-    mem_ = m;
-  }
-  const memory_ops& ops() const noexcept { return mem_; }
-  /// At least `bytes` (the held memory, or larger memory in its place).
-  std::byte* get(std::size_t bytes) {
-    if (bytes > size_) {
-      release();  // release first: peak memory is the new size, not both
-      at_ = mem_.allocate(mem_.ctx, bytes);
-      size_ = bytes;
-    }
-    return at_;
-  }
-  std::size_t size() const noexcept { return size_; }
-  void release() noexcept {
-    if (at_) mem_.release(mem_.ctx, at_, size_);
-    at_ = nullptr;
-    size_ = 0;
-  }
-
- private:
-  memory_ops mem_ = host_memory_ops();
-  std::byte* at_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-/// A communicator's state for calls that bounce (`has_host_bounce_v`): its
-/// strategy as validated on the host transport, and a host workspace.
-template <class Strategy, class Transport, class = void>
-struct bounce_side {
-  static constexpr bool on = false;
-};
-template <class Strategy, class Transport>
-struct bounce_side<Strategy, Transport, std::enable_if_t<has_host_bounce_v<Transport>>> {
-  static constexpr bool on = true;
-  using host_transport = std::remove_reference_t<decltype(std::declval<Transport&>().host())>;
-  explicit bounce_side(Strategy s) : strategy(std::move(s)) {}
-  Strategy strategy;
-  workspace_memory work;  // host memory
-};
-}  // namespace detail
 
 /// Collectives over the ranks of a transport, with the algorithm chosen by
 /// `Strategy` at compile time.
@@ -226,7 +166,7 @@ class communicator {
   /// \pre `in.count == out.count`, same dtype; `in` and `out` are the same
   ///      buffer (in-place) or do not overlap.
   void all_reduce(const_buffer_view in, buffer_view out, op o) {
-    checked(print("all_reduce", in.count, out.count, in.type, o), [&] { check_all_reduce(in, out); });
+    checked(print("all_reduce", in.count, out.count, in.type, o), [&] { args().check_all_reduce(in, out); });
     run_now(all_reduce_job(in, out, o));
   }
   /// In-place all-reduce.
@@ -238,7 +178,7 @@ class communicator {
   /// (a framework completes its own future there); it must not call this
   /// communicator.
   collective_request all_reduce_async(const_buffer_view in, buffer_view out, op o, completion done = {}) {
-    checked(print("all_reduce", in.count, out.count, in.type, o), [&] { check_all_reduce(in, out); });
+    checked(print("all_reduce", in.count, out.count, in.type, o), [&] { args().check_all_reduce(in, out); });
     return submit("all_reduce", all_reduce_job(in, out, o), std::move(done));
   }
   collective_request all_reduce_async(buffer_view inout, op o, completion done = {}) {
@@ -251,11 +191,11 @@ class communicator {
   /// every rank's `in`. In place when `out` is that block of `in` (then the
   /// rest of `in` is used as scratch and left unspecified).
   void reduce_scatter(const_buffer_view in, buffer_view out, op o) {
-    checked(print("reduce_scatter", in.count, 0, in.type, o), [&] { check_reduce_scatter(in, out); });
+    checked(print("reduce_scatter", in.count, 0, in.type, o), [&] { args().check_reduce_scatter(in, out); });
     run_now(reduce_scatter_job(in, out, o));
   }
   collective_request reduce_scatter_async(const_buffer_view in, buffer_view out, op o, completion done = {}) {
-    checked(print("reduce_scatter", in.count, 0, in.type, o), [&] { check_reduce_scatter(in, out); });
+    checked(print("reduce_scatter", in.count, 0, in.type, o), [&] { args().check_reduce_scatter(in, out); });
     return submit("reduce_scatter", reduce_scatter_job(in, out, o), std::move(done));
   }
 
@@ -264,11 +204,11 @@ class communicator {
   /// `out` (the total count) = every rank's `in` block, in rank order (see
   /// `ddl::block_of`). In place when `in` is this rank's block of `out`.
   void all_gather(const_buffer_view in, buffer_view out) {
-    checked(print("all_gather", 0, out.count, in.type, op::sum), [&] { check_all_gather(in, out); });
+    checked(print("all_gather", 0, out.count, in.type, op::sum), [&] { args().check_all_gather(in, out); });
     run_now(all_gather_job(in, out));
   }
   collective_request all_gather_async(const_buffer_view in, buffer_view out, completion done = {}) {
-    checked(print("all_gather", 0, out.count, in.type, op::sum), [&] { check_all_gather(in, out); });
+    checked(print("all_gather", 0, out.count, in.type, op::sum), [&] { args().check_all_gather(in, out); });
     return submit("all_gather", all_gather_job(in, out), std::move(done));
   }
 
@@ -279,15 +219,15 @@ class communicator {
   /// blocks (`in.count == out.count`, a multiple of `size()`). In place when
   /// `in` and `out` are the same buffer (every rank must pass the same
   /// placement: large calls in place trade parts in pairs). Any dtype:
-  /// nothing is reduced. How it runs: `all_to_all_schedule`, below.
+  /// nothing is reduced. How it runs: `ddl::all_to_all_choice` (strategy/all_to_all.hpp).
   void all_to_all(const_buffer_view in, buffer_view out) {
     std::vector<std::size_t> parts;
-    checked(print(all_to_all_name(in, out, true), 0, 0, in.type, op::sum), [&] { parts = equal_parts(in, out); });
+    checked(print(all_to_all_name(in, out, true), 0, 0, in.type, op::sum), [&] { parts = args().equal_parts(in, out); });
     run_now(all_to_all_job(in, parts, out, parts, true));
   }
   collective_request all_to_all_async(const_buffer_view in, buffer_view out, completion done = {}) {
     std::vector<std::size_t> parts;
-    checked(print(all_to_all_name(in, out, true), 0, 0, in.type, op::sum), [&] { parts = equal_parts(in, out); });
+    checked(print(all_to_all_name(in, out, true), 0, 0, in.type, op::sum), [&] { parts = args().equal_parts(in, out); });
     return submit("all_to_all", all_to_all_job(in, parts, out, parts, true), std::move(done));
   }
   /// Parts of any size (`MPI_Alltoallv`): the first `send_counts[0]`
@@ -302,13 +242,13 @@ class communicator {
   void all_to_all(const_buffer_view in, std::vector<std::size_t> send_counts, buffer_view out,
                   std::vector<std::size_t> recv_counts) {
     checked(print("all_to_allv", 0, 0, in.type, op::sum),
-            [&] { check_all_to_all(in, send_counts, out, recv_counts); });
+            [&] { args().check_all_to_all(in, send_counts, out, recv_counts); });
     run_now(all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts), false));
   }
   collective_request all_to_all_async(const_buffer_view in, std::vector<std::size_t> send_counts, buffer_view out,
                                       std::vector<std::size_t> recv_counts, completion done = {}) {
     checked(print("all_to_allv", 0, 0, in.type, op::sum),
-            [&] { check_all_to_all(in, send_counts, out, recv_counts); });
+            [&] { args().check_all_to_all(in, send_counts, out, recv_counts); });
     return submit("all_to_all", all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts), false),
                   std::move(done));
   }
@@ -316,7 +256,7 @@ class communicator {
   /// place or not), in words: through the stages (and in how many
   /// meetings), parts traded in pairs, or an exchange with every peer.
   std::string all_to_all_plan_for(std::size_t bytes, bool in_place = false) const {
-    switch (all_to_all_schedule(bytes, in_place, true, true)) {
+    switch (all_to_all_schedule_for(bytes, in_place, true, true)) {
       case a2a_schedule::flagged: {
         const std::size_t piece = detail::direct_base::flagged_limit / static_cast<std::size_t>(size());
         const std::size_t part = bytes / static_cast<std::size_t>(size());
@@ -339,11 +279,11 @@ class communicator {
   /// (`gather_through_stages`).
   /// \pre the same `in.count`, dtype and root on every rank.
   void gather(const_buffer_view in, buffer_view out, int root) {
-    checked(print("gather", in.count, 0, in.type, op::sum, root), [&] { check_gather(in, out, root); });
+    checked(print("gather", in.count, 0, in.type, op::sum, root), [&] { args().check_gather(in, out, root); });
     run_now(gather_job(in, out, root));
   }
   collective_request gather_async(const_buffer_view in, buffer_view out, int root, completion done = {}) {
-    checked(print("gather", in.count, 0, in.type, op::sum, root), [&] { check_gather(in, out, root); });
+    checked(print("gather", in.count, 0, in.type, op::sum, root), [&] { args().check_gather(in, out, root); });
     return submit("gather", gather_job(in, out, root), std::move(done));
   }
   /// Block `rank()` of `root`'s `in` lands in every rank's `out`
@@ -352,11 +292,11 @@ class communicator {
   /// `{}`). In place on the root when its `out` is its own block of `in`.
   /// \pre the same `out.count`, dtype and root on every rank.
   void scatter(const_buffer_view in, buffer_view out, int root) {
-    checked(print("scatter", 0, out.count, out.type, op::sum, root), [&] { check_scatter(in, out, root); });
+    checked(print("scatter", 0, out.count, out.type, op::sum, root), [&] { args().check_scatter(in, out, root); });
     run_now(scatter_job(in, out, root));
   }
   collective_request scatter_async(const_buffer_view in, buffer_view out, int root, completion done = {}) {
-    checked(print("scatter", 0, out.count, out.type, op::sum, root), [&] { check_scatter(in, out, root); });
+    checked(print("scatter", 0, out.count, out.type, op::sum, root), [&] { args().check_scatter(in, out, root); });
     return submit("scatter", scatter_job(in, out, root), std::move(done));
   }
   /// `root`'s `out` = every rank's `in` reduced with `o` (`MPI_Reduce`): on
@@ -369,11 +309,11 @@ class communicator {
   /// the root (`reduce_through_stages`).
   /// \pre the same `in.count`, dtype, op and root on every rank.
   void reduce(const_buffer_view in, buffer_view out, op o, int root) {
-    checked(print("reduce", in.count, 0, in.type, o, root), [&] { check_reduce(in, out, root); });
+    checked(print("reduce", in.count, 0, in.type, o, root), [&] { args().check_reduce(in, out, root); });
     run_now(reduce_job(in, out, o, root));
   }
   collective_request reduce_async(const_buffer_view in, buffer_view out, op o, int root, completion done = {}) {
-    checked(print("reduce", in.count, 0, in.type, o, root), [&] { check_reduce(in, out, root); });
+    checked(print("reduce", in.count, 0, in.type, o, root), [&] { args().check_reduce(in, out, root); });
     return submit("reduce", reduce_job(in, out, o, root), std::move(done));
   }
 
@@ -392,11 +332,11 @@ class communicator {
   /// `explain_broadcast()` lists what was measured).
   /// \pre the same count and dtype on every rank; `0 <= root < size()`.
   void broadcast(buffer_view data, int root) {
-    checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { check_broadcast(data, root); });
+    checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { args().check_broadcast(data, root); });
     run_now(broadcast_job(data, root));
   }
   collective_request broadcast_async(buffer_view data, int root, completion done = {}) {
-    checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { check_broadcast(data, root); });
+    checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { args().check_broadcast(data, root); });
     return submit("broadcast", broadcast_job(data, root), std::move(done));
   }
   /// The plan `broadcast` follows for `bytes` in host memory: the measured
@@ -455,10 +395,8 @@ class communicator {
 
   // --- point-to-point ----------------------------------------------------------
 
-  /// The largest tag a point-to-point transfer takes: every MPI keeps tags
-  /// up to 2^14 - 1 of a program's own apart (`MPI_TAG_UB` >= 32767, and
-  /// `mpi_transport` gives the collectives' stamped tags the top bit).
-  static constexpr int max_tag = (1 << 14) - 1;
+  /// The largest tag a point-to-point transfer takes (`detail::max_message_tag`).
+  static constexpr int max_tag = detail::max_message_tag;
 
   /// Sends `data` to rank `peer` under `message_tag` (`MPI_Send`); returns once the
   /// transfer has completed (`data` may be reused). Between two ranks,
@@ -481,7 +419,7 @@ class communicator {
   /// It takes its place among this rank's calls in issue order, but does not
   /// hold them up: calls issued after it run while it waits for its peer.
   collective_request send_async(const_buffer_view data, int peer, int message_tag, completion done = {}) {
-    check_transfer("send", data, peer, message_tag);
+    args().check_transfer("send", data, peer, message_tag);
     const const_bytes bytes{data.byte_data(), data.bytes()};
     auto post = [this, bytes, peer, message_tag](auto& req) {
       req[0] = transport_->isend(peer, bytes, tag_of(message_tag));
@@ -493,7 +431,7 @@ class communicator {
   void recv(buffer_view data, int peer, int message_tag) { recv_async(data, peer, message_tag).wait(); }
   /// Starts a receive (`MPI_Irecv`), as `send_async`.
   collective_request recv_async(buffer_view data, int peer, int message_tag, completion done = {}) {
-    check_transfer("recv", data, peer, message_tag);
+    args().check_transfer("recv", data, peer, message_tag);
     const mutable_bytes bytes{data.byte_data(), data.bytes()};
     auto post = [this, bytes, peer, message_tag](auto& req) {
       req[0] = transport_->irecv(peer, bytes, tag_of(message_tag));
@@ -522,8 +460,8 @@ class communicator {
   /// together; `out` and `in` belong to ddl until it completes.
   collective_request sendrecv_async(const_buffer_view out, int dest, buffer_view in, int source, int message_tag,
                                     completion done = {}) {
-    check_transfer("sendrecv", out, dest, message_tag);
-    check_transfer("sendrecv", in, source, message_tag);
+    args().check_transfer("sendrecv", out, dest, message_tag);
+    args().check_transfer("sendrecv", in, source, message_tag);
     const const_bytes sent{out.byte_data(), out.bytes()};
     const mutable_bytes got{in.byte_data(), in.bytes()};
     // the receive first: an exchange's two messages both find theirs posted
@@ -558,7 +496,7 @@ class communicator {
                   "ddl: recv_any needs a transport with 'request irecv_any(mutable_bytes, tag)' (threads, MPI, the simulator)");
     if (size() < 2)
       throw invalid_argument("recv_any: no other rank to receive from in a group of " + std::to_string(size()));
-    check_message("recv_any", data, message_tag);
+    args().check_message("recv_any", data, message_tag);
     const mutable_bytes bytes{data.byte_data(), data.bytes()};
     auto post = [this, bytes, message_tag](auto& req) {
       req[0] = transport_->irecv_any(bytes, tag_of(message_tag));
@@ -567,123 +505,9 @@ class communicator {
   }
 
  private:
-  // --- argument checks: on the caller's thread, before anything is queued ---
+  // --- argument checks (comm/arguments.hpp), for this group ---------------
+  detail::call_arguments args() const { return {rank(), size(), accepts_device_memory_v<Transport>}; }
 
-  void check_all_reduce(const const_buffer_view& in, const const_buffer_view& out) const {
-    check_pair("all_reduce", in, out);
-    if (in.count != out.count)
-      throw invalid_argument("all_reduce: input has " + std::to_string(in.count) + " elements, output " +
-                             std::to_string(out.count));
-    check_disjoint_or_same("all_reduce", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
-  }
-  void check_reduce_scatter(const const_buffer_view& in, const const_buffer_view& out) const {
-    check_pair("reduce_scatter", in, out);
-    const block mine = block_of(in.count, size(), rank());
-    if (out.count != mine.size)
-      throw invalid_argument("reduce_scatter: output has " + std::to_string(out.count) + " elements, rank " +
-                             std::to_string(rank()) + "'s block of " + std::to_string(in.count) + " over " +
-                             std::to_string(size()) + " ranks has " + std::to_string(mine.size));
-    if (out.byte_data() != in.byte_data() + mine.offset * size_of(in.type))
-      check_disjoint_or_same("reduce_scatter", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
-  }
-  void check_all_gather(const const_buffer_view& in, const const_buffer_view& out) const {
-    check_pair("all_gather", in, out);
-    const block mine = block_of(out.count, size(), rank());
-    if (in.count != mine.size)
-      throw invalid_argument("all_gather: input has " + std::to_string(in.count) + " elements, rank " +
-                             std::to_string(rank()) + "'s block of " + std::to_string(out.count) + " over " +
-                             std::to_string(size()) + " ranks has " + std::to_string(mine.size));
-    if (in.byte_data() != out.byte_data() + mine.offset * size_of(in.type))
-      check_disjoint_or_same("all_gather", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
-  }
-  // The even form's parts (`size()` blocks of `in.count / size()`).
-  std::vector<std::size_t> equal_parts(const const_buffer_view& in, const const_buffer_view& out) const {
-    const auto n = static_cast<std::size_t>(size());
-    if (in.count % n != 0 || out.count != in.count)
-      throw invalid_argument("all_to_all: input has " + std::to_string(in.count) + " elements, output " +
-                             std::to_string(out.count) + "; both must be the same multiple of the group's " +
-                             std::to_string(n) + " ranks (parts of other sizes: the form with counts)");
-    std::vector<std::size_t> parts(n, in.count / n);
-    check_all_to_all(in, parts, out, parts);
-    return parts;
-  }
-  void check_all_to_all(const const_buffer_view& in, const std::vector<std::size_t>& sends,
-                        const const_buffer_view& out, const std::vector<std::size_t>& recvs) const {
-    check_pair("all_to_all", in, out);
-    const auto n = static_cast<std::size_t>(size()), r = static_cast<std::size_t>(rank());
-    auto total = [&](const char* which, const std::vector<std::size_t>& counts, std::size_t expected) {
-      if (counts.size() != n)
-        throw invalid_argument(std::string("all_to_all: ") + std::to_string(counts.size()) + " " + which +
-                               " counts for a group of " + std::to_string(n) + " ranks");
-      std::size_t sum = 0;
-      for (std::size_t c : counts) sum += c;
-      if (sum != expected)
-        throw invalid_argument(std::string("all_to_all: the ") + which + " counts add up to " + std::to_string(sum) +
-                               " elements, the " + (which[0] == 's' ? "input" : "output") + " has " +
-                               std::to_string(expected));
-    };
-    total("send", sends, in.count);
-    total("receive", recvs, out.count);
-    if (sends[r] != recvs[r])
-      throw invalid_argument("all_to_all: rank " + std::to_string(r) + " sends itself " + std::to_string(sends[r]) +
-                             " elements and expects " + std::to_string(recvs[r]));
-    check_disjoint_or_same("all_to_all", in.byte_data(), in.bytes(), out.byte_data(), out.bytes());
-  }
-  void check_root(const char* what, int root) const {
-    if (root < 0 || root >= size())
-      throw invalid_argument(std::string(what) + ": root " + std::to_string(root) + " is not a rank of this group of " +
-                             std::to_string(size()));
-  }
-  // A gather's or scatter's arguments: `part`, a rank's block (its input or
-  // output), on every rank; `whole`, the root's `size()` blocks, on the root
-  // alone.
-  void check_rooted(const char* what, const const_buffer_view& in, const const_buffer_view& out, int root,
-                    bool gather) const {
-    check_root(what, root);
-    const const_buffer_view& part = gather ? in : out;
-    const const_buffer_view& whole = gather ? out : in;
-    if (rank() != root) return check_pair(what, part, part);
-    check_pair(what, in, out);
-    if (whole.count != static_cast<std::size_t>(size()) * part.count)
-      throw invalid_argument(std::string(what) + ": the root's " + (gather ? "output" : "input") + " has " +
-                             std::to_string(whole.count) + " elements, not " + std::to_string(size()) + " x the " +
-                             (gather ? "input" : "output") + "'s " + std::to_string(part.count));
-    const std::byte* own = whole.byte_data() + static_cast<std::size_t>(root) * part.bytes();
-    if (part.byte_data() != own)
-      check_disjoint_or_same(what, part.byte_data(), part.bytes(), whole.byte_data(), whole.bytes());
-  }
-  void check_gather(const const_buffer_view& in, const const_buffer_view& out, int root) const {
-    check_rooted("gather", in, out, root, true);
-  }
-  void check_scatter(const const_buffer_view& in, const const_buffer_view& out, int root) const {
-    check_rooted("scatter", in, out, root, false);
-  }
-  void check_reduce(const const_buffer_view& in, const const_buffer_view& out, int root) const {
-    check_root("reduce", root);
-    if (rank() != root) return check_pair("reduce", in, in);
-    check_all_reduce(in, out);
-  }
-  void check_transfer(const char* what, const const_buffer_view& data, int peer, int message_tag) const {
-    if (peer < 0 || peer >= size() || peer == rank())
-      throw invalid_argument(std::string(what) + ": peer " + std::to_string(peer) +
-                             (peer == rank() ? " is this rank" : " is not a rank of the group of " +
-                                                                     std::to_string(size())) +
-                             " (a transfer goes to or from another rank)");
-    check_message(what, data, message_tag);
-  }
-  // A transfer's tag and memory (whatever its peer).
-  void check_message(const char* what, const const_buffer_view& data, int message_tag) const {
-    if (message_tag < 0 || message_tag > max_tag)
-      throw invalid_argument(std::string(what) + ": tag " + std::to_string(message_tag) + " is outside [0, " +
-                             std::to_string(max_tag) + "]");
-    if (!data.data && data.count)
-      throw invalid_argument(std::string(what) + ": data is null with " + std::to_string(data.count) + " elements");
-    check_pair(what, data, data);  // the memory it lies in
-  }
-  void check_broadcast(const const_buffer_view& data, int root) const {
-    check_pair("broadcast", data, data);
-    check_root("broadcast", root);
-  }
 
   // --- the collectives' bodies: run on the engine (or inline when idle) ---
 
@@ -815,46 +639,28 @@ class communicator {
                                        costs);
     }, run);
   }
-  // How an all-to-all runs; every rank of a call takes the same schedule
-  // (the even form's sizes are the same everywhere; its placement must be).
-  enum class a2a_schedule { flagged, paired, exchange };
-  // An even all-to-all in place of at least this many bytes trades its parts
-  // in pairs (`detail::pairwise_all_to_all_in_place`: n rounds, a part-sized
-  // copy); smaller ones, and the form with counts, copy the input aside and
-  // exchange with every peer at once (one round). An even one in host
-  // memory between ranks that share stages goes through them in pieces, a
-  // meeting each and no message (`direct_base::all_to_all`; one meeting up
-  // to 64 KiB), up to 128 KiB a rank at 2 ranks and 256 KiB at more: there
-  // the stages' two copies and a meeting per 64 KiB beat the messages'
-  // single copy, over MPI 1.0-1.8x out of place at 4 and 8 ranks and
-  // 1.1-2.5x in place (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-29).
-  static constexpr std::size_t all_to_all_paired_bytes = std::size_t{256} << 10;
-  std::size_t all_to_all_flagged_bytes() const { return (size() == 2 ? std::size_t{128} : std::size_t{256}) << 10; }
-  a2a_schedule all_to_all_schedule(std::size_t bytes, bool in_place, bool host, bool even) const {
-    if (!even) return a2a_schedule::exchange;
-    if constexpr (has_wait_until_v<Transport>) {
-      if (bytes <= all_to_all_flagged_bytes() && host && size() > 1 && peers_reachable(*transport_))
-        return a2a_schedule::flagged;
-    }
-    return in_place && bytes >= all_to_all_paired_bytes ? a2a_schedule::paired : a2a_schedule::exchange;
+  // How an all-to-all runs (`all_to_all_choice`).
+  using a2a_schedule = all_to_all_schedule;
+  a2a_schedule all_to_all_schedule_for(std::size_t bytes, bool in_place, bool host, bool even) const {
+    return all_to_all_choice(bytes, in_place, even, size(), host && shares_stages(location{}));
   }
-  a2a_schedule all_to_all_schedule(const const_buffer_view& in, const const_buffer_view& out, bool even) const {
-    return all_to_all_schedule(in.bytes(), in.byte_data() == out.byte_data(),
-                               in.where.space == memory_space::host && out.where.space == memory_space::host, even);
+  a2a_schedule all_to_all_schedule_for(const const_buffer_view& in, const const_buffer_view& out, bool even) const {
+    return all_to_all_schedule_for(in.bytes(), in.byte_data() == out.byte_data(),
+                                   in.where.space == memory_space::host && out.where.space == memory_space::host, even);
   }
   // The call check names the forms and the paired schedule apart (a rank
   // in place beside one out of place fails the check; without it the
   // stamps differ: a mismatch_error, not a hang).
   const char* all_to_all_name(const const_buffer_view& in, const const_buffer_view& out, bool even) const {
     if (!even) return "all_to_allv";
-    return all_to_all_schedule(in, out, even) == a2a_schedule::paired ? "all_to_all(ip)" : "all_to_all";
+    return all_to_all_schedule_for(in, out, even) == a2a_schedule::paired ? "all_to_all(ip)" : "all_to_all";
   }
   // Never bounced (`staged_transport`): whether a call bounces follows its
   // size, and an all-to-all's sizes differ between ranks.
   auto all_to_all_job(const_buffer_view in, std::vector<std::size_t> sends, buffer_view out,
                       std::vector<std::size_t> recvs, bool even) {
     return [this, in, out, sends = std::move(sends), recvs = std::move(recvs), even] {
-      const a2a_schedule how = all_to_all_schedule(in, out, even);
+      const a2a_schedule how = all_to_all_schedule_for(in, out, even);
       if (checks_calls()) verify_parts(all_to_all_name(in, out, even), in.type, sends, recvs);
       const bool in_place = in.byte_data() == out.byte_data() && in.count > 0;
       if (in_place && size() == 1) return;
@@ -883,21 +689,18 @@ class communicator {
                                   c.base_tag + tag_offset::all_to_all);
     };
   }
-  // A gather or scatter goes through the stages (`direct_base::gather`,
-  // `direct_base::scatter`: one one-way meeting, no message) between ranks that
-  // share them, in host memory, up to 32 KiB a rank (gather) or 64 KiB for
-  // all the parts (scatter: they pass through the root's slot); else one
-  // message a rank (`detail::linear_gather`, `detail::linear_scatter`). Over
-  // MPI on this machine the stages win from 1-2 KiB to those sizes and lose
-  // above (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-29, later).
-  // The same on every rank of a call (the part's size is).
-  static constexpr std::size_t gather_stages_bytes = std::size_t{32} << 10;
+  // A gather, scatter or reduce goes through the stages or messages:
+  // `gather_choice`, `scatter_choice`, `reduce_choice` (strategy/rooted.hpp).
   bool gather_through_stages(std::size_t part_bytes, const location& where) const {
-    return part_bytes <= gather_stages_bytes && shares_stages(where);
+    return gather_choice(part_bytes, shares_stages(where)) == rooted_path::stages;
   }
   bool scatter_through_stages(std::size_t part_bytes, const location& where) const {
-    return part_bytes * static_cast<std::size_t>(size()) <= detail::direct_base::flagged_limit && shares_stages(where);
+    return scatter_choice(part_bytes, size(), shares_stages(where)) == rooted_path::stages;
   }
+  bool reduce_through_stages(std::size_t bytes, const location& where) const {
+    return reduce_choice(bytes, shares_stages(where)) == rooted_path::stages;
+  }
+  // Whether this group's ranks share stages for buffers at `where`.
   bool shares_stages(const location& where) const {
     if constexpr (has_wait_until_v<Transport>) {
       return where.space == memory_space::host && size() > 1 && peers_reachable(*transport_);
@@ -935,20 +738,10 @@ class communicator {
                              c.base_tag + tag_offset::rooted);
     };
   }
-  // A reduce of up to 4 MiB between ranks that share stages goes through
-  // them (`direct_base::reduce`: a one-way meeting per 64 KiB, the root
-  // reducing); larger ones, and other transports, run the strategy's
-  // reduce-scatter and gather the reduced blocks to the root (`reduce_on`).
-  // Over MPI on this 2-core machine the stages beat the reduce-scatter and
-  // gather at every size measured, 64 KiB-4 MiB, 2-8 ranks (1.2-2x at 1-4
-  // MiB; bench/results/mpi-raw/2026-11-29-rooted/reduce-stages.txt);
-  // where more cores share the reduction, the root's single one would lose
-  // sooner. On a staged transport a call that bounces runs whole on the
-  // host side.
-  static constexpr std::size_t reduce_stages_bytes = std::size_t{4} << 20;
-  bool reduce_through_stages(std::size_t bytes, const location& where) const {
-    return bytes <= reduce_stages_bytes && shares_stages(where);
-  }
+  // A reduce through the stages (`direct_base::reduce`: a one-way meeting
+  // per 64 KiB, the root reducing), else the strategy's reduce-scatter and a
+  // gather of the reduced blocks to the root (`reduce_on`); on a staged
+  // transport a call that bounces runs whole on the host side.
   auto reduce_job(const_buffer_view in, buffer_view out, op o, int root) {
     return [this, in, out, o, root] {
       if (checks_calls()) verify(print("reduce", in.count, 0, in.type, o, root));
@@ -1099,25 +892,9 @@ class communicator {
   // transport's round runs on its host transport: `verify`.)
   bool checks_calls() const noexcept { return opts_.check_calls || !stamps_; }
 
-  // What every rank must agree on for one call; traded before the call.
-  struct fingerprint {
-    char collective[16] = {};
-    std::uint64_t count_in = 0, count_out = 0;
-    std::int32_t type = 0, oper = 0, root = -1;
-    std::int32_t rejected = 0;  // this rank's argument check failed: `reason`
-    char reason[160] = {};
-    char strategy[32] = {};  // `Strategy::name`
-  };
+  using fingerprint = detail::fingerprint;
   static fingerprint print(const char* collective, std::size_t in, std::size_t out, dtype t, op o, int root = -1) {
-    fingerprint f;
-    std::snprintf(f.collective, sizeof f.collective, "%s", collective);
-    std::snprintf(f.strategy, sizeof f.strategy, "%s", Strategy::name);
-    f.count_in = in;
-    f.count_out = out;
-    f.type = static_cast<std::int32_t>(t);
-    f.oper = static_cast<std::int32_t>(o);
-    f.root = root;
-    return f;
+    return detail::fingerprint_of(collective, Strategy::name, in, out, t, o, root);
   }
 
   // Runs `check` (the argument checks). With check_calls, a rejection is
@@ -1186,16 +963,7 @@ class communicator {
         [&](int p) { return const_bytes{reinterpret_cast<const std::byte*>(&mine[2 * static_cast<std::size_t>(p)]), pair}; },
         [&](int p) { return mutable_bytes{reinterpret_cast<std::byte*>(&theirs[2 * static_cast<std::size_t>(p)]), pair}; },
         c, c.base_tag + tag_offset::check, "call check");
-    std::string why;
-    for (std::size_t p = 0; p < n && why.empty(); ++p) {
-      if (p == r) continue;
-      if (theirs[2 * p] != recvs[p])
-        why = "rank " + std::to_string(p) + " sends rank " + std::to_string(r) + " " + std::to_string(theirs[2 * p]) +
-              " elements, rank " + std::to_string(r) + " expects " + std::to_string(recvs[p]);
-      else if (theirs[2 * p + 1] != sends[p])
-        why = "rank " + std::to_string(r) + " sends rank " + std::to_string(p) + " " + std::to_string(sends[p]) +
-              " elements, rank " + std::to_string(p) + " expects " + std::to_string(theirs[2 * p + 1]);
-    }
+    const std::string why = detail::parts_disagreement(sends, recvs, theirs, r);
     if (!why.empty()) {
       f.rejected = 1;
       std::snprintf(f.reason, sizeof f.reason, "%s", why.c_str());
@@ -1214,31 +982,8 @@ class communicator {
     fingerprints_[static_cast<std::size_t>(rank())] = mine;
     detail::exchange_with_all(check_transport(), reinterpret_cast<std::byte*>(fingerprints_.data()), sizeof(fingerprint),
                               c, c.base_tag + tag_offset::check, "call check");
-    const std::string call = std::string(mine.collective) + " call " + std::to_string(sequence_);
-    for (int r = 0; r < size(); ++r) {
-      const fingerprint& f = fingerprints_[static_cast<std::size_t>(r)];
-      if (!f.rejected) continue;
-      if (mine.rejected) return;
-      throw invalid_argument(call + ": rank " + std::to_string(r) + " rejected its arguments: " + f.reason +
-                             " (DDL_CHECK)");
-    }
-    const fingerprint& a = fingerprints_[0];
-    for (int r = 1; r < size(); ++r) {
-      const fingerprint& b = fingerprints_[static_cast<std::size_t>(r)];
-      auto differ = [&](const char* field, const std::string& x, const std::string& y) {
-        throw mismatch_error(call + ": ranks disagree on the " + field + ": rank 0 passed " + x + ", rank " +
-                             std::to_string(r) + " passed " + y + " (DDL_CHECK)");
-      };
-      if (std::strncmp(a.collective, b.collective, sizeof a.collective) != 0)
-        differ("collective", a.collective, b.collective);
-      if (a.count_in != b.count_in) differ("input count", std::to_string(a.count_in), std::to_string(b.count_in));
-      if (a.count_out != b.count_out) differ("output count", std::to_string(a.count_out), std::to_string(b.count_out));
-      if (a.type != b.type)
-        differ("dtype", name_of(static_cast<dtype>(a.type)), name_of(static_cast<dtype>(b.type)));
-      if (a.oper != b.oper) differ("op", name_of(static_cast<op>(a.oper)), name_of(static_cast<op>(b.oper)));
-      if (a.root != b.root) differ("root", std::to_string(a.root), std::to_string(b.root));
-      if (std::strncmp(a.strategy, b.strategy, sizeof a.strategy) != 0) differ("strategy", a.strategy, b.strategy);
-    }
+    detail::judge_fingerprints(fingerprints_, static_cast<std::size_t>(rank()),
+                               std::string(mine.collective) + " call " + std::to_string(sequence_));
   }
 
   // --- running them ----------------------------------------------------------
@@ -1347,30 +1092,6 @@ class communicator {
     s.validate(t.size());
   }
 
-  void check_pair(const char* what, const const_buffer_view& in, const const_buffer_view& out) const {
-    if (in.type != out.type)
-      throw invalid_argument(std::string(what) + ": input is " + name_of(in.type) + ", output is " +
-                             name_of(out.type));
-    if (!in.data && in.count)
-      throw invalid_argument(std::string(what) + ": input data is null with " + std::to_string(in.count) +
-                             " elements");
-    if (!out.data && out.count)
-      throw invalid_argument(std::string(what) + ": output data is null with " + std::to_string(out.count) +
-                             " elements");
-    for (const auto* v : {&in, &out})
-      if (v->where.space != memory_space::host && !accepts_device_memory_v<Transport>)
-        throw invalid_argument(std::string(what) + ": a " + name_of(v->where.space) +
-                               " buffer was handed to a host-only transport");
-  }
-
-  static void check_disjoint_or_same(const char* what, const std::byte* a, std::size_t an, const std::byte* b,
-                                     std::size_t bn) {
-    if (a == b || an == 0 || bn == 0) return;
-    if (detail::overlaps(a, an, b, bn))
-      throw invalid_argument(std::string(what) +
-                             ": input and output overlap without being the same buffer (pass the same view "
-                             "for in-place, or disjoint buffers)");
-  }
 
   template <class T = Transport>
   std::size_t scratch_bytes(dtype t) const {

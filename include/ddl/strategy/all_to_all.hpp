@@ -18,13 +18,43 @@
 /// (`pairwise_all_to_all_in_place`): n rounds of one exchange each. Ranks
 /// that share stages (threads, MPI ranks of one machine) take even calls of
 /// up to 128 KiB a rank (2 ranks) or 256 KiB (more) through them instead,
-/// a meeting per 64 KiB and no message (`direct_base::all_to_all`); the
-/// communicator picks (`communicator::all_to_all_schedule`).
+/// a meeting per 64 KiB and no message (`direct_base::all_to_all`);
+/// `all_to_all_choice` picks.
 #include <cstddef>
 #include <numeric>
 #include <vector>
 
 #include "ddl/strategy/step.hpp"
+
+namespace ddl {
+
+/// How an all-to-all runs (`all_to_all_choice`); every rank of a call takes
+/// the same (the even form's sizes are the same everywhere, and so must its
+/// placement be).
+enum class all_to_all_schedule {
+  flagged,   ///< through the stages, a meeting per 64 KiB, no message
+  paired,    ///< in place: parts traded in pairs through a part-sized copy, n rounds
+  exchange,  ///< one message to and from every peer (in place: the input set aside first)
+};
+
+/// An even all-to-all in host memory between ranks that share stages goes
+/// through them up to 128 KiB a rank at 2 ranks and 256 KiB at more (the
+/// stages' two copies and a meeting per 64 KiB beat the messages' single
+/// copy there: bench/results/mpi-vs-openmpi-mpich-gloo.md); an even one in
+/// place of at least `all_to_all_paired_bytes` trades its parts in pairs;
+/// the rest, and the form with counts, exchange with every peer at once.
+inline constexpr std::size_t all_to_all_paired_bytes = std::size_t{256} << 10;
+inline constexpr std::size_t all_to_all_flagged_bytes(int ranks) noexcept {
+  return (ranks == 2 ? std::size_t{128} : std::size_t{256}) << 10;
+}
+inline all_to_all_schedule all_to_all_choice(std::size_t bytes, bool in_place, bool even, int ranks,
+                                             bool shares_stages) noexcept {
+  if (!even) return all_to_all_schedule::exchange;
+  if (shares_stages && ranks > 1 && bytes <= all_to_all_flagged_bytes(ranks)) return all_to_all_schedule::flagged;
+  return in_place && bytes >= all_to_all_paired_bytes ? all_to_all_schedule::paired : all_to_all_schedule::exchange;
+}
+
+}  // namespace ddl
 
 namespace ddl::detail {
 

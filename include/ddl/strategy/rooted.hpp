@@ -15,12 +15,47 @@
 /// at the price of copying parts through the ranks between. Ranks that share
 /// stages (threads, MPI ranks of one machine) take small calls through them
 /// instead, one one-way meeting and no message (`direct_base::gather`,
-/// `direct_base::scatter`); the communicator picks
-/// (`communicator::gather_through_stages`, `scatter_through_stages`).
+/// `direct_base::scatter`), and a reduce a meeting per 64 KiB
+/// (`direct_base::reduce`): `gather_choice`, `scatter_choice` and
+/// `reduce_choice` say when.
 #include <array>
 #include <cstddef>
 
+#include "ddl/strategy/direct/layout.hpp"
 #include "ddl/strategy/step.hpp"
+
+namespace ddl {
+
+/// How a gather, scatter or reduce runs (`gather_choice`, `scatter_choice`,
+/// `reduce_choice`): the same on every rank of a call (its part's size is).
+enum class rooted_path {
+  stages,    ///< through the stages ranks share: one-way meetings, no message
+  messages,  ///< a message a rank (a reduce: the strategy's reduce-scatter, then a gather of the blocks)
+};
+
+/// Between ranks that share stages (host memory), a gather goes through
+/// them up to 32 KiB a rank and a scatter up to what the root's slot holds
+/// for all the parts (`direct_layout::flagged_limit`): there the stages win
+/// over one message a rank, above they lose (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+inline constexpr std::size_t gather_stages_bytes = std::size_t{32} << 10;
+inline rooted_path gather_choice(std::size_t part_bytes, bool shares_stages) noexcept {
+  return shares_stages && part_bytes <= gather_stages_bytes ? rooted_path::stages : rooted_path::messages;
+}
+inline rooted_path scatter_choice(std::size_t part_bytes, int ranks, bool shares_stages) noexcept {
+  return shares_stages && part_bytes * static_cast<std::size_t>(ranks) <= detail::direct_layout::flagged_limit
+             ? rooted_path::stages
+             : rooted_path::messages;
+}
+/// A reduce goes through the stages up to `reduce_stages_bytes`, the root
+/// reducing every rank's input in rank order: it beat the reduce-scatter and
+/// gather at every size measured on 2 cores; where more cores share the
+/// reduction, the root's single one would lose sooner.
+inline constexpr std::size_t reduce_stages_bytes = std::size_t{4} << 20;
+inline rooted_path reduce_choice(std::size_t bytes, bool shares_stages) noexcept {
+  return shares_stages && bytes <= reduce_stages_bytes ? rooted_path::stages : rooted_path::messages;
+}
+
+}  // namespace ddl
 
 namespace ddl::detail {
 
