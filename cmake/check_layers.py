@@ -14,7 +14,7 @@ import sys
 
 # Generic code, lowest layer first. A folder may include its own files and the
 # folders listed before it.
-GENERIC = ["detail", "core", "reduce", "topology", "transport", "rendezvous", "strategy", "comm"]
+GENERIC = ["detail", "core", "reduce", "topology", "shm", "transport", "rendezvous", "strategy", "comm"]
 # Backends: each may include any generic folder and the backends listed before it
 # (cuda stages through `staged`); none is included by generic code.
 BACKENDS = ["local", "sim", "mpi", "ucx", "staged", "cuda"]

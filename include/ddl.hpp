@@ -16,7 +16,7 @@
 #include "ddl/core/memory.hpp"
 #include "ddl/reduce/host.hpp"
 #include "ddl/transport/concept.hpp"
-#include "ddl/transport/shared_buffer.hpp"
+#include "ddl/shm/shared_buffer.hpp"
 #include "ddl/transport/group.hpp"
 #include "ddl/topology/extents.hpp"
 #include "ddl/topology/topology.hpp"

@@ -684,7 +684,7 @@ TEST_CASE_TEMPLATE("results are bit-identical on every rank and across runs (non
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ddl/transport/process.hpp"
+#include "ddl/shm/process.hpp"
 
 TEST_CASE("process watch: a child is running, stopped, then gone; a reused pid or another machine is not taken for it") {
   // What the MPI transport uses to learn that an awaited peer's process
@@ -788,7 +788,7 @@ TEST_CASE("one_shot: through its stage and around it, call after call, every res
 #if defined(__linux__)
 #include <sys/resource.h>
 
-#include "ddl/transport/shared_stages.hpp"
+#include "ddl/shm/shared_stages.hpp"
 
 TEST_CASE("shared stages: two ranks share when each opened the other's; a group shares when all its pairs do") {
   // This process plays rank 0 of 4; the rows of ranks 1-3 are made up.

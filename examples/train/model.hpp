@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <ddl/transport/shared_buffer.hpp>
+#include <ddl/shm/shared_buffer.hpp>
 
 namespace train {
 

@@ -37,7 +37,7 @@
 #include "ddl/core/error.hpp"
 #include "ddl/core/memory.hpp"
 #include "ddl/transport/concept.hpp"
-#include "ddl/transport/shared_buffer.hpp"
+#include "ddl/shm/shared_buffer.hpp"
 
 namespace ddl {
 

@@ -42,7 +42,7 @@
 /// before any rank returns: a spinning kernel never waits for a peer whose
 /// thread is stuck in a call that waits for the whole device (`cudaFree`),
 /// which deadlocked until the deadline when the kernels were launched
-/// unmet (H200, 2026-11-26, bench/results/gpu-h200.md). A two_shot
+/// unmet (H200, bench/results/gpu-h200.md). A two_shot
 /// all-reduce of any size goes the same way (`flagged_two_shot`): the
 /// threads meet and trade their buffers' addresses, and one kernel per rank
 /// (the ranks of a device share two blocks per multiprocessor, so that all
@@ -101,7 +101,7 @@ class cuda_peer_transport {
   /// recursive doubling 43-50, 131-160 and 438-528 us over 1, 2 and 3 steps
   /// at 2, 4 and 8 ranks), a flagged one_shot about as much (17-19, 32-33,
   /// 46-48 us); with it auto ran within 1.03x of the best at 8 B-256 MiB
-  /// (`ddl-cuda-cost-fit`, bench/results/gpu-h100.md, 2026-11-27).
+  /// (`ddl-cuda-cost-fit`, bench/results/gpu-h100.md).
   static constexpr double flagged_latency = 0.5;
 
   struct message;
@@ -127,7 +127,7 @@ class cuda_peer_transport {
   /// ring, recursive or halving doubling took 26-31 us at 2 ranks, 57-67 at
   /// 4, 139-161 at 8; priced at a flat 10 us the planner chose halving
   /// doubling at 4-16 MiB where recursive doubling ran 1.5-2x faster
-  /// (bench/results/gpu-h100.md, 2026-11-26).
+  /// (bench/results/gpu-h100.md).
   inline ddl::topology topology() const;
   int device() const noexcept { return ctx_.device; }
   /// Whether every rank's device reads every other's memory (one device, or

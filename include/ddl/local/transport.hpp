@@ -90,7 +90,7 @@ class local_transport {
   /// (`cost::copy_step_factor`), and the direct strategies' reads, priced
   /// beside it, stream at 2.25 B (`cost::direct_read_factor`): fitted to the
   /// medians of 2, 4 and 8 threads, 4 KiB-64 MiB, in place and out
-  /// (bench/results/shared-memory.md, 2026-11-26 "copy steps").
+  /// (bench/results/shared-memory.md).
   static constexpr double copy_step_factor = 1.5;
   static constexpr double direct_read_factor = 2.25;
   /// Ranks are threads of one process: a peer's buffer can be read in place

@@ -38,8 +38,8 @@
 #include "ddl/core/config.hpp"
 #include "ddl/core/error.hpp"
 #include "ddl/detail/event.hpp"
-#include "ddl/transport/process.hpp"
-#include "ddl/transport/shared_stages.hpp"
+#include "ddl/shm/process.hpp"
+#include "ddl/shm/shared_stages.hpp"
 #include "ddl/transport/stage_access.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
@@ -352,7 +352,7 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
   static constexpr double direct_read_factor = 8.0;
   /// A direct strategy's synchronisation round (small eager messages to and
   /// from every peer) costs about one step's latency here, not ceil(log2 n)
-  /// of them (`plan_for::direct_round_one_step`; 2026-11-26, batches of 5
+  /// of them (`plan_for::direct_round_one_step`; batches of 5
   /// calls: 4 ranks, a round 4.5 us against an exchange step's 6.2; 8 ranks,
   /// 15 against 25. Priced at ceil(log2 n), auto ran one_shot where two_shot
   /// was 1.2-1.4x faster: 4 ranks 128-256 KiB, 8 ranks 64 KiB).
@@ -542,8 +542,8 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
   /// get Open MPI's TCP eager limit less its header (64 KiB by default): a
   /// larger message waits for the receiver's answer, which queues behind
   /// the bulk data the receiver sends the other way on the same socket. On
-  /// the emulated two-rack network (bench/results/cluster-emulation.md,
-  /// 2026-11-28) 1 MiB chunks stalled so: 8 ranks, 64 MiB, `auto` 2.0 s ->
+  /// the emulated two-rack network (bench/results/cluster-emulation.md)
+  /// 1 MiB chunks stalled so: 8 ranks, 64 MiB, `auto` 2.0 s ->
   /// 1.5 s in these pieces. Peers on this node, and machines with an RDMA
   /// device, keep `options::chunk_bytes`. `DDL_MPI_PIECE_BYTES` sets it for
   /// every peer (0 turns it off), on every rank where any rank sets it. The
@@ -892,7 +892,7 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
     return limit > 2 * header ? (limit - header) / 64 * 64 : 0;
   }
 
-  // Every rank's process (`transport/process.hpp`), so a wait on a peer of this
+  // Every rank's process (`shm/process.hpp`), so a wait on a peer of this
   // machine can tell that it exited. Collective over comm_. A peer whose
   // process cannot be looked at from here (another machine or container, a
   // /proc that hides it) is not watched.

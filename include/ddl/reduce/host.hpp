@@ -144,7 +144,7 @@ inline void reduce(void* dst, const void* a, const void* b, std::size_t count, r
 /// CPUs run at a twentieth of the memory's rate at those distances (64 KiB
 /// from a page-aligned stage into a buffer 16 bytes into its page, as
 /// `malloc` returns large blocks: 2.8 against 45 GB/s; in 2 KiB pieces, 40
-/// GB/s; bench/results/shared-memory.md, 2026-11-27). Elsewhere, pieces cost
+/// GB/s; bench/results/shared-memory.md). Elsewhere, pieces cost
 /// as much as one call.
 inline constexpr std::size_t copy_piece = 2048;
 /// Whether `bytes` at addresses `da` and `sa` share no byte: distances both
@@ -219,8 +219,8 @@ inline void finalize(void* data, std::size_t count, reduction r, int ranks) {
 /// on this project's VM, with the two vCPUs placed far apart by the host
 /// (a cache line's round trip 320 ns, not 65-125), ran at a fifth of the
 /// rate (2 MPI ranks, two_shot, 64 MiB: 45 ms, 14 streamed; placed close,
-/// 13 against 18 ms: bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04
-/// (night)). Ends with a store fence, so a release that follows publishes it.
+/// 13 against 18 ms: bench/results/mpi-vs-openmpi-mpich-gloo.md).
+/// Ends with a store fence, so a release that follows publishes it.
 inline constexpr std::size_t stream_from = 4096;
 inline void stream_copy(void* dst, const void* src, std::size_t bytes) {
 #if defined(__SSE2__)

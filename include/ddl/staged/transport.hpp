@@ -51,7 +51,7 @@
 #include "ddl/detail/event.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
-#include "ddl/transport/shared_buffer.hpp"
+#include "ddl/shm/shared_buffer.hpp"
 
 namespace ddl {
 

@@ -306,8 +306,8 @@ class auto_strategy {
   // second where the model prices it within `plan_tuner::within` of its
   // plan: where the model's crossover between them lies within its error
   // (4 threads of 2 cores, 64 KiB: one_shot priced 44 us, two_shot 52, and
-  // each ran up to 2x the other's time, by run: bench/results/shared-memory.md,
-  // 2026-12-05, fourth session). The tuner keeps the first
+  // each ran up to 2x the other's time, by run: bench/results/shared-memory.md).
+  // The tuner keeps the first
   // `max_candidates`; fewer than two: the model runs.
   std::vector<plan> direct_candidates(std::size_t bytes, const plan& model, bool in_place) const {
     std::vector<plan> v = direct_variants(model);

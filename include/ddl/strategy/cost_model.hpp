@@ -66,7 +66,7 @@
 ///    against recursive doubling's 3.7-14.9 and 22.5-38.3; MPI, 2 ranks
 ///    0.6-1.0 us, 4 ranks 11.5-12.8, 8 ranks 34-41, against 0.8-1.5, 14-22,
 ///    39-56: bench/results/shared-memory.md and
-///    mpi-vs-openmpi-mpich-gloo.md, 2026-11-25).
+///    mpi-vs-openmpi-mpich-gloo.md).
 ///    two_shot run whole by the transport (`flagged_two_shot`: CUDA ranks,
 ///    their kernels meeting through device counters) waits on no message
 ///    either: 1.5 f alpha + (3n-1) S / (n M), three meetings costing 1.5 of
@@ -212,8 +212,8 @@ inline constexpr double direct_read_factor = 2.0;
 /// doubling's one exchange of S reduces S (3S of traffic) where
 /// halving-doubling reduces S/2 and copies S/2 (2.5S) and the ring does the
 /// same; priced alike (c = 1) the model took recursive doubling at every
-/// size and ran 1.3-1.5x the best (bench/results/shared-memory.md,
-/// 2026-11-26 "with fresh inputs"); with c = 1.5 it takes the exchange only
+/// size and ran 1.3-1.5x the best (bench/results/shared-memory.md);
+/// with c = 1.5 it takes the exchange only
 /// below 6 alpha B (~190 KiB at the threads' 4 GB/s and 8 us). A transport
 /// declares its own (`static constexpr double copy_step_factor`); 1, where
 /// a copy costs what a reduce costs (the links bound both: the simulator;
@@ -257,7 +257,7 @@ struct transport_costs {
 /// times through counters (`flagged_two_shot`), costs this many times a
 /// one_shot call through counters: on an H100 at 8 B it took 31, 47 and 67
 /// us at 2, 4 and 8 ranks where one_shot's one meeting took 17-19, 32-33
-/// and 46-48 (bench/results/gpu-h100.md, 2026-11-27), so one_shot stays
+/// and 46-48 (bench/results/gpu-h100.md), so one_shot stays
 /// the plan for the smallest calls.
 inline constexpr double whole_two_shot_latency = 1.5;
 
@@ -443,7 +443,7 @@ constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, cons
 /// Seconds an in-place call (`in == out`) adds to plan `p`: one_shot builds
 /// the result in its workspace and copies it back (over threads above its
 /// stage it lands the result in cache-sized segments instead, 1.3-1.7x
-/// faster, shared-memory.md 2026-11-26; still priced with the copy: there it
+/// faster, shared-memory.md; still priced with the copy: there it
 /// is no candidate, two_shot and halving-doubling cost 1.5-2x less in the
 /// model and in the measurements); recursive doubling either
 /// double-buffers through its workspace and after an odd number of exchanges

@@ -29,7 +29,7 @@
 ///    slots (`all_reduce_flagged`); 0.6 us for 2 MPI ranks at 8 B where
 ///    `MPI_Allreduce` takes 1.6, 5.1 us for 4 threads at 4 KiB where the
 ///    above took 10.2 (bench/results/mpi-vs-openmpi-mpich-gloo.md,
-///    shared-memory.md, 2026-11-25). The direct reduce-scatter and
+///    shared-memory.md). The direct reduce-scatter and
 ///    all-gather take the same round up to that size. A transport may run
 ///    such a call itself (`flagged_all_reduce`: CUDA ranks, one kernel each,
 ///    spinning on counters in device memory; up to its `flagged_bytes`).
@@ -53,7 +53,7 @@
 ///    first level runs through them over its slices (`multi_ring::direct_first`).
 ///
 /// Over stages, a buffer that lies in a `ddl::shared_buffer`
-/// (transport/shared_buffer.hpp) is read where it lies, as over
+/// (shm/shared_buffer.hpp) is read where it lies, as over
 /// `peer_memory`, not copied into the stage: each rank says in the address
 /// exchange where its `in` and `out` lie (`addresses::in_at`, `out_at`),
 /// and its peers map them (`peer_buffer`) or read its stage, per rank and
@@ -73,8 +73,8 @@
 /// segment, but each read is a system call that pins the peer's pages. On
 /// this project's 2-core VM, 2 Open MPI ranks in place, it ran 1.1x and
 /// 1.3x faster than the stages at 2 and 16 MiB, and slower at 4 and 8 ranks
-/// and at 128 MiB (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-28
-/// (night)): `auto` measures both (`plan::reads`).
+/// and at 128 MiB (bench/results/mpi-vs-openmpi-mpich-gloo.md): `auto`
+/// measures both (`plan::reads`).
 ///
 /// `two_shot::streaming_stages()` writes the stages with streaming stores
 /// (`memory_ops::stream_copy`), so that a write need not first take each

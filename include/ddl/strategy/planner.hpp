@@ -201,13 +201,12 @@ constexpr bool next_permutation(std::array<int, max_dims>& a, std::size_t n) {
 /// multiple of two_shot through the stages: the model has no figure for
 /// the kernel's copies between processes (on this project's VM 1.1-1.4x
 /// faster than the stages at 2 ranks and 2-16 MiB, 0.7-1.0x at 4 and 8
-/// ranks on 2 cores and at 128 MiB: bench/results/mpi-vs-openmpi-mpich-gloo.md,
-/// 2026-11-28 (night)), so only a measurement picks it.
+/// ranks on 2 cores and at 128 MiB: bench/results/mpi-vs-openmpi-mpich-gloo.md),
+/// so only a measurement picks it.
 inline constexpr double reads_premium = 1.001;
 /// two_shot writing its stages with streaming stores (`plan::streams`): at
 /// this multiple of two_shot through the stages, for the same reason (it
-/// depends on where the ranks' cores lie: bench/results/mpi-vs-openmpi-mpich-gloo.md,
-/// 2026-12-04 (night)).
+/// depends on where the ranks' cores lie: bench/results/mpi-vs-openmpi-mpich-gloo.md).
 inline constexpr double streams_premium = 1.002;
 
 /// Calls `f(plan)` for every candidate, priced for `bytes` per rank.

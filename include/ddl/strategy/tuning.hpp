@@ -29,7 +29,7 @@
 ///     rewarded a lucky call: on 2 threads, 256 KiB out of place, the least
 ///     chose two_shot in 4 runs of 4, which then ran 35-37 µs a call against
 ///     the ring's 18-24; the median chose recursive doubling, 16 µs:
-///     bench/results/shared-memory.md, 2026-12-05). Blocks, not turns: the choice will
+///     bench/results/shared-memory.md). Blocks, not turns: the choice will
 ///     run call after call, so each is timed that way (taken in turns, ring
 ///     looked faster than recursive doubling at 256 KiB on 2 threads and ran
 ///     1.4x slower once chosen);
@@ -231,8 +231,8 @@ inline std::vector<broadcast_plan> tuning_candidates(std::size_t bytes, const to
 /// per thousands of calls. Why: on this project's VM the host moves the two
 /// vCPUs between close and far apart while a job runs, and the fastest form
 /// of a 2-rank all-reduce moves with them (cached stages 8 against 34 ms,
-/// streamed 12 against 9, 64 MiB: bench/results/mpi-vs-openmpi-mpich-gloo.md,
-/// 2026-12-04 (night)); a choice kept for good ran 0.57x `MPI_Allreduce`.
+/// streamed 12 against 9, 64 MiB: bench/results/mpi-vs-openmpi-mpich-gloo.md);
+/// a choice kept for good ran 0.57x `MPI_Allreduce`.
 template <class Plan>
 class measured_choice {
  public:
@@ -280,7 +280,7 @@ class measured_choice {
   /// in the call's stamp once ran ~10 µs a call slower there than on the
   /// call's own tag; `auto`'s all-reduces with and without the plan stamp,
   /// in turns on 2, 4 and 8 processes, showed no such cost:
-  /// bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-28.)
+  /// bench/results/mpi-vs-openmpi-mpich-gloo.md.)
   static constexpr std::size_t copies_from = std::size_t{64} << 10;
   /// Two ranks measure them from 16 KiB, with `small_trials` calls a
   /// candidate below `copies_from`: no rank there waits for a core another
@@ -289,7 +289,7 @@ class measured_choice {
   /// stages ran 0.86-0.96x `MPI_Allreduce` / `MPI_Allgather`, the streamed
   /// form 2-3x faster; in the close placement streamed ran up to 2x slower,
   /// and trials of 3 calls chose it there in 2 runs of 6:
-  /// bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-05).
+  /// bench/results/mpi-vs-openmpi-mpich-gloo.md).
   static constexpr std::size_t pair_copies_from = std::size_t{16} << 10;
   static constexpr std::size_t copies_from_for(int ranks) noexcept {
     return ranks == 2 ? pair_copies_from : copies_from;

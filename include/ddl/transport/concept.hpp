@@ -114,7 +114,7 @@
 ///     parent's `stages_shared()`;
 ///   - `const std::byte* peer_buffer(int peer, const detail::shared_region& r)`
 ///     (with stages) — region `r` of rank `peer`'s `ddl::shared_buffer`
-///     (transport/shared_buffer.hpp), mapped in this process for reading:
+///     (shm/shared_buffer.hpp), mapped in this process for reading:
 ///     the direct strategies then read a buffer that lies in one where it
 ///     lies, as over `peer_memory`, instead of a copy in the rank's stage.
 ///     Between ranks that share stages only; `group_view` forwards it;
@@ -203,7 +203,7 @@
 #include "ddl/core/memory.hpp"
 #include "ddl/core/op.hpp"
 #include "ddl/reduce/host.hpp"
-#include "ddl/transport/shared_buffer.hpp"
+#include "ddl/shm/shared_buffer.hpp"
 
 namespace ddl {
 

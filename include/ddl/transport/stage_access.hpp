@@ -22,7 +22,7 @@
 #include "ddl/core/error.hpp"
 #include "ddl/detail/event.hpp"
 #include "ddl/transport/concept.hpp"
-#include "ddl/transport/shared_stages.hpp"
+#include "ddl/shm/shared_stages.hpp"
 
 namespace ddl::detail {
 

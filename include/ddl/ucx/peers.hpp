@@ -5,7 +5,7 @@
 /// endpoint to it, and whether that endpoint failed. UCX's shared-memory
 /// wires take no part in its peer error handling (an endpoint that asks for
 /// it goes over TCP, 2-4x slower on one host here), so a peer of this host
-/// whose process can be watched (`transport/process.hpp`) gets an endpoint
+/// whose process can be watched (`shm/process.hpp`) gets an endpoint
 /// without it; every other peer one with it, whose failure UCX reports.
 /// `DDL_UCX_PEER_ERRORS=1` asks for it on every endpoint.
 #include <sched.h>
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "ddl/core/error.hpp"
-#include "ddl/transport/process.hpp"
+#include "ddl/shm/process.hpp"
 #include "ddl/ucx/context.hpp"
 
 namespace ddl::detail {

@@ -48,8 +48,7 @@ class direct_layout {
   /// MPI ranks on 2 cores, 8-64 B: 1.2-2x faster than from the entry). At 2
   /// ranks, 8 B-4 KiB, over one meeting of both a call: 1.4-2.7x faster back
   /// to back, 0.9-1.1x a call between barriers (ranks that leave a meeting
-  /// together pass a barrier at once; bench/results/mpi-vs-openmpi-mpich-gloo.md,
-  /// 2026-12-03).
+  /// together pass a barrier at once; bench/results/mpi-vs-openmpi-mpich-gloo.md).
   /// At 32 KiB (8 entries) the ring ran 1.1-2.4x slower than one meeting
   /// back to back at 3 and 4 ranks; at 16 KiB 1.4-2.4x faster at 4 and 8.
   /// 28 entries (as many stamps as the header holds) over 16: back to back
@@ -72,7 +71,7 @@ class direct_layout {
   /// 2.3x faster at 16 MiB and 2.4x at 128 MiB than through a stage of the
   /// whole buffer at 2 ranks, 1.2-1.3x at 4, 1.0-1.1x at 8; the all-gather
   /// 1.6-1.7x at 2 ranks, level at 4 and 8 (segments of 256 KiB-8 MiB
-  /// tried; bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-11-26).
+  /// tried; bench/results/mpi-vs-openmpi-mpich-gloo.md).
   static constexpr std::size_t stage_segment = std::size_t{1} << 20;
   /// Over `read_peer`: bytes of each peer's part read at a time for a
   /// reduction (into `pieces_`, a buffer that stays in cache; 64 KiB and

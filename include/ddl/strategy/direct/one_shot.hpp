@@ -197,7 +197,7 @@ struct one_shot : detail::direct_base {
     // Landed with streaming stores where the memory has them: every peer
     // has just read these lines, and a cached write must first take each
     // back from their caches (2 threads, 1 MiB: 176 against 539 us a call,
-    // bench/results/shared-memory.md, 2026-12-05, fourth session).
+    // bench/results/shared-memory.md).
     const auto land = [&](std::size_t k) {
       const block b = segment(k);
       streaming_copy(c, buf + b.offset * es, slot(k), b.size * es);

@@ -257,7 +257,7 @@ class direct_peers : public direct_layout {
   /// streamed form out of place, 2 MPI ranks: all-gather 8-64 MiB 1.0-1.2x
   /// faster, all-reduce 16-256 MiB 1.1-1.15x, 4 ranks 64 MiB 1.1-1.4x; in
   /// place 8-16 MiB 0.9x, at 1 MiB 0.8-0.9x:
-  /// bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04 (night, later));
+  /// bench/results/mpi-vs-openmpi-mpich-gloo.md);
   /// else `local_copy`.
   template <class Transport>
   void gathered_copy(const call_context& c, std::byte* dst, const std::byte* src, std::size_t bytes) const {

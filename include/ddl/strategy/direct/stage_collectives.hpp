@@ -76,7 +76,7 @@ class direct_stage_collectives : public direct_meetings {
   /// `MPI_Bcast` / ddl 1.2-3.35 where the stages or the tree gave 0.72-1.24;
   /// against the reader reading the whole: 1.25x at 32 KiB, 2.9x at 1 MiB.
   /// Threads: 64 KiB-16 MiB 1.3-5.3x faster than the tree `auto` measured
-  /// before (bench/results/mpi-vs-openmpi-mpich-gloo.md, 2026-12-04).
+  /// before (bench/results/mpi-vs-openmpi-mpich-gloo.md).
   template <class Transport>
   static bool halves(const Transport& t) {
     if constexpr (has_peer_memory_v<Transport>) return t.size() == 2;

@@ -4,7 +4,7 @@
 /// `ddl::shared_buffer`. A collective whose buffers lie in one runs over
 /// MPI ranks of one machine the way it runs over threads: its peers read
 /// the buffer where it lies, instead of a copy the rank first makes in its
-/// stage (`transport/shared_stages.hpp`). For the direct strategies
+/// stage (`shm/shared_stages.hpp`). For the direct strategies
 /// (`ddl::two_shot`, `ddl::one_shot`, the direct reduce-scatter and
 /// all-gather, `multi_ring::direct_first`) that copy is most of the cost at
 /// large sizes: 2 MPI ranks, 16 MiB in place, two_shot moves 4.5 S bytes

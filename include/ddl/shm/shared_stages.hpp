@@ -52,7 +52,7 @@
 #include <thread>
 
 #include "ddl/core/error.hpp"
-#include "ddl/transport/shared_buffer.hpp"
+#include "ddl/shm/shared_buffer.hpp"
 
 namespace ddl {
 namespace detail {
