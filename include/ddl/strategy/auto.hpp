@@ -305,8 +305,7 @@ class auto_strategy {
   // two_shot's forms (`direct_variants`), with the other direct algorithm
   // second where the model prices it within `plan_tuner::within` of its
   // plan: where the model's crossover between them lies within its error
-  // (4 threads of 2 cores, 64 KiB: one_shot priced 44 us, two_shot 52, and
-  // each ran up to 2x the other's time, by run: bench/results/shared-memory.md).
+  // (near it either may win, by run: bench/results/shared-memory.md).
   // The tuner keeps the first
   // `max_candidates`; fewer than two: the model runs.
   std::vector<plan> direct_candidates(std::size_t bytes, const plan& model, bool in_place) const {
@@ -341,9 +340,8 @@ class auto_strategy {
   // A 2-rank all-reduce's measured candidates: the model's plan and its
   // forms (`direct_variants`), then one plan of each other algorithm,
   // cheapest first, a two_shot followed by its forms (the streamed form is
-  // priced above the rest, measured, never modelled; on 2 threads it ran 3x
-  // faster than the model's ring where the cores lay far apart: 4 MiB in
-  // place 0.31 against 0.94-0.98 ms, bench/results/shared-memory.md). On 2 ranks
+  // priced above the rest, measured, never modelled; where the cores lie far
+  // apart it beats the model's ring: bench/results/shared-memory.md). On 2 ranks
   // halving-doubling sends the ring's two messages, so only one of them is
   // measured. The tuner keeps the first `max_candidates`.
   std::vector<plan> pair_candidates(std::size_t bytes, const plan& model, bool in_place) const {

@@ -61,12 +61,9 @@
 ///    a step's latency there is already a process switch on a crowded node);
 ///    one_shot synchronised through counters in the stages (calls up to
 ///    `one_shot::flagged_limit`, over MPI stages and threads) waits on no
-///    message: one latency, alpha + (n+1) S / M (measured at 8 B-4 KiB,
-///    medians of 3 runs: threads, 4 ranks 2.8-7.0 us, 8 ranks 10.6-15.7,
-///    against recursive doubling's 3.7-14.9 and 22.5-38.3; MPI, 2 ranks
-///    0.6-1.0 us, 4 ranks 11.5-12.8, 8 ranks 34-41, against 0.8-1.5, 14-22,
-///    39-56: bench/results/shared-memory.md and
-///    mpi-vs-openmpi-mpich-gloo.md).
+///    message: one latency, alpha + (n+1) S / M (below recursive doubling's
+///    log2 n latencies at small sizes on threads and MPI alike:
+///    bench/results/shared-memory.md, mpi-vs-openmpi-mpich-gloo.md).
 ///    two_shot run whole by the transport (`flagged_two_shot`: CUDA ranks,
 ///    their kernels meeting through device counters) waits on no message
 ///    either: 1.5 f alpha + (3n-1) S / (n M), three meetings costing 1.5 of
@@ -194,11 +191,9 @@ constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes, d
 /// multiple of the level's link bandwidth B. For in-process ranks B is the
 /// rate of a fused receive-and-reduce, which moves 3 bytes of memory traffic
 /// per byte; a direct reduction streams n buffers at once. 2 reproduced the
-/// ranking measured on 4 threads with copy steps priced as reduces
-/// (bench/results/shared-memory.md): two_shot level with halving-doubling
-/// from 4 MiB, ahead of it from 64 KiB to 1 MiB, one_shot level with
-/// recursive doubling at 4 KiB; the threads now declare 2.25 beside their
-/// `copy_step_factor` (`local_transport`). A transport may declare its own
+/// ranking measured on threads with copy steps priced as reduces
+/// (bench/results/shared-memory.md); the threads now declare 2.25 beside
+/// their `copy_step_factor` (`local_transport`). A transport may declare its own
 /// (`static constexpr double direct_read_factor`, see
 /// `plan_for::direct_read`): where B is the rate of its messages and the
 /// direct strategies copy at memory speed (MPI's shared stages), it is larger.
@@ -208,13 +203,11 @@ inline constexpr double direct_read_factor = 2.0;
 /// doubling half of halving-doubling, the fold's return) as a multiple of
 /// the level's B, for in-process ranks: B is the rate of a fused
 /// receive-and-reduce, 3 bytes of memory traffic per byte (two reads, a
-/// write), and a copy moves 2. 2 ranks out of place, 1-64 MiB: recursive
-/// doubling's one exchange of S reduces S (3S of traffic) where
-/// halving-doubling reduces S/2 and copies S/2 (2.5S) and the ring does the
-/// same; priced alike (c = 1) the model took recursive doubling at every
-/// size and ran 1.3-1.5x the best (bench/results/shared-memory.md);
-/// with c = 1.5 it takes the exchange only
-/// below 6 alpha B (~190 KiB at the threads' 4 GB/s and 8 us). A transport
+/// write), and a copy moves 2. On 2 ranks recursive doubling's one exchange
+/// of S reduces S (3S of traffic) where halving-doubling reduces S/2 and
+/// copies S/2 (2.5S); priced alike (c = 1) the model took recursive doubling
+/// at every size, and it was not the fastest (bench/results/shared-memory.md);
+/// with c = 1.5 it takes the exchange only below 6 alpha B. A transport
 /// declares its own (`static constexpr double copy_step_factor`); 1, where
 /// a copy costs what a reduce costs (the links bound both: the simulator;
 /// MPI and CUDA peers, whose costs were fitted so).
@@ -255,10 +248,9 @@ struct transport_costs {
 
 /// A two_shot call run whole by the transport, its kernels meeting three
 /// times through counters (`flagged_two_shot`), costs this many times a
-/// one_shot call through counters: on an H100 at 8 B it took 31, 47 and 67
-/// us at 2, 4 and 8 ranks where one_shot's one meeting took 17-19, 32-33
-/// and 46-48 (bench/results/gpu-h100.md), so one_shot stays
-/// the plan for the smallest calls.
+/// one_shot call through counters (three meetings, but its kernels overlap
+/// part of them: bench/results/gpu-h100.md), so one_shot stays the plan for
+/// the smallest calls.
 inline constexpr double whole_two_shot_latency = 1.5;
 
 constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, const transport_costs& d);
@@ -442,18 +434,15 @@ constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, cons
 
 /// Seconds an in-place call (`in == out`) adds to plan `p`: one_shot builds
 /// the result in its workspace and copies it back (over threads above its
-/// stage it lands the result in cache-sized segments instead, 1.3-1.7x
-/// faster, shared-memory.md; still priced with the copy: there it
-/// is no candidate, two_shot and halving-doubling cost 1.5-2x less in the
-/// model and in the measurements); recursive doubling either
+/// stage it lands the result in cache-sized segments instead, which is
+/// faster, but it is still priced with the copy: at those sizes it is no
+/// candidate); recursive doubling either
 /// double-buffers through its workspace and after an odd number of exchanges
 /// copies back (a buffer of one chunk on a transport that reduces as it
 /// receives, and on a device), or lands each slice and reduces it into the
 /// buffer only once that slice's send has completed (MPI; threads from two
-/// chunks), which costs about as much (2 MPI ranks,
-/// bench/results/mpi-vs-openmpi-mpich-gloo.md: the ring in place stays
-/// 1.1-1.9x ahead at 64 KiB-4 MiB; 2 threads, 16 MiB: 3.5 ms in place, 2.5 out
-/// of place, shared-memory.md). Both priced as one copy after an odd number of
+/// chunks), which costs about as much (bench/results/mpi-vs-openmpi-mpich-gloo.md,
+/// shared-memory.md). Both priced as one copy after an odd number of
 /// exchanges, which moves 2 bytes per byte where a fused receive-and-reduce
 /// (B) moves 3: S / (1.5 B_min).
 constexpr double in_place_extra(const level* lv, std::size_t k, const plan& p, double bytes) {

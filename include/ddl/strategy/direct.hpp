@@ -26,9 +26,8 @@
 ///    message at all, and goes before both: each rank copies its input into
 ///    a slot of its stage and raises a counter there, waits for its peers'
 ///    counters, checks their calls' stamps against its own and reduces their
-///    slots (`all_reduce_flagged`); 0.6 us for 2 MPI ranks at 8 B where
-///    `MPI_Allreduce` takes 1.6, 5.1 us for 4 threads at 4 KiB where the
-///    above took 10.2 (bench/results/mpi-vs-openmpi-mpich-gloo.md,
+///    slots (`all_reduce_flagged`): a fraction of a message round's latency
+///    (bench/results/mpi-vs-openmpi-mpich-gloo.md,
 ///    shared-memory.md). The direct reduce-scatter and
 ///    all-gather take the same round up to that size. A transport may run
 ///    such a call itself (`flagged_all_reduce`: CUDA ranks, one kernel each,
@@ -41,7 +40,7 @@
 ///    2 (n+1) S / n (the copy in, the reduced block copied out for the
 ///    peers), in segments of `stage_segment` so that the stage
 ///    stays in cache; over MPI that still beats its messages, each a kernel
-///    copy between processes at a quarter of memcpy's rate here
+///    copy between processes well below memcpy's rate
 ///    (bench/results/mpi-vs-openmpi-mpich-gloo.md).
 ///    A transport may run the whole all-reduce itself (`flagged_two_shot`:
 ///    CUDA ranks, one kernel each, the three synchronisations through
@@ -70,16 +69,15 @@
 /// `read_piece` bytes at a time into a buffer that stays in cache and
 /// reduces from there, a gather copies each peer's part straight into its
 /// place. Three synchronisations per call where the segments take three per
-/// segment, but each read is a system call that pins the peer's pages. On
-/// this project's 2-core VM, 2 Open MPI ranks in place, it ran 1.1x and
-/// 1.3x faster than the stages at 2 and 16 MiB, and slower at 4 and 8 ranks
-/// and at 128 MiB (bench/results/mpi-vs-openmpi-mpich-gloo.md): `auto`
-/// measures both (`plan::reads`).
+/// segment, but each read is a system call that pins the peer's pages:
+/// faster or slower than the stages by rank count and size
+/// (bench/results/mpi-vs-openmpi-mpich-gloo.md), so `auto` measures both
+/// (`plan::reads`).
 ///
 /// `two_shot::streaming_stages()` writes the stages with streaming stores
 /// (`memory_ops::stream_copy`), so that a write need not first take each
-/// line back from the peer's cache that read it last: 3-4x faster where the
-/// ranks' cores lie far apart, 1.3x slower where they share a cache; `auto`
+/// line back from the peer's cache that read it last: faster where the
+/// ranks' cores lie far apart, slower where they share a cache; `auto`
 /// measures it too (`plan::streams`).
 ///
 /// Synchronisation is by messages over the transport, so group views and
@@ -97,9 +95,8 @@
 /// gets and sigma one synchronisation round,
 ///     one_shot: 2 sigma + (n+1) S / M          two_shot: 3 sigma + (3n-1) S / (n M)
 /// one_shot through its stage is one round, not two, but a round that waits
-/// on every peer costs about two steps that wait on one (4 threads on 2
-/// cores: one round 10.5 us, recursive doubling's two exchanges 6-9 us), so
-/// it keeps the price of two.
+/// on every peer costs about two steps that wait on one, so it keeps the
+/// price of two.
 ///
 /// The parts, one concern a file, under strategy/direct/: layout.hpp (the
 /// stage's layout and sizes), peers.hpp (the address exchange and reading

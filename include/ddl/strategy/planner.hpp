@@ -199,10 +199,9 @@ constexpr bool next_permutation(std::array<int, max_dims>& a, std::size_t n) {
 
 /// two_shot reading its peers' memory (`plan::reads`) is priced at this
 /// multiple of two_shot through the stages: the model has no figure for
-/// the kernel's copies between processes (on this project's VM 1.1-1.4x
-/// faster than the stages at 2 ranks and 2-16 MiB, 0.7-1.0x at 4 and 8
-/// ranks on 2 cores and at 128 MiB: bench/results/mpi-vs-openmpi-mpich-gloo.md),
-/// so only a measurement picks it.
+/// the kernel's copies between processes (faster than the stages or not,
+/// by rank count and size: bench/results/mpi-vs-openmpi-mpich-gloo.md), so
+/// only a measurement picks it.
 inline constexpr double reads_premium = 1.001;
 /// two_shot writing its stages with streaming stores (`plan::streams`): at
 /// this multiple of two_shot through the stages, for the same reason (it

@@ -7,11 +7,9 @@
 ///
 /// Why: the model prices a step by one latency and one bandwidth per level;
 /// what a call really costs also depends on caches, on how many ranks share
-/// a core, on how an all-to-all round compares with a pairwise exchange. On
-/// 4 threads of a 2-core machine the model put recursive doubling first at
-/// 32 KiB where one_shot ran 1.4x faster, and two_shot first at 16-256 KiB
-/// on 8 threads where recursive doubling ran up to 2x faster
-/// (bench/results/shared-memory.md). Measuring a handful of calls once per
+/// a core, on how an all-to-all round compares with a pairwise exchange, so
+/// the model's first choice is not always the fastest (where it missed:
+/// bench/results/shared-memory.md). Measuring a handful of calls once per
 /// size class costs little against a training run's thousands.
 ///
 /// How, per size class (all-reduces of [2^k, 2^(k+1)) bytes per rank, in
@@ -25,14 +23,11 @@
 ///     (c0 c0 c0 c1 c1 c1 ...), every rank the same candidates in the same order, each timed on
 ///     each rank; a rank's figure for a candidate is the median of its
 ///     trials (the first call of a plan may allocate, fault pages in, or find
-///     the caches as the previous plan left them; and the least of three
-///     rewarded a lucky call: on 2 threads, 256 KiB out of place, the least
-///     chose two_shot in 4 runs of 4, which then ran 35-37 µs a call against
-///     the ring's 18-24; the median chose recursive doubling, 16 µs:
+///     the caches as the previous plan left them; the least of three
+///     rewards a lucky call and chose plans that then ran slower:
 ///     bench/results/shared-memory.md). Blocks, not turns: the choice will
-///     run call after call, so each is timed that way (taken in turns, ring
-///     looked faster than recursive doubling at 256 KiB on 2 threads and ran
-///     1.4x slower once chosen);
+///     run call after call, so each is timed that way (taken in turns, a
+///     plan can look faster than it runs once chosen);
 ///   - after the last trial, one round in which every rank sends its figures
 ///     to every other (`detail::exchange_with_all`, tagged
 ///     `tag_offset::tuning` inside the call, under the trial's stamp); every
@@ -81,9 +76,9 @@
 /// `MPI_IN_PLACE`; calls of fewer elements than ranks are not measured). A
 /// broadcast's, per size class of the message: the binomial tree,
 /// the pipelined chain and scatter + all-gather that the model prices within
-/// 3x of its choice (on 2 ranks only the tree). On 4 processes sharing 2
-/// cores the model put scatter + all-gather first at 256 KiB where the tree
-/// ran 1.7x faster (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+/// 3x of its choice (on 2 ranks only the tree): on processes sharing cores
+/// the model's broadcast ranking can miss too
+/// (bench/results/mpi-vs-openmpi-mpich-gloo.md).
 ///
 /// An all-reduce that is not tuned (`tune_bytes`) and whose model plan is
 /// direct (one_shot or two_shot) is measured the way copies are, within the
@@ -228,11 +223,10 @@ inline std::vector<broadcast_plan> tuning_candidates(std::size_t bytes, const to
 /// if any rank says so the
 /// class is measured again. A choice that stands again doubles the window
 /// (up to `most_window`), so a class that is merely noisy costs one trade
-/// per thousands of calls. Why: on this project's VM the host moves the two
-/// vCPUs between close and far apart while a job runs, and the fastest form
-/// of a 2-rank all-reduce moves with them (cached stages 8 against 34 ms,
-/// streamed 12 against 9, 64 MiB: bench/results/mpi-vs-openmpi-mpich-gloo.md);
-/// a choice kept for good ran 0.57x `MPI_Allreduce`.
+/// per thousands of calls. Why: a host may move a VM's vCPUs between close
+/// and far apart while a job runs, and the fastest form of a 2-rank
+/// all-reduce moves with them; a choice kept for good then falls far behind
+/// (bench/results/mpi-vs-openmpi-mpich-gloo.md).
 template <class Plan>
 class measured_choice {
  public:
@@ -276,20 +270,12 @@ class measured_choice {
 
   /// Copies (all-gathers, broadcasts) of fewer bytes follow the model: a
   /// few trials of calls of a few µs time the scheduler more than the plans
-  /// (4 MPI processes on 2 cores). (Small all-gathers carrying their plan
-  /// in the call's stamp once ran ~10 µs a call slower there than on the
-  /// call's own tag; `auto`'s all-reduces with and without the plan stamp,
-  /// in turns on 2, 4 and 8 processes, showed no such cost:
-  /// bench/results/mpi-vs-openmpi-mpich-gloo.md.)
+  /// (4 MPI processes on 2 cores; bench/results/mpi-vs-openmpi-mpich-gloo.md).
   static constexpr std::size_t copies_from = std::size_t{64} << 10;
   /// Two ranks measure them from 16 KiB, with `small_trials` calls a
   /// candidate below `copies_from`: no rank there waits for a core another
   /// holds, and which form wins moves with where the host places the two
-  /// cores (2 MPI ranks, 16-32 KiB, the far placement: the model's cached
-  /// stages ran 0.86-0.96x `MPI_Allreduce` / `MPI_Allgather`, the streamed
-  /// form 2-3x faster; in the close placement streamed ran up to 2x slower,
-  /// and trials of 3 calls chose it there in 2 runs of 6:
-  /// bench/results/mpi-vs-openmpi-mpich-gloo.md).
+  /// cores (bench/results/mpi-vs-openmpi-mpich-gloo.md).
   static constexpr std::size_t pair_copies_from = std::size_t{16} << 10;
   static constexpr std::size_t copies_from_for(int ranks) noexcept {
     return ranks == 2 ? pair_copies_from : copies_from;

@@ -44,16 +44,11 @@ class direct_layout {
   /// A broadcast of at most `ring_limit` bytes goes through the root's ring
   /// of `ring_entries` entries (`ring_broadcast`): the root writes and goes
   /// on, up to `ring_entries` entries ahead of its slowest reader; entries of
-  /// at most `ring_inline` bytes ride in the stamp's own cache lines (3-8
-  /// MPI ranks on 2 cores, 8-64 B: 1.2-2x faster than from the entry). At 2
-  /// ranks, 8 B-4 KiB, over one meeting of both a call: 1.4-2.7x faster back
-  /// to back, 0.9-1.1x a call between barriers (ranks that leave a meeting
-  /// together pass a barrier at once; bench/results/mpi-vs-openmpi-mpich-gloo.md).
-  /// At 32 KiB (8 entries) the ring ran 1.1-2.4x slower than one meeting
-  /// back to back at 3 and 4 ranks; at 16 KiB 1.4-2.4x faster at 4 and 8.
-  /// 28 entries (as many stamps as the header holds) over 16: back to back
-  /// at 3-8 MPI ranks, 8-64 B, `MPI_Bcast` / ddl 1.0-1.25x higher (the root runs
-  /// further ahead before it waits for its readers to be scheduled).
+  /// at most `ring_inline` bytes ride in the stamp's own cache lines. The
+  /// ring beats one meeting of all ranks a call back to back and is level
+  /// between barriers; it loses past 16 KiB, hence `ring_limit`; 28 entries
+  /// (as many stamps as the header holds) let the root run further ahead of
+  /// readers waiting to be scheduled (bench/results/mpi-vs-openmpi-mpich-gloo.md).
   static constexpr std::size_t ring_entries = 28;
   static constexpr std::size_t ring_entry = std::size_t{4} << 10;
   static constexpr std::size_t ring_limit = 4 * ring_entry;
@@ -67,11 +62,8 @@ class direct_layout {
   /// all-gather whose parts are not, go through the stages in segments of at
   /// most this many bytes per part, one after another, each a call of its
   /// own: the stage stays in cache, so its copies cost cache traffic, not
-  /// memory's. Open MPI ranks, plain buffers, in place, medians: two_shot
-  /// 2.3x faster at 16 MiB and 2.4x at 128 MiB than through a stage of the
-  /// whole buffer at 2 ranks, 1.2-1.3x at 4, 1.0-1.1x at 8; the all-gather
-  /// 1.6-1.7x at 2 ranks, level at 4 and 8 (segments of 256 KiB-8 MiB
-  /// tried; bench/results/mpi-vs-openmpi-mpich-gloo.md).
+  /// memory's; 1 MiB was the best of the segment sizes tried
+  /// (bench/results/mpi-vs-openmpi-mpich-gloo.md).
   static constexpr std::size_t stage_segment = std::size_t{1} << 20;
   /// Over `read_peer`: bytes of each peer's part read at a time for a
   /// reduction (into `pieces_`, a buffer that stays in cache; 64 KiB and

@@ -42,9 +42,8 @@ struct one_shot : detail::direct_base {
   /// place the stage stands in for the workspace the result would be built
   /// in (the same copy, one synchronisation fewer); out of place it adds a
   /// copy of freshly written memory that every peer then reads, which costs
-  /// more than the synchronisation it saves above ~16 KiB (4 threads on 2
-  /// cores, bench/results/shared-memory.md: 2x slower at 256 KiB out of
-  /// place, level in place).
+  /// more than the synchronisation it saves above ~16 KiB
+  /// (bench/results/shared-memory.md).
   static constexpr std::size_t stage_limit = std::size_t{256} << 10;
   static constexpr std::size_t stage_limit_out_of_place = std::size_t{16} << 10;
   /// Whether a call of `bytes` per rank goes through the stage.
@@ -196,8 +195,7 @@ struct one_shot : detail::direct_base {
     const auto slot = [&](std::size_t k) { return c.work + (k % land_slots) * per * es; };
     // Landed with streaming stores where the memory has them: every peer
     // has just read these lines, and a cached write must first take each
-    // back from their caches (2 threads, 1 MiB: 176 against 539 us a call,
-    // bench/results/shared-memory.md).
+    // back from their caches (bench/results/shared-memory.md).
     const auto land = [&](std::size_t k) {
       const block b = segment(k);
       streaming_copy(c, buf + b.offset * es, slot(k), b.size * es);

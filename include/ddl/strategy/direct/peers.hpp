@@ -253,10 +253,8 @@ class direct_peers : public direct_layout {
   /// `peer_memory`, where the result's lines are what the peers read next
   /// call, and elsewhere out of place from `stream_result_from` bytes of
   /// result (`stream_result`): too large to stay in cache and not just read
-  /// by this rank, so a write that need not first read the line pays (the
-  /// streamed form out of place, 2 MPI ranks: all-gather 8-64 MiB 1.0-1.2x
-  /// faster, all-reduce 16-256 MiB 1.1-1.15x, 4 ranks 64 MiB 1.1-1.4x; in
-  /// place 8-16 MiB 0.9x, at 1 MiB 0.8-0.9x:
+  /// by this rank, so a write that need not first read the line pays (out
+  /// of place it did, in place and below it did not:
   /// bench/results/mpi-vs-openmpi-mpich-gloo.md);
   /// else `local_copy`.
   template <class Transport>

@@ -72,11 +72,8 @@ class direct_stage_collectives : public direct_meetings {
   /// Whether `t` has two ranks that copy to and from each other's buffers:
   /// threads (`peer_memory`), or processes that may (`read_peer`,
   /// `write_peer`, `memory_readable`). A broadcast's copy then runs on both
-  /// at once, half each. Open MPI and MPICH ranks on 2 cores, 32 KiB-16 MiB:
-  /// `MPI_Bcast` / ddl 1.2-3.35 where the stages or the tree gave 0.72-1.24;
-  /// against the reader reading the whole: 1.25x at 32 KiB, 2.9x at 1 MiB.
-  /// Threads: 64 KiB-16 MiB 1.3-5.3x faster than the tree `auto` measured
-  /// before (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+  /// at once, half each: faster than the stages, the tree, or the reader
+  /// reading the whole (bench/results/mpi-vs-openmpi-mpich-gloo.md).
   template <class Transport>
   static bool halves(const Transport& t) {
     if constexpr (has_peer_memory_v<Transport>) return t.size() == 2;

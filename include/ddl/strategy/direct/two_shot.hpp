@@ -34,10 +34,8 @@ inline constexpr bool two_shot_pushes_v = has_peer_memory_v<T> && !has_flagged_t
 /// time as it reduces them (only the block's reducer reads or writes block
 /// r of any buffer during the call, so in place too), and one
 /// synchronisation ends the call where pulling the blocks took one more
-/// between the phases and a second pass over the reduced block (old and
-/// new in turns, medians of 3: 2 and 4 threads 1.2-10x faster at 4 KiB-64
-/// MiB, 8 threads 1.0-1.8x in place and 0.75-1.4x out of place:
-/// bench/results/shared-memory.md).
+/// between the phases and a second pass over the reduced block
+/// (bench/results/shared-memory.md).
 struct two_shot : detail::direct_base {
   static constexpr const char* name = "two_shot";
   std::string describe() const {
