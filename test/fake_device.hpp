@@ -3,14 +3,28 @@
 // Device): its memory is host memory, and its copies and reductions run
 // late, in stream order, one per poll, so every ordering mistake in the
 // pipeline shows as wrong data. Counts its copies, slots and pins.
+#include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if defined(__linux__)
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include <ddl/core/buffer.hpp>
 #include <ddl/core/memory.hpp>
 #include <ddl/reduce/host.hpp>
+#include <ddl/staged/near.hpp>
 
 namespace ddl_test {
 
@@ -94,6 +108,149 @@ class slow_device {
   }
   std::deque<std::function<void()>> work_;
   std::uint64_t queued_ = 0, done_ = 0;
+};
+
+// The slow device that also shares its memory with its peers, as CUDA IPC
+// between processes does (`staged/near.hpp`'s `Device::share`, `open`,
+// `probe`). Its "device allocations" are the ones it made (`allocate`:
+// anonymous shared-memory files, which a peer process opens through
+// /proc/<pid>/fd and maps, as the stages are) or was handed (`adopt`); with
+// `share_all`, any other memory is shared too, as an allocation of its own
+// per message (ranks that are threads of one process only). Counts what it
+// shared and opened, and refuses to open the peers listed in `refuse` (a
+// device that cannot map them).
+class sharing_device : public slow_device<false> {
+ public:
+  std::byte* allocate(std::size_t n) {
+    const std::size_t size = n ? n : 1;
+    int fd = -1;
+    void* p = nullptr;
+#if defined(__linux__)
+    fd = ::memfd_create("ddl-test-device", MFD_CLOEXEC);
+    if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(size)) == 0)
+      p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) p = nullptr;
+#endif
+    if (!p) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+      p = new std::byte[size];
+    }
+    auto* b = static_cast<std::byte*>(p);
+    allocs_.push_back({b, size, ++next_id_, fd});
+    return b;
+  }
+  void release(std::byte* p) {
+    for (auto it = allocs_.begin(); it != allocs_.end(); ++it)
+      if (it->base == p) {
+        free_alloc(*it);
+        allocs_.erase(it);
+        return;
+      }
+  }
+  void adopt(std::byte* p, std::size_t n) { allocs_.push_back({p, n, ++next_id_, -2}); }
+  // Workspace comes from the device's allocations, as `cudaMalloc`'s does.
+  ddl::memory_ops memory(const ddl::location& where) {
+    ddl::memory_ops m = slow_device<false>::memory(where);
+    m.allocate = [](void* c, std::size_t n) { return self(c)->allocate(n); };
+    m.release = [](void* c, std::byte* p, std::size_t) { self(c)->release(p); };
+    return m;
+  }
+  ~sharing_device() {
+    for (auto& a : allocs_) free_alloc(a);
+    for (auto& o : opened_)
+      if (o.second.mapped) ::munmap(const_cast<std::byte*>(o.second.base), o.second.size);
+  }
+
+  bool share(const std::byte* p, std::size_t n, ddl::device_region& r) {
+    for (const auto& a : allocs_)
+      if (p >= a.base && p + n <= a.base + a.size) {
+        r = region(a);
+        r.offset = static_cast<std::uint64_t>(p - a.base);
+        if (shared_ids_.insert(a.id).second) ++shares;
+        return true;
+      }
+    if (!share_all) return false;
+    r = region({const_cast<std::byte*>(p), n, ++next_id_, -2});
+    return true;
+  }
+  const std::byte* open(int peer, const ddl::device_region& r) {
+    for (int q : refuse)
+      if (q == peer) throw ddl::transport_error("no peer access to rank " + std::to_string(peer) + " (test)");
+    const auto key = std::make_pair(peer, r.id);
+    auto it = opened_.find(key);
+    if (it != opened_.end()) return it->second.base;
+    handle h;
+    std::memcpy(&h, r.handle, sizeof h);
+    mapping m{h.base, r.size, false};
+    if (h.pid != static_cast<std::int64_t>(::getpid())) {  // another process: open its file
+#if defined(__linux__)
+      if (h.fd < 0) throw ddl::transport_error("rank " + std::to_string(peer) + "'s memory is no shared file");
+      const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) throw ddl::transport_error("cannot open " + path + ": " + std::strerror(errno));
+      void* p = ::mmap(nullptr, r.size, PROT_READ, MAP_SHARED, fd, 0);
+      ::close(fd);
+      if (p == MAP_FAILED) throw ddl::transport_error("cannot map " + path);
+      m = mapping{static_cast<const std::byte*>(p), r.size, true};
+#else
+      throw ddl::transport_error("no shared files here");
+#endif
+    }
+    ++opens;
+    opened_.emplace(key, m);
+    return m.base;
+  }
+  ddl::device_region probe() {
+    if (!probe_) probe_ = allocate(64);
+    ddl::device_region r;
+    share(probe_, 64, r);
+    return r;
+  }
+
+  bool share_all = false;
+  std::vector<int> refuse;
+  int shares = 0, opens = 0;
+
+ private:
+  struct alloc {
+    std::byte* base;
+    std::size_t size;
+    std::uint64_t id;
+    int fd;  // its shared file; -1: allocated with new[]; -2: adopted (not ours)
+  };
+  struct handle {
+    const std::byte* base;
+    std::int64_t pid;
+    std::int32_t fd;
+  };
+  struct mapping {
+    const std::byte* base;
+    std::size_t size;
+    bool mapped;
+  };
+  static sharing_device* self(void* c) { return static_cast<sharing_device*>(static_cast<slow_device<false>*>(c)); }
+  static ddl::device_region region(const alloc& a) {
+    ddl::device_region r;
+    r.id = a.id;
+    r.size = a.size;
+    const handle h{a.base, static_cast<std::int64_t>(::getpid()), a.fd};
+    std::memcpy(r.handle, &h, sizeof h);
+    return r;
+  }
+  static void free_alloc(alloc& a) {
+    if (a.fd >= 0) {
+      ::munmap(a.base, a.size);
+      ::close(a.fd);
+    } else if (a.fd == -1) {
+      delete[] a.base;
+    }
+  }
+  std::vector<alloc> allocs_;
+  std::set<std::uint64_t> shared_ids_;
+  std::map<std::pair<int, std::uint64_t>, mapping> opened_;
+  std::byte* probe_ = nullptr;
+  static inline std::atomic<std::uint64_t> next_id_{0};  // unique across the ranks' devices of a process
 };
 
 }  // namespace ddl_test

@@ -539,6 +539,54 @@ TEST_CASE("mpi: device buffers staged over MPI: calls up to bounce_bytes run on 
   CHECK(dev.pinned == 1);
 }
 
+TEST_CASE("mpi: near ranks: device buffers between processes of one machine go device to device, through a fake "
+          "device that shares its memory") {
+  using near = ddl::staged_transport<ddl::mpi_transport, sharing_device>;
+  ddl::mpi_transport t(MPI_COMM_WORLD);
+  const int n = t.size(), me = t.rank();
+  sharing_device dev;
+  ddl::staging_options so;
+  so.bounce_bytes = 0;
+  so.near_bounce_bytes = 0;
+  const auto counts = matrix_counts(n, 4099);
+  const std::size_t bytes = matrix_bytes(counts);
+  std::byte* in = dev.allocate(bytes);
+  std::byte* out = dev.allocate(bytes);
+  {
+    near st(t, dev, so);
+    // Near exactly where the ranks share memory (the same answer on both of a pair).
+    int wrong_near = 0;
+    for (int q = 0; q < n; ++q)
+      if (q != me && st.near(q) != t.stages_shared_among(std::min(me, q), std::abs(q - me), 2)) ++wrong_near;
+    CHECK(all_sum(wrong_near) == 0);
+    std::vector<std::byte> expected(bytes);
+    for (int k = 0; k < 2; ++k) {
+      failure_log log;
+      if (k == 0) matrix_rank(st, counts, log, {}, ddl::ring{}, expected.data(), false, [] {}, in, out, on_device);
+      else matrix_rank(st, counts, log, {}, ddl::auto_strategy{}, expected.data(), false, [] {}, in, out, on_device);
+      CHECK_MESSAGE(log.count() == 0, log.summary());
+      CHECK(all_sum(static_cast<int>(log.count())) == 0);
+    }
+    // The buffers were opened once per peer (and the probes): the cache held.
+    const int opens = dev.opens;
+    ddl::communicator<ddl::ring, near> comm(st);
+    auto v = ddl::host_view(reinterpret_cast<float*>(in), 1000);
+    v.where = on_device;
+    for (int k = 0; k < 3; ++k) comm.all_reduce(v, ddl::op::sum);
+    CHECK(dev.opens == opens);
+  }
+  // Off (DDL_CUDA_IPC=0 on every rank): nothing near, the same results.
+  so.near = false;
+  near off(t, dev, so);
+  int any = 0;
+  for (int q = 0; q < n; ++q) any += off.near(q) ? 1 : 0;
+  CHECK(all_sum(any) == 0);
+  failure_log log;
+  std::vector<std::byte> expected(bytes);
+  matrix_rank(off, matrix_counts(n, 1009), log, {}, ddl::ring{}, expected.data(), false, [] {}, in, out, on_device);
+  CHECK(all_sum(static_cast<int>(log.count())) == 0);
+}
+
 TEST_CASE("mpi: stages shared per machine (DDL_MPI_SHM_RANKS=2 as machines of 2 ranks): the multi-ring's first dimension through them, auto weighs it") {
   const int n = world_size();
   if (n < 4 || n % 2 != 0) {

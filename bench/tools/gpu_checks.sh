@@ -18,6 +18,9 @@
 #             ddl-gpu-mpi-bench over 4 MPI processes when MPI is there (as
 #             given, and with every size bounced through host memory)
 #             -> reduce.txt, allreduce-*.txt, launch.txt, mpi-staged.txt, mpi-bounce-all.txt
+#   ipc       near ranks (CUDA IPC between MPI processes of one host): ddl_test_cuda_mpi's
+#             matrix over 2, 3, 4, 8 processes, memcheck, ddl-gpu-mpi-bench with and without
+#             IPC, the emulated two-level job -> ipc-tests.log, ipc-sanitizer.log, ipc-bench.txt
 # Every step has its own time limit; machine.txt records the GPU, driver,
 # toolkit and commit. Each phase's exit status is printed; the script exits
 # non-zero when any step failed.
@@ -30,6 +33,7 @@ status=0
 test_bin=$build/test/ddl_test_cuda
 bench_bin=$build/bench/ddl-gpu-bench
 mpi_bench_bin=$build/bench/ddl-gpu-mpi-bench
+ipc_test_bin=$build/test/ddl_test_cuda_mpi
 example_bin=$build/examples/ddl_example_allreduce_cuda
 prebuilt=no
 
@@ -63,6 +67,7 @@ for phase in "$@"; do
           > "$out/prebuilt.log" 2>&1; then
         export LD_LIBRARY_PATH="$pre:${LD_LIBRARY_PATH:-}"
         test_bin=$pre/ddl_test_cuda bench_bin=$pre/ddl-gpu-bench mpi_bench_bin=$pre/ddl-gpu-mpi-bench
+        ipc_test_bin=$pre/ddl_test_cuda_mpi
         example_bin=$pre/ddl_example_allreduce_cuda prebuilt=yes
         echo "== build: using the binaries in $pre" | tee -a "$out/build.log"
         continue
@@ -72,7 +77,7 @@ for phase in "$@"; do
       step configure 180 "$out/build.log" cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_CUDA_ARCHITECTURES=90 -DDDL_ENABLE_CUDA=ON -DDDL_ENABLE_MPI=$mpi ${DDL_GPU_CMAKE_ARGS:-}
       targets="ddl_test_cuda ddl_test_staged ddl-gpu-bench ddl_example_allreduce_cuda"
-      [ "$mpi" = ON ] && targets="$targets ddl-gpu-mpi-bench"
+      [ "$mpi" = ON ] && targets="$targets ddl-gpu-mpi-bench ddl_test_cuda_mpi"
       # shellcheck disable=SC2086
       step build 400 "$out/build.log" cmake --build "$build" -j "$(nproc)" --target $targets
       ;;
@@ -136,8 +141,32 @@ for phase in "$@"; do
           -x DDL_STAGING_BOUNCE "$mpi_bench_bin" -b 1M -e 256M -f 4 -n 10
       fi
       ;;
+    ipc)
+      # Near ranks (processes of one host, device memory shared by CUDA IPC):
+      # the device collective matrix over 2, 3, 4 and 8 MPI processes on the
+      # one GPU, memcheck, and device buffers over MPI with and without IPC;
+      # the emulated two-level job (pairs of processes as "hosts",
+      # DDL_MPI_SHM_RANKS=2): the multi-ring over pairs beside the flat ring
+      # and staging everything -> ipc-tests.log, ipc-sanitizer.log, ipc-bench.txt
+      mpirun_as="env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -x LD_LIBRARY_PATH"
+      for n in 2 3 4; do
+        step "ipc_matrix_n$n" 120 "$out/ipc-tests.log" $mpirun_as -n "$n" "$ipc_test_bin" --strategy ring
+      done
+      step ipc_matrix_n8 120 "$out/ipc-tests.log" $mpirun_as -n 8 "$ipc_test_bin" --strategy ring --quick
+      for st in halving recursive multi_ring auto; do
+        step "ipc_matrix_n4_$st" 90 "$out/ipc-tests.log" $mpirun_as -n 4 "$ipc_test_bin" --strategy "$st" --quick
+      done
+      step ipc_bench 180 "$out/ipc-bench.txt" $mpirun_as -n 4 "$mpi_bench_bin" -b 64K -e 256M -f 4 -n 10
+      step ipc_bench_8B 60 "$out/ipc-bench.txt" $mpirun_as -n 4 "$mpi_bench_bin" -b 8 -e 8 -n 200
+      for st in multi_ring ring; do
+        step "ipc_two_level_$st" 120 "$out/ipc-bench.txt" $mpirun_as -x DDL_MPI_SHM_RANKS=2 -n 4 \
+          "$mpi_bench_bin" --strategy "$st" -b 1M -e 256M -f 4 -n 10
+      done
+      step ipc_memcheck 180 "$out/ipc-sanitizer.log" $mpirun_as -n 2 compute-sanitizer --tool memcheck \
+        --error-exitcode 3 "$ipc_test_bin" --strategy ring --quick
+      ;;
     *)
-      echo "gpu_checks.sh: unknown phase '$phase' (build, test, sanitize, bench)" >&2
+      echo "gpu_checks.sh: unknown phase '$phase' (build, test, sanitize, bench, ipc)" >&2
       exit 2
       ;;
   esac

@@ -9,9 +9,13 @@
 /// `staging_device` stages through the host; `direct_device` (for a
 /// CUDA-aware MPI) hands device pointers to the inner transport and keeps
 /// its slots, used only to receive pieces that are reduced, on the device.
+/// Both share their device memory with the ranks of their host through
+/// CUDA IPC (`share`, `open`, `probe`: `cuda/ipc.hpp`), so messages between
+/// near ranks go device to device (`staged/near.hpp`).
 #include <vector>
 
 #include "ddl/staged/transport.hpp"
+#include "ddl/cuda/ipc.hpp"
 #include "ddl/cuda/runtime.hpp"
 
 namespace ddl {
@@ -27,7 +31,7 @@ class device_backend {
   };
 
   /// \param device the buffers' device; \param stream used until `memory()` names another.
-  explicit device_backend(int device, cudaStream_t stream = nullptr) : ctx_{device, stream} {}
+  explicit device_backend(int device, cudaStream_t stream = nullptr) : ctx_{device, stream}, ipc_(device) {}
   device_backend(const device_backend&) = delete;
   device_backend& operator=(const device_backend&) = delete;
   ~device_backend() {
@@ -87,6 +91,11 @@ class device_backend {
     ev.e = nullptr;
     return true;
   }
+  /// Device memory shared with the ranks of this host (`cuda/ipc.hpp`).
+  bool share(const std::byte* p, std::size_t n, device_region& r) { return ipc_.share(p, n, r); }
+  const std::byte* open(int peer, const device_region& r) { return ipc_.open(peer, r); }
+  device_region probe() { return ipc_.probe(); }
+
   memory_ops memory(const location& where) {
     if (where.space == memory_space::host) return host_memory_ops();
     if (where.device >= 0 && where.device != ctx_.device)
@@ -99,6 +108,7 @@ class device_backend {
  private:
   stream_context ctx_;
   std::vector<cudaEvent_t> pool_;
+  ipc_memory ipc_;
 };
 }  // namespace detail
 

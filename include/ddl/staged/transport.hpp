@@ -38,7 +38,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
+#include <memory>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -52,6 +54,7 @@
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
 #include "ddl/shm/shared_buffer.hpp"
+#include "ddl/staged/near.hpp"
 
 namespace ddl {
 
@@ -68,11 +71,22 @@ struct staging_options {
   /// size (bench/results/gpu-h100.md); the pinned buffer grows to the
   /// largest call up to this size.
   std::size_t bounce_bytes = std::size_t{64} << 20;
+  /// Where some ranks are near (their device memory mapped between their
+  /// processes, `staged/near.hpp`), calls bounce only up to this many bytes
+  /// (and `bounce_bytes`): larger ones go device to device between near
+  /// ranks. `DDL_STAGING_NEAR_BOUNCE` sets it.
+  std::size_t near_bounce_bytes = std::size_t{64} << 10;
+  /// Whether near ranks map each other's device memory (where the device
+  /// can, `Device::share`); `DDL_CUDA_IPC=0` turns it off.
+  bool near = true;
 
-  /// The defaults, with `DDL_STAGING_BOUNCE` read.
+  /// The defaults, with `DDL_STAGING_BOUNCE`, `DDL_STAGING_NEAR_BOUNCE` and `DDL_CUDA_IPC` read.
   static staging_options from_env() {
     staging_options o;
     if (const char* b = std::getenv("DDL_STAGING_BOUNCE")) o.bounce_bytes = detail::parse_bytes("DDL_STAGING_BOUNCE", b);
+    if (const char* b = std::getenv("DDL_STAGING_NEAR_BOUNCE"))
+      o.near_bounce_bytes = detail::parse_bytes("DDL_STAGING_NEAR_BOUNCE", b);
+    if (const char* i = std::getenv("DDL_CUDA_IPC")) o.near = std::strcmp(i, "0") != 0;
     return o;
   }
 };
@@ -112,6 +126,8 @@ class staged_transport {
     if (o.slot_bytes < 64 || o.slots < 1) throw invalid_argument("staging_options: slot_bytes >= 64 and slots >= 1");
     for (int d = 0; d < 2; ++d)
       for (int k = 0; k < o.slots; ++k) free_[d].push_back(dev.allocate_slot(o.slot_bytes));
+    if constexpr (detail::has_device_ipc_v<Device>)
+      near_ = std::make_unique<near_type>(inner, dev, o.near, options::from_env().timeout);
   }
   staged_transport(const staged_transport&) = delete;
   staged_transport& operator=(const staged_transport&) = delete;
@@ -153,7 +169,21 @@ class staged_transport {
   Inner& host() noexcept { return *inner_; }
   /// Whether a call of `bytes` per rank runs whole on `host()` (at most
   /// `staging_options::bounce_bytes`): the same answer on every rank.
-  bool bounces(std::size_t bytes) const noexcept { return bytes <= opts_.bounce_bytes; }
+  bool bounces(std::size_t bytes) const noexcept {
+    return bytes <= (some_near() ? std::min(opts_.bounce_bytes, opts_.near_bounce_bytes) : opts_.bounce_bytes);
+  }
+  /// Whether messages between `peer` and this rank go device to device
+  /// (`staged/near.hpp`): the same answer on both.
+  bool near(int peer) const noexcept {
+    if constexpr (detail::has_device_ipc_v<Device>) return near_->near(peer);
+    (void)peer;
+    return false;
+  }
+  /// Whether any two ranks of the group are near: the same answer on every rank.
+  bool some_near() const noexcept {
+    if constexpr (detail::has_device_ipc_v<Device>) return near_->any();
+    return false;
+  }
   /// Host memory for a call that bounces, at least `bytes` long: a
   /// `shared_buffer`, pinned where the device can; grown on demand (its
   /// address may then change), kept for the transport's life.
@@ -204,7 +234,7 @@ class staged_transport {
       if (finished(r)) return;
       const auto now = std::chrono::steady_clock::now();
       if (now >= until) {
-        const int peer = op_of(r.id_).peer;
+        const int peer = is_near(r.id_) ? near_peer_of(r.id_) : op_of(r.id_).peer;
         throw timeout_error(peer, "", "", std::chrono::duration<double>(now - start).count());
       }
       b.pause();
@@ -238,7 +268,24 @@ class staged_transport {
     inner_request req;
   };
 
+  // Messages to and from near peers carry this bit in their id (`near_`).
+  static constexpr std::uint64_t near_bit = std::uint64_t{1} << 63;
+  static bool is_near(std::uint64_t id) noexcept { return (id & near_bit) != 0; }
+  int near_peer_of(std::uint64_t id) const {
+    if constexpr (detail::has_device_ipc_v<Device>) return near_->peer_of(id & ~near_bit);
+    (void)id;
+    return -1;
+  }
+
   request post(kind k, int peer, std::byte* data, const std::byte* local, std::size_t bytes, reduction red, tag t) {
+    if constexpr (detail::has_device_ipc_v<Device>) {
+      if (near_->near(peer)) {
+        request r;
+        r.owner_ = this;
+        r.id_ = near_bit | near_->post(static_cast<int>(k), peer, data, local, bytes, red, t);
+        return r;
+      }
+    }
     op o;
     o.id = ++next_id_;
     o.k = k;
@@ -263,6 +310,13 @@ class staged_transport {
     throw invalid_argument("staged_transport: unknown request");
   }
   bool finished(request& r) {
+    if constexpr (detail::has_device_ipc_v<Device>) {
+      if (is_near(r.id_)) {
+        if (!near_->finished(r.id_ & ~near_bit)) return false;
+        r.owner_ = nullptr;
+        return true;
+      }
+    }
     for (auto it = ops_.begin(); it != ops_.end(); ++it)
       if (it->id == r.id_) {
         if (it->finished < it->pieces) return false;
@@ -274,6 +328,9 @@ class staged_transport {
     return true;
   }
   void abandon(std::uint64_t id) noexcept {
+    if constexpr (detail::has_device_ipc_v<Device>) {
+      if (is_near(id)) return near_->abandon(id & ~near_bit);
+    }
     for (auto it = ops_.begin(); it != ops_.end(); ++it)
       if (it->id == id) {
         // Pieces already handed to the inner transport run to completion
@@ -294,6 +351,7 @@ class staged_transport {
   // Starts pieces in request order while slots last, then advances every
   // piece in flight as far as it can go.
   void progress() {
+    if constexpr (detail::has_device_ipc_v<Device>) near_->progress();
     // Per direction, pieces start in request order: once a request waits
     // for a slot, later requests of that direction wait too (so inner
     // messages keep their order), but the other direction goes on.
@@ -402,6 +460,8 @@ class staged_transport {
   std::deque<op> ops_;
   std::deque<piece> pieces_;
   std::vector<std::byte*> free_[2];
+  using near_type = detail::near_peers<Inner, Device>;
+  std::unique_ptr<near_type> near_;  // where the device shares its memory (`Device::share`)
 };
 
 }  // namespace ddl

@@ -1,0 +1,218 @@
+// Near ranks (`staged/near.hpp`): device memory shared between the ranks of
+// one host, messages device to device, through a fake device that shares its
+// memory (`fake_device.hpp`'s `sharing_device`; its copies and reductions run
+// late, in stream order, so an ordering mistake shows as wrong data). What a
+// GPU adds (CUDA IPC handles, their cache, the runtime's refusals) is checked
+// on a lent GPU (bench/tools/gpu_checks.sh ipc).
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "fake_device.hpp"
+#include "matrix.hpp"
+#include "support.hpp"
+#include <ddl/staged/transport.hpp>
+
+namespace {
+
+using ddl_test::on_device;
+using ddl_test::sharing_device;
+using near_transport = ddl::staged_transport<ddl::local_transport, sharing_device>;
+
+ddl::staging_options near_options() {
+  ddl::staging_options so;
+  so.slot_bytes = 192;
+  so.slots = 3;
+  so.bounce_bytes = 0;  // every call through the transport's messages
+  so.near_bounce_bytes = 0;
+  return so;
+}
+
+// The correctness matrix with every pair near. `share_all`: every message's
+// bytes shared (the strategies' host tables too); else the buffers are the
+// device's allocations and host memory goes inline in the notes; with
+// `mixed`, rank 0's buffers are memory its device cannot share (its peers'
+// reductions read its bytes from a staging slot).
+template <class Strategy>
+void near_matrix(int n, Strategy s, ddl_test::failure_log& log, bool share_all, bool mixed = false) {
+  const auto counts = ddl_test::matrix_counts(n, 1031);
+  const std::size_t bytes = ddl_test::matrix_bytes(counts);
+  std::vector<std::vector<std::byte>> expected(static_cast<std::size_t>(n), std::vector<std::byte>(bytes));
+  ddl::options o;
+  o.chunk_bytes = 1000;
+  ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+    sharing_device dev;
+    dev.share_all = share_all;
+    std::byte* in = dev.allocate(bytes);
+    std::byte* out = dev.allocate(bytes);
+    {
+      near_transport t(lt, dev, near_options());
+      for (int q = 0; q < n; ++q)
+        if (q != lt.rank() && !t.near(q)) log.add("rank " + std::to_string(q) + " not near on " + std::to_string(lt.rank()));
+      const bool own = mixed && lt.rank() == 0;
+      ddl_test::matrix_rank(t, counts, log, o, s, expected[static_cast<std::size_t>(lt.rank())].data(), false, [] {},
+                            own ? nullptr : in, own ? nullptr : out, on_device);
+    }
+    if (dev.slots_alive != 0) log.add("staging slots leaked on rank " + std::to_string(lt.rank()));
+  });
+}
+
+}  // namespace
+
+TEST_CASE("near: the correctness matrix device to device, buffers shared and host tables inline") {
+  ddl_test::failure_log log;
+  for (int n : {1, 2, 3, 5}) near_matrix(n, ddl::ring{}, log, false);
+  near_matrix(3, ddl::halving_doubling{}, log, false);
+  near_matrix(4, ddl::recursive_doubling{}, log, false);
+  near_matrix(6, ddl::multi_ring<ddl::dynamic_extents>({2, 3}, {1, 0}), log, false);
+  near_matrix(3, ddl::ring{}, log, false, true);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("near: the correctness matrix with every message's bytes shared") {
+  ddl_test::failure_log log;
+  for (int n : {2, 3}) near_matrix(n, ddl::ring{}, log, true);
+  near_matrix(5, ddl::halving_doubling{}, log, true);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("near: a buffer is shared once and opened once per peer; a new allocation is opened anew") {
+  constexpr int n = 3;
+  std::vector<int> shares(n), opens_once(n), opens_again(n), opens_new(n);
+  std::vector<float> got(n), got_new(n);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+    const auto r = static_cast<std::size_t>(lt.rank());
+    sharing_device dev;
+    near_transport t(lt, dev, near_options());
+    ddl::communicator<ddl::ring, near_transport> comm(t);
+    const int probe_opens = dev.opens;  // the peers' probes
+    auto* a = reinterpret_cast<float*>(dev.allocate(3000 * sizeof(float)));
+    auto view = [](float* p) {
+      auto v = ddl::host_view(p, 3000);
+      v.where = on_device;
+      return v;
+    };
+    for (int i = 0; i < 3000; ++i) a[i] = 1.0f;
+    comm.all_reduce(view(a), ddl::op::sum);
+    opens_once[r] = dev.opens - probe_opens;
+    for (int k = 0; k < 4; ++k) comm.all_reduce(view(a), ddl::op::sum);
+    opens_again[r] = dev.opens - probe_opens;
+    shares[r] = dev.shares;
+    got[r] = a[2999];
+    dev.release(reinterpret_cast<std::byte*>(a));
+    auto* b = reinterpret_cast<float*>(dev.allocate(3000 * sizeof(float)));
+    for (int i = 0; i < 3000; ++i) b[i] = 2.0f;
+    comm.all_reduce(view(b), ddl::op::sum);
+    opens_new[r] = dev.opens - probe_opens;
+    got_new[r] = b[0];
+  });
+  for (int r = 0; r < n; ++r) {
+    CHECK(got[r] == 243.0f);  // 3^5
+    CHECK(got_new[r] == 6.0f);
+    CHECK(opens_once[r] >= 1);
+    CHECK(opens_once[r] <= n - 1);     // the ring: the left neighbour's buffer, once
+    CHECK(opens_again[r] == opens_once[r]);  // cached: four more calls open nothing
+    CHECK(shares[r] == 2);                   // the probe and the buffer
+    CHECK(opens_new[r] == 2 * opens_once[r]);  // the new allocation's id: opened again
+  }
+}
+
+TEST_CASE("near: a pair whose devices cannot map each other goes through host memory; the rest stay near") {
+  constexpr int n = 4;
+  std::vector<std::string> nears(n);
+  std::vector<float> got(n);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+    sharing_device dev;
+    if (lt.rank() == 1) dev.refuse = {0};  // rank 1 cannot open rank 0's memory
+    std::byte* mem = dev.allocate(5000 * sizeof(float));
+    auto* a = reinterpret_cast<float*>(mem);
+    near_transport t(lt, dev, near_options());
+    ddl::communicator<ddl::recursive_doubling, near_transport> comm(t);
+    for (int q = 0; q < n; ++q) nears[static_cast<std::size_t>(lt.rank())] += t.near(q) ? '1' : '0';
+    for (int i = 0; i < 5000; ++i) a[i] = static_cast<float>(lt.rank() + i % 7);
+    auto v = ddl::host_view(a, 5000);
+    v.where = on_device;
+    comm.all_reduce(v, ddl::op::sum);
+    got[static_cast<std::size_t>(lt.rank())] = a[4999] - 4.0f * static_cast<float>(4999 % 7);
+  });
+  CHECK(nears[0] == "0011");  // both ranks of the pair agree that it is not near
+  CHECK(nears[1] == "0011");
+  CHECK(nears[2] == "1101");
+  CHECK(nears[3] == "1110");
+  for (int r = 0; r < n; ++r) CHECK(got[r] == 6.0f);  // 0 + 1 + 2 + 3
+}
+
+TEST_CASE("near: DDL_CUDA_IPC=0 keeps every message in host memory; near calls bounce only up to near_bounce_bytes") {
+  ::setenv("DDL_CUDA_IPC", "0", 1);
+  ::setenv("DDL_STAGING_NEAR_BOUNCE", "4K", 1);
+  const ddl::staging_options off = ddl::staging_options::from_env();
+  ::unsetenv("DDL_CUDA_IPC");
+  ::unsetenv("DDL_STAGING_NEAR_BOUNCE");
+  CHECK_FALSE(off.near);
+  CHECK(off.near_bounce_bytes == 4096);
+  std::vector<int> some(2, -1), bounce_small(2), bounce_big(2);
+  ddl::local_fabric::run(2, [&](ddl::local_transport& lt) {
+    sharing_device dev;
+    const auto r = static_cast<std::size_t>(lt.rank());
+    {
+      near_transport t(lt, dev, off);
+      some[r] = t.some_near() || t.near(1 - lt.rank());
+    }
+    ddl::staging_options on = off;
+    on.near = true;
+    on.bounce_bytes = 1 << 20;
+    near_transport t(lt, dev, on);
+    bounce_small[r] = t.bounces(4096);
+    bounce_big[r] = t.bounces(4097);
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(some[r] == 0);
+    CHECK(bounce_small[r] == 1);
+    CHECK(bounce_big[r] == 0);  // below bounce_bytes, above near_bounce_bytes
+  }
+}
+
+TEST_CASE("near: ranks that disagree on the count end with an error naming both, not a wrong result") {
+  std::vector<std::string> what(2);
+  ddl::local_fabric::run(2, [&](ddl::local_transport& lt) {
+    sharing_device dev;
+    std::byte* mem = dev.allocate(4000);
+    near_transport t(lt, dev, near_options());
+    ddl::options o;
+    o.timeout = std::chrono::seconds(5);
+    ddl::communicator<ddl::ring, near_transport> comm(t, ddl::ring{}, o);
+    auto v = ddl::host_view(reinterpret_cast<float*>(mem), lt.rank() == 0 ? 1000u : 999u);
+    v.where = on_device;
+    try {
+      comm.all_reduce(v, ddl::op::sum);
+    } catch (const ddl::error& e) {
+      what[static_cast<std::size_t>(lt.rank())] = e.what();
+    }
+  });
+  for (const auto& w : what) {
+    INFO(w);
+    CHECK(w.find("rank 0") != std::string::npos);
+    CHECK(w.find("rank 1") != std::string::npos);
+  }
+}
+
+TEST_CASE("near: a peer that never sends times out naming it") {
+  bool threw = false;
+  ddl::local_fabric::run(2, [&](ddl::local_transport& lt) {
+    sharing_device dev;
+    near_transport t(lt, dev, near_options());
+    std::byte* buf = dev.allocate(64);
+    if (lt.rank() == 0) {
+      auto r = t.irecv(1, ddl::mutable_bytes{buf, 64}, 3);
+      try {
+        t.wait(r, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+      } catch (const ddl::timeout_error& e) {
+        threw = e.peer() == 1;
+      }
+    }
+  });
+  CHECK(threw);
+}
