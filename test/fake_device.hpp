@@ -24,7 +24,8 @@
 #include <ddl/core/buffer.hpp>
 #include <ddl/core/memory.hpp>
 #include <ddl/reduce/host.hpp>
-#include <ddl/staged/near.hpp>
+#include <ddl/core/error.hpp>
+#include <ddl/staged/device_region.hpp>
 
 namespace ddl_test {
 
@@ -111,7 +112,7 @@ class slow_device {
 };
 
 // The slow device that also shares its memory with its peers, as CUDA IPC
-// between processes does (`staged/near.hpp`'s `Device::share`, `open`,
+// between processes does (`staged/device_region.hpp`: `Device::share`, `open`,
 // `probe`). Its "device allocations" are the ones it made (`allocate`:
 // anonymous shared-memory files, which a peer process opens through
 // /proc/<pid>/fd and maps, as the stages are) or was handed (`adopt`); with
@@ -143,6 +144,7 @@ class sharing_device : public slow_device<false> {
   void release(std::byte* p) {
     for (auto it = allocs_.begin(); it != allocs_.end(); ++it)
       if (it->base == p) {
+        if (shared_ids_.count(it->id)) freed_.push_back({it->base, it->size});
         free_alloc(*it);
         allocs_.erase(it);
         return;
@@ -170,6 +172,9 @@ class sharing_device : public slow_device<false> {
         if (shared_ids_.insert(a.id).second) ++shares;
         return true;
       }
+    for (const auto& f : freed_)  // as cuda/ipc.hpp: a buffer in a shared allocation freed since
+      if (p >= f.first && p < f.first + f.second)
+        throw ddl::invalid_argument("a buffer lies in a device allocation freed since it was shared (test)");
     if (!share_all) return false;
     r = region({const_cast<std::byte*>(p), n, ++next_id_, -2});
     return true;
@@ -248,6 +253,7 @@ class sharing_device : public slow_device<false> {
   }
   std::vector<alloc> allocs_;
   std::set<std::uint64_t> shared_ids_;
+  std::vector<std::pair<const std::byte*, std::size_t>> freed_;  // shared allocations released
   std::map<std::pair<int, std::uint64_t>, mapping> opened_;
   std::byte* probe_ = nullptr;
   static inline std::atomic<std::uint64_t> next_id_{0};  // unique across the ranks' devices of a process

@@ -145,6 +145,34 @@ TEST_CASE("near: a pair whose devices cannot map each other goes through host me
   for (int r = 0; r < n; ++r) CHECK(got[r] == 6.0f);  // 0 + 1 + 2 + 3
 }
 
+TEST_CASE("near: near ranks in blocks (hosts) are a level of their own for auto, which runs exact over them") {
+  constexpr int n = 4;
+  std::vector<std::string> shapes(n);
+  ddl_test::failure_log log;
+  const auto counts = ddl_test::matrix_counts(n, 1031);
+  const std::size_t bytes = ddl_test::matrix_bytes(counts);
+  std::vector<std::vector<std::byte>> expected(n, std::vector<std::byte>(bytes));
+  ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+    sharing_device dev;
+    const int r = lt.rank();
+    dev.refuse = r < 2 ? std::vector<int>{2, 3} : std::vector<int>{0, 1};  // two "hosts" of two
+    std::byte* in = dev.allocate(bytes);
+    std::byte* out = dev.allocate(bytes);
+    near_transport t(lt, dev, near_options());
+    const ddl::topology topo = t.topology();
+    std::string shape;
+    for (std::size_t l = 0; l < topo.count(); ++l) shape += std::to_string(topo[l].extent) + " ";
+    if (topo.count() == 2 && topo[0].bandwidth > topo[1].bandwidth) shape += "near-first";
+    shapes[static_cast<std::size_t>(r)] = shape;
+    ddl::options o;
+    o.chunk_bytes = 1000;
+    ddl_test::matrix_rank(t, counts, log, o, ddl::auto_strategy{}, expected[static_cast<std::size_t>(r)].data(),
+                          false, [] {}, in, out, on_device);
+  });
+  for (const auto& s : shapes) CHECK(s == "2 2 near-first");
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
 TEST_CASE("near: DDL_CUDA_IPC=0 keeps every message in host memory; near calls bounce only up to near_bounce_bytes") {
   ::setenv("DDL_CUDA_IPC", "0", 1);
   ::setenv("DDL_STAGING_NEAR_BOUNCE", "4K", 1);
@@ -197,6 +225,34 @@ TEST_CASE("near: ranks that disagree on the count end with an error naming both,
     CHECK(w.find("rank 0") != std::string::npos);
     CHECK(w.find("rank 1") != std::string::npos);
   }
+}
+
+TEST_CASE("near: a buffer freed while registered is an invalid_argument on the next call, not a read of freed memory") {
+  std::vector<std::string> what(2);
+  ddl::local_fabric::run(2, [&](ddl::local_transport& lt) {
+    sharing_device dev;
+    near_transport t(lt, dev, near_options());
+    ddl::options o;
+    o.timeout = std::chrono::seconds(5);
+    ddl::communicator<ddl::ring, near_transport> comm(t, ddl::ring{}, o);
+    std::byte* mem = dev.allocate(4000);
+    auto v = ddl::host_view(reinterpret_cast<float*>(mem), 1000);
+    v.where = on_device;
+    comm.all_reduce(v, ddl::op::sum);
+    if (lt.rank() == 0) dev.release(mem);  // freed; its address is used again below
+    try {
+      comm.all_reduce(v, ddl::op::sum);
+    } catch (const ddl::invalid_argument& e) {
+      what[static_cast<std::size_t>(lt.rank())] = std::string("invalid_argument: ") + e.what();
+    } catch (const ddl::error& e) {
+      what[static_cast<std::size_t>(lt.rank())] = e.what();
+    }
+  });
+  INFO(what[0]);
+  INFO(what[1]);
+  CHECK(what[0].find("invalid_argument: ") == 0);
+  CHECK(what[0].find("freed") != std::string::npos);
+  CHECK_FALSE(what[1].empty());  // the peer's call ends too (the group given up), no hang
 }
 
 TEST_CASE("near: a peer that never sends times out naming it") {

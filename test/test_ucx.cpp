@@ -24,8 +24,10 @@
 #include <thread>
 #include <vector>
 
+#include <ddl/staged/transport.hpp>
 #include <ddl/ucx.hpp>
 
+#include "fake_device.hpp"
 #include "matrix.hpp"
 #include "support.hpp"
 
@@ -115,6 +117,33 @@ TEST_CASE("ucx: every strategy passes the matrix") {
     ucx_matrix(t, ddl::one_shot{});
     ucx_matrix(t, ddl::two_shot{});
   }
+}
+
+TEST_CASE("ucx: near ranks: device buffers between processes go device to device over UCX as over MPI (a fake "
+          "device that shares its memory)") {
+  if (!launched()) return;
+  auto world_ = world();
+  ddl::ucx_transport& t = *world_;
+  using near = ddl::staged_transport<ddl::ucx_transport, sharing_device>;
+  sharing_device dev;
+  ddl::staging_options so;
+  so.bounce_bytes = 0;
+  so.near_bounce_bytes = 0;
+  const auto counts = matrix_counts(t.size(), 4099);
+  const std::size_t bytes = matrix_bytes(counts);
+  std::byte* in = dev.allocate(bytes);
+  std::byte* out = dev.allocate(bytes);
+  near st(t, dev, so);
+  int wrong_near = 0;
+  for (int q = 0; q < t.size(); ++q)
+    if (q != t.rank() && st.near(q) != t.stages_shared()) ++wrong_near;
+  CHECK(count_on(t, wrong_near > 0) == 0);
+  failure_log log;
+  std::vector<std::byte> expected(bytes);
+  matrix_rank(st, counts, log, {}, ddl::ring{}, expected.data(), false, [] {}, in, out, ddl_test::on_device);
+  matrix_rank(st, counts, log, {}, box_for(t.size()), expected.data(), false, [] {}, in, out, ddl_test::on_device);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  CHECK(count_on(t, log.count() > 0) == 0);
 }
 
 TEST_CASE("ucx: ranks of one host share stages unless UCX_TLS keeps them apart or DDL_UCX_SHM=0; every rank agrees") {

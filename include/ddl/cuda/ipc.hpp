@@ -8,8 +8,12 @@
 /// closed past `max_open` per peer). A buffer freed and allocated again at
 /// the same address is another allocation with another id: shared and
 /// opened anew, never read through the old mapping. Memory the legacy IPC
-/// cannot share (host memory, `cudaMallocAsync` pools, managed memory) is
-/// not shared: its messages carry their bytes through host memory.
+/// cannot share (`cudaMallocAsync` pools, managed memory) is an
+/// `invalid_argument` naming the way out (`cudaMalloc`, `DDL_CUDA_IPC=0`);
+/// host memory is not shared: its messages carry their bytes in the notes.
+/// A buffer in an allocation shared before and freed since (its pointer no
+/// longer device memory) is an `invalid_argument` too, never a read of
+/// freed memory.
 ///
 /// The driver's range and buffer-id queries come through the runtime's
 /// entry points (`cudaGetDriverEntryPointByVersion`), so nothing links
@@ -19,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -26,7 +31,7 @@
 
 #include "ddl/core/error.hpp"
 #include "ddl/cuda/runtime.hpp"
-#include "ddl/staged/near.hpp"
+#include "ddl/staged/device_region.hpp"
 
 namespace ddl {
 namespace cuda {
@@ -68,7 +73,10 @@ class ipc_memory {
       (void)cudaGetLastError();
       return false;
     }
-    if (a.type != cudaMemoryTypeDevice) return false;
+    if (a.type != cudaMemoryTypeDevice) {
+      refuse_if_freed(p);
+      return false;
+    }
     const auto at = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
     CUdeviceptr base = 0;
     std::size_t size = 0;
@@ -82,12 +90,20 @@ class ipc_memory {
     auto it = handles_.find(id);
     if (it == handles_.end()) {
       cudaIpcMemHandle_t h{};
-      if (cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(base))) != cudaSuccess) {
-        (void)cudaGetLastError();  // e.g. a pool's memory: not shared
-        return false;
+      if (const cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(base)));
+          e != cudaSuccess) {
+        (void)cudaGetLastError();
+        throw invalid_argument(std::string("cuda: device memory at ") + address(p) +
+                               " cannot be shared with the ranks of this host (cudaIpcGetMemHandle: " +
+                               cudaGetErrorString(e) + "; memory of a cudaMallocAsync pool, or managed memory?): "
+                               "allocate buffers with cudaMalloc, or set DDL_CUDA_IPC=0");
       }
-      if (handles_.size() >= 4096) handles_.clear();  // ids are never reused: old ones only cost memory
+      if (handles_.size() >= 4096) {  // ids are never reused: old ones only cost memory
+        handles_.clear();
+        ranges_.clear();
+      }
       it = handles_.emplace(id, h).first;
+      ranges_[base] = std::make_pair(size, id);  // a new allocation at an old address replaces it
     }
     r = device_region{};
     r.id = id;
@@ -135,6 +151,27 @@ class ipc_memory {
     const std::byte* base;
     std::uint64_t used;
   };
+  // `p` is no device memory now: if it lies in an allocation shared
+  // before, that allocation has been freed (its buffer freed while
+  // registered), and the call names it instead of reading freed memory.
+  void refuse_if_freed(const std::byte* p) {
+    const auto at = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p));
+    auto it = ranges_.upper_bound(at);
+    if (it == ranges_.begin()) return;
+    --it;
+    if (at >= it->first + it->second.first) return;
+    const std::size_t size = it->second.first;
+    ranges_.erase(it);
+    throw invalid_argument(std::string("cuda: a buffer at ") + address(p) + " lies in a device allocation of " +
+                           std::to_string(size) +
+                           " bytes that was shared with this host's ranks and has been freed since: "
+                           "a collective's buffers must stay allocated until it returns");
+  }
+  static std::string address(const void* p) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%p", p);
+    return s;
+  }
   void close_oldest(int peer) {
     std::size_t held = 0;
     auto oldest = opened_.end();
@@ -152,6 +189,7 @@ class ipc_memory {
   range_fn range_ = nullptr;
   attribute_fn attribute_ = nullptr;
   std::map<unsigned long long, cudaIpcMemHandle_t> handles_;  // this process's allocations, by buffer id
+  std::map<CUdeviceptr, std::pair<std::size_t, unsigned long long>> ranges_;  // theirs: base -> (size, id)
   std::map<std::pair<int, std::uint64_t>, mapping> opened_;   // peers' allocations, by (peer, id)
   std::uint64_t uses_ = 0;
   void* probe_ = nullptr;

@@ -26,17 +26,8 @@
 /// peer of a transport in one process), and a pair is near when both
 /// opened the other's. A rank that cannot map a candidate says so once on
 /// stderr and their messages go through host memory as before.
-/// `DDL_CUDA_IPC=0` turns it off.
-///
-/// `Device` (optional members; `staged_transport` uses this only when all
-/// are there):
-///   `bool share(const std::byte* p, std::size_t n, device_region& r)` —
-///   where `[p, p + n)` lies in a device allocation peers may open: fills
-///   `r` (false: not shareable device memory, e.g. host memory);
-///   `const std::byte* open(int peer, const device_region& r)` — rank
-///   `peer`'s allocation `r` mapped here (its first byte), cached; throws
-///   where it cannot; `device_region probe()` — a small allocation of its
-///   own, shared, kept while the device lives.
+/// `DDL_CUDA_IPC=0` turns it off. What `Device` offers for it:
+/// `staged/device_region.hpp`.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -55,33 +46,12 @@
 #include "ddl/core/error.hpp"
 #include "ddl/core/op.hpp"
 #include "ddl/reduce/host.hpp"
+#include "ddl/staged/device_region.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
 
 namespace ddl {
-
-/// A device allocation as its owner shares it with the processes of its
-/// host (`Device::share`): what a peer needs to open it.
-struct device_region {
-  std::uint64_t id = 0;      ///< the allocation's id in its process, never reused; 0: none
-  std::uint64_t offset = 0;  ///< where the bytes begin in the allocation
-  std::uint64_t size = 0;    ///< the allocation's bytes
-  unsigned char handle[64] = {};  ///< how a peer opens it (CUDA: `cudaIpcMemHandle_t`)
-};
-
 namespace detail {
-
-template <class D, class = void>
-struct has_device_ipc : std::false_type {};
-template <class D>
-struct has_device_ipc<
-    D, std::void_t<decltype(bool(std::declval<D&>().share(std::declval<const std::byte*>(), std::size_t{},
-                                                         std::declval<device_region&>()))),
-                   decltype(static_cast<const std::byte*>(std::declval<D&>().open(0, std::declval<const device_region&>()))),
-                   decltype(device_region(std::declval<D&>().probe()))>> : std::true_type {};
-/// Whether `Device` shares its memory with peer processes (`share`, `open`, `probe`).
-template <class D>
-inline constexpr bool has_device_ipc_v = has_device_ipc<D>::value;
 
 template <class Inner, class Device>
 class near_peers {
@@ -151,6 +121,19 @@ class near_peers {
   bool near(int a, int b) const noexcept { return near_[idx(a, b)] != 0; }
   /// Whether any pair of the group is near (the same answer on every rank).
   bool any() const noexcept { return std::find(near_.begin(), near_.end(), 1) != near_.end(); }
+  /// g > 1 when the near ranks are blocks of g consecutive ranks (the ranks
+  /// of a host, as MPI numbers them), near inside a block and not across;
+  /// else 1. The same answer on every rank.
+  int block() const noexcept {
+    const int n = inner_->size();
+    int g = 1;
+    while (g < n && near(0, g)) ++g;
+    if (g == 1 || n % g != 0) return 1;
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b)
+        if (a != b && near(a, b) != (a / g == b / g)) return 1;
+    return g;
+  }
 
   /// Posts a message to or from a near peer (`kind`: 0 send, 1 receive, 2
   /// receive-and-reduce into `data` from `local`); returns its id.
@@ -166,7 +149,12 @@ class near_peers {
     o.red = red;
     if (o.k == kind::send) {
       o.shared = bytes > 0 && dev_->share(data, bytes, o.at);
-      o.ev = dev_->mark();  // the data is what the stream has produced by now
+      if (o.shared) {
+        o.ev = dev_->mark();  // the data is what the stream has produced by now
+      } else {  // read through the device (it may be device memory IPC cannot share), in stream order
+        o.held.resize(bytes);
+        o.ev = dev_->copy(o.held.data(), data, bytes);
+      }
       o.st = stage::marking;
     } else {
       o.st = stage::awaiting;
@@ -294,7 +282,8 @@ class near_peers {
     bool replied = false;  // send: the receiver is done with the bytes
     std::uint64_t sender_id = 0;  // receive: the sender's message
     std::size_t parts_in = 0;     // receive, inline: parts taken so far
-    std::vector<std::byte> held;  // receive, inline: the bytes (then landed); send, inline: the notes
+    std::vector<std::byte> held;  // inline: the message's bytes in host memory
+    std::vector<std::byte> notes;  // send: the notes (sent from here)
     std::vector<inner_request> outs;  // send, inline: the notes after the first
     std::byte* slot = nullptr;    // receive, inline, reduced on the device: the bytes, pinned
     std::size_t slot_bytes = 0;
@@ -367,28 +356,28 @@ class near_peers {
 
   void send_notes(op& o) {
     if (o.shared) {
-      o.held.resize(sizeof(note));
-      note* n = new (o.held.data()) note{};
+      o.notes.resize(sizeof(note));
+      note* n = new (o.notes.data()) note{};
       n->magic = note_magic;
       n->kind = shared_kind;
       n->id = o.id;
       n->bytes = o.bytes;
       n->at = o.at;
-      o.note_req = inner_->isend(o.peer, const_bytes{o.held.data(), sizeof(note)}, o.tg);
+      o.note_req = inner_->isend(o.peer, const_bytes{o.notes.data(), sizeof(note)}, o.tg);
       return;
     }
     const std::size_t parts = parts_of(o.bytes);
-    o.held.resize(parts * sizeof(note));
+    o.notes.resize(parts * sizeof(note));
     for (std::size_t p = 0; p < parts; ++p) {
-      note* n = new (o.held.data() + p * sizeof(note)) note{};
+      note* n = new (o.notes.data() + p * sizeof(note)) note{};
       n->magic = note_magic;
       n->kind = inline_kind;
       n->id = o.id;
       n->bytes = o.bytes;
       n->part = p;
       const std::size_t off = p * note_inline, len = std::min(note_inline, o.bytes - std::min(o.bytes, off));
-      if (len) std::memcpy(n->data, o.data + off, len);
-      inner_request q = inner_->isend(o.peer, const_bytes{o.held.data() + p * sizeof(note), sizeof(note)}, o.tg);
+      if (len) std::memcpy(n->data, o.held.data() + off, len);
+      inner_request q = inner_->isend(o.peer, const_bytes{o.notes.data() + p * sizeof(note), sizeof(note)}, o.tg);
       if (p == 0) o.note_req = std::move(q);
       else o.outs.push_back(std::move(q));
     }

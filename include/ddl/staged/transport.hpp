@@ -51,6 +51,7 @@
 #include "ddl/core/error.hpp"
 #include "ddl/core/memory.hpp"
 #include "ddl/detail/event.hpp"
+#include "ddl/topology/topology.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
 #include "ddl/shm/shared_buffer.hpp"
@@ -178,6 +179,31 @@ class staged_transport {
     if constexpr (detail::has_device_ipc_v<Device>) return near_->near(peer);
     (void)peer;
     return false;
+  }
+  /// Link costs `auto_strategy` prices device buffers on where the device
+  /// shares memory (`topology()`): a step between near ranks (a note each
+  /// way over the host transport, one device pass at device-memory speed)
+  /// and a step staged through host memory. Not yet fitted on a GPU.
+  static constexpr double near_bandwidth = 200e9, near_latency = 30e-6;
+  static constexpr double staged_bandwidth = 10e9, staged_latency = 30e-6;
+  /// The levels `auto_strategy` plans on (where the device shares memory):
+  /// `DDL_TOPOLOGY` where set; else, where the near ranks are blocks of g
+  /// consecutive ranks (the ranks of a host), a level of g near ranks under
+  /// one of n / g staged through host memory, so the multi-ring and the
+  /// direct-first plans reduce between near ranks first; else one level.
+  template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
+  ddl::topology topology() const {
+    const int n = size(), g = near_->block();
+    ddl::topology t;
+    if (g == n) {
+      t = ddl::topology::uniform(n, near_bandwidth, near_latency);
+    } else if (g > 1) {
+      t.add(level{g, near_bandwidth, near_latency, 0});
+      t.add(level{n / g, staged_bandwidth, staged_latency, 0});
+    } else {
+      t = ddl::topology::uniform(n, staged_bandwidth, staged_latency);
+    }
+    return ddl::topology::from_env(n, t);
   }
   /// Whether any two ranks of the group are near: the same answer on every rank.
   bool some_near() const noexcept {
