@@ -1,7 +1,7 @@
 #pragma once
 // ddl-bench over MPI: the ranks' sweep with the MPI call doing the same job
-// (and Gloo's all-reduce, and the hand-written ring on MPI_Sendrecv) as extra
-// rows. Only with DDL_BENCH_MPI.
+// (and Gloo's all-reduce, oneCCL's collectives, and the hand-written ring on
+// MPI_Sendrecv) as extra rows. Only with DDL_BENCH_MPI.
 #ifdef DDL_BENCH_MPI
 #include <ddl/mpi.hpp>
 
@@ -23,6 +23,7 @@
 
 #include "hand_ring.hpp"
 #include "measure.hpp"
+#include "oneccl_baseline.hpp"
 
 namespace ddl_bench {
 
@@ -232,6 +233,13 @@ inline void add_mpi_baselines(const settings& s, MPI_Comm comm, int rank, int n,
                      peers.prev, 0, comm, MPI_STATUS_IGNORE);
       };
       add_hand_ring(impls, found, s, rank, n, exchange);
+    } else if (b == "oneccl") {
+#ifdef DDL_BENCH_ONECCL
+      static oneccl_baseline c(comm);
+      c.add(s, impls, found);
+#else
+      found += "; oneCCL not compared: ddl-bench was built without it (DDL_ONECCL_ROOT; docs/benchmarks.md)";
+#endif
     } else {
       if (s.coll != collective::all_reduce) {
         found += "; gloo not compared: all_reduce only";

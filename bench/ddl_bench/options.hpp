@@ -42,7 +42,7 @@ struct settings : sweep_flags {  // -b -e -f -n
   ddl::dtype type = ddl::dtype::float32;
   ddl::op oper = ddl::op::sum;
   std::size_t chunk_bytes = 0;  // 0: the library default
-  std::vector<std::string> baselines;  // mpi, gloo, ring
+  std::vector<std::string> baselines;  // mpi, gloo, oneccl, ring
   collective coll = collective::all_reduce;
   const char* coll_name() const { return collective_names[static_cast<int>(coll)]; }
 };
@@ -74,7 +74,7 @@ inline double bus_factor(collective c, int n) {
 [[noreturn]] inline void usage(const std::string& error) {
   std::fprintf(stderr,
                "ddl-bench: %s\n"
-               "usage: ddl-bench [--transport local|mpi|ucx] [--ranks N] [--spawn N] [--baseline mpi,gloo,ring]\n"
+               "usage: ddl-bench [--transport local|mpi|ucx] [--ranks N] [--spawn N] [--baseline mpi,gloo,oneccl,ring]\n"
                "                 [--collective all_reduce|reduce_scatter|all_gather|broadcast|all_to_all|\n"
                "                               gather|scatter|reduce|sendrecv]\n"
                "                 [--strategy ring|multi_ring|pipelined|direct_first|recursive_doubling|halving_doubling|one_shot|two_shot|two_shot_read|two_shot_stream|auto|all[,...]]\n"
@@ -99,6 +99,8 @@ inline double bus_factor(collective c, int n) {
                "into a buffer of the size, then copied back, as MPI_Sendrecv_replace does; 2 ranks or more);\n"
                "--transport ucx runs on processes started by ddl-run, by --spawn N (this machine), or by mpiexec\n"
                "(then --baseline mpi,gloo run beside it in the same job);\n"
+               "--baseline oneccl adds Intel's oneCCL (ddl-bench built with DDL_ONECCL_ROOT, run under its Intel MPI):\n"
+               "all_reduce, reduce_scatter, all_gather, broadcast;\n"
                "--baseline ring adds hand:ring, a ring written by hand (one blocking exchange a step: MPI_Sendrecv\n"
                "over MPI, isend/irecv on threads; a plain loop reduces): all_reduce, reduce_scatter, all_gather;\n"
                "int32, int64, float, double; sum, prod, min, max\n",
@@ -179,8 +181,8 @@ inline settings parse(int argc, char** argv) {
     usage("unknown transport '" + s.transport + "' (available: local, mpi, ucx)");
   if (s.spawn < 0 || (s.spawn > 0 && s.transport != "ucx")) usage("--spawn N needs --transport ucx and N >= 1");
   for (const auto& b : s.baselines) {
-    if (b != "mpi" && b != "gloo" && b != "ring")
-      usage("unknown baseline '" + b + "' (available: mpi, gloo (both --transport mpi or ucx under mpirun), ring)");
+    if (b != "mpi" && b != "gloo" && b != "oneccl" && b != "ring")
+      usage("unknown baseline '" + b + "' (available: mpi, gloo, oneccl (--transport mpi or ucx under mpirun), ring)");
     if (b != "ring" && s.transport == "local") usage("--baseline " + b + " needs --transport mpi or ucx (run under mpirun)");
   }
   s.all_strategies = s.strategies.size() == 1 && s.strategies[0] == "all";
