@@ -5,7 +5,8 @@
 #                          data-parallel training run (in-process ranks); ranks: one a core, at least
 #                          2 (DDL_RANKS=N overrides)
 #   ./quickstart.sh test   install what is missing, build, run the whole test suite (CTest), the
-#                          MPI tests once more under MPICH, and the torch tests against PyPI's torch 2.x
+#                          MPI tests once more under MPICH, ddl-bench's oneCCL rows (PyPI's oneCCL),
+#                          and the torch tests against PyPI's torch 2.x
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -18,8 +19,9 @@ packages=(cmake ninja-build g++ make python3 doctest-dev openmpi-bin libopenmpi-
 # MPI tests a second time under MPICH (Open MPI stays the default MPI), builds a user's
 # project once more with Clang (strict warnings), and runs the simulator's fibers under Valgrind.
 # It also builds the PyTorch backend against PyPI's torch 2.x in a virtual environment
-# (python3-venv; DDL_TORCH2=0 leaves that out), and the API reference with Doxygen.
-if [ "$mode" = test ]; then packages+=(libtorch-dev python3-torch python3-dev python3-venv pkg-config pybind11-dev mpich libmpich-dev clang valgrind doxygen); fi
+# (python3-venv; DDL_TORCH2=0 leaves that out), and the API reference with Doxygen; ddl-bench's
+# baselines: Gloo (libgloo-dev) and oneCCL (PyPI, in a virtual environment; DDL_ONECCL=0 leaves it out).
+if [ "$mode" = test ]; then packages+=(libtorch-dev python3-torch python3-dev python3-venv pkg-config pybind11-dev mpich libmpich-dev clang valgrind doxygen libgloo-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -68,6 +70,25 @@ else
     -DMPI_CXX_COMPILER=mpicxx.mpich -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich >/dev/null
   cmake --build "$mpich_build" -j "$jobs" --target ddl_test_mpi
   ctest --test-dir "$mpich_build" -R '^mpi' -E '^mpi\.asan|^mpi\.(stall\.)?n8$' --output-on-failure --timeout 600 -j 2
+  # Side by side with Intel's oneCCL (bench/results/oneccl.md): PyPI's oneccl-cpu-devel and Intel
+  # MPI (impi-devel, its transport, ABI-compatible with MPICH) in a virtual environment under the
+  # build folder; ddl-bench built against that MPI with the oneCCL baseline, its rows checked.
+  if [ "${DDL_ONECCL:-1}" != 0 ]; then
+    venv=${DDL_ONECCL_VENV:-build/venv-oneccl}
+    oneccl_build=${DDL_ONECCL_BUILD_DIR:-build/oneccl}
+    echo "== ddl-bench beside oneCCL (PyPI's oneccl-cpu 2022.2.0, Intel MPI; $venv), in $oneccl_build"
+    [ -x "$venv/bin/python3" ] || /usr/bin/python3 -m venv "$venv"
+    [ -f "$venv/include/oneapi/ccl.hpp" ] || "$venv/bin/pip" install -q --no-deps oneccl-cpu==2022.2.0 \
+      oneccl-cpu-devel==2022.2.0 impi-rt==2021.19.0 impi-devel==2021.19.0 intel-cmplr-lib-rt==2026.2.0
+    ln -sf libccl.so.1.0 "$venv/lib/libccl.so.2"  # libccl.so asks for libccl.so.2; the wheel names it .so.1.0
+    # Intel MPI's compiler wrappers find their folder through I_MPI_ROOT.
+    I_MPI_ROOT="$PWD/$venv" cmake -S . -B "$oneccl_build" $(generator "$oneccl_build") -DCMAKE_BUILD_TYPE=Release \
+      -DDDL_WARNINGS_AS_ERRORS=ON -DDDL_BUILD_TORCH=OFF -DDDL_BUILD_EXAMPLES=OFF -DDDL_ENABLE_CUDA=OFF \
+      -DMPI_CXX_COMPILER="$PWD/$venv/bin/mpicxx" -DMPIEXEC_EXECUTABLE="$PWD/$venv/bin/mpiexec" \
+      -DDDL_ONECCL_ROOT="$PWD/$venv" >/dev/null
+    I_MPI_ROOT="$PWD/$venv" cmake --build "$oneccl_build" -j "$jobs" --target ddl-bench
+    ctest --test-dir "$oneccl_build" -R '^bench\.oneccl\.' --output-on-failure --timeout 300
+  fi
   # Today's PyTorch: the backend built against PyPI's torch (pinned; 5.4 GB with its CUDA
   # wheels, ~2.5 min to install, runs on CPU) in a virtual environment under the build
   # folder, and every torch test run with it.
