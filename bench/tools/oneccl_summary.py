@@ -8,7 +8,7 @@ Per collective and rank count, per size: the median over the runs of ddl
 auto's time and oneCCL's (in place, then out of place), their ratio
 (oneCCL / ddl: above 1, ddl is faster) and Intel MPI's call's time in the
 same job. With PLOTPREFIX, one gnuplot picture per rank count
-(PLOTPREFIX-nN.png, with .dat and .gp beside it): all-reduce in place, time
+(PLOTPREFIX-nN.png, with its data, .dat, beside it): all-reduce in place, time
 per call against size, for ddl and oneCCL (Intel MPI job), Intel MPI's and
 Open MPI's MPI_Allreduce, ddl over Open MPI, and Gloo (the faster of its two
 algorithms per run).
@@ -105,15 +105,13 @@ def plot(raw, n, prefix):
         f.write("# size(B) " + " | ".join(t for t, _ in series) + " : median us over the runs, in place\n")
         for s in sizes:
             f.write(f"{s} " + " ".join(f"{med(d[s]):.1f}" if s in d else "NaN" for _, d in series) + "\n")
-    gp = f"{prefix}-n{n}.gp"
-    with open(gp, "w") as f:
-        f.write(f'set terminal pngcairo size 900,560\nset output "{prefix}-n{n}.png"\n'
-                f'set title "all-reduce in place, float32 sum, {n} ranks on 2 cores: time per call (median of runs)"\n'
-                'set termoption noenhanced\nset logscale xy\nset xlabel "bytes per rank"\nset ylabel "microseconds"\nset key top left\n'
-                'set format x "%.0s%cB"\nset grid\n')
-        f.write("plot " + ", ".join(f'"{os.path.basename(dat)}" using 1:{i + 2} with linespoints title "{t}"'
-                                    for i, (t, _) in enumerate(series)) + "\n")
-    subprocess.run(["gnuplot", os.path.basename(gp)], cwd=os.path.dirname(gp) or ".", check=True)
+    script = (f'set terminal pngcairo size 900,560\nset output "{os.path.basename(prefix)}-n{n}.png"\n'
+              f'set title "all-reduce in place, float32 sum, {n} ranks on 2 cores: time per call (median of runs)"\n'
+              'set termoption noenhanced\nset logscale xy\nset xlabel "bytes per rank"\nset ylabel "microseconds"\n'
+              'set key top left\nset format x "%.0s%cB"\nset grid\n')
+    script += "plot " + ", ".join(f'"{os.path.basename(dat)}" using 1:{i + 2} with linespoints title "{t}"'
+                                  for i, (t, _) in enumerate(series)) + "\n"
+    subprocess.run(["gnuplot"], input=script, text=True, cwd=os.path.dirname(dat) or ".", check=True)
 
 
 def main():
