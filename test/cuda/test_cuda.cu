@@ -31,16 +31,9 @@
 #include <ddl/cuda.hpp>
 
 #include "../support.hpp"
+#include "device_checks.hpp"
 
 namespace {
-
-template <class T>
-using dvec = thrust::device_vector<T>;
-
-template <class T>
-T* raw(dvec<T>& v, std::size_t offset = 0) {
-  return thrust::raw_pointer_cast(v.data()) + offset;
-}
 
 // Host data to the device at `offset` (synchronous: a collective on any
 // stream reads it afterwards), and back.
@@ -61,38 +54,6 @@ bool same(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
-// The suite's exact-integer input of `rank`, and the exact reduction over
-// `ranks`, as device functors for thrust::tabulate (offset: first index).
-template <class T>
-struct input_fn {
-  ddl::op o;
-  int rank;
-  std::size_t first;
-  __host__ __device__ T operator()(std::size_t i) const {
-    return ddl_test::to_element<T>(ddl_test::input_value(ddl::dtype_of_v<T>, o, rank, first + i));
-  }
-};
-template <class T>
-struct expected_fn {
-  ddl::op o;
-  int ranks;
-  std::size_t first;
-  __host__ __device__ T operator()(std::size_t i) const { return ddl_test::expected_value<T>(o, ranks, first + i); }
-};
-
-// Equal bits (NaN payloads and signed zeros included).
-template <class T>
-struct same_bits_fn {
-  __host__ __device__ bool operator()(const T& a, const T& b) const {
-    unsigned char x[sizeof(T)], y[sizeof(T)];
-    memcpy(x, &a, sizeof(T));
-    memcpy(y, &b, sizeof(T));
-    for (std::size_t k = 0; k < sizeof(T); ++k)
-      if (x[k] != y[k]) return false;
-    return true;
-  }
-};
-
 // Equal bits, except that any NaN equals any NaN: the host and the GPU make
 // different NaNs of inf * 0 (the sign, the payload).
 template <class T>
@@ -108,14 +69,6 @@ bool same_or_both_nan(const std::vector<T>& a, const std::vector<T>& b) {
     }
   }
   return true;
-}
-
-// -1 when the first `n` elements of `got` and `want` have the same bits, else
-// the first index that differs; on `stream`, compared on the device.
-template <class T>
-long first_difference(const T* got, const T* want, std::size_t n, cudaStream_t stream) {
-  const auto p = thrust::mismatch(thrust::cuda::par.on(stream), got, got + n, want, same_bits_fn<T>{});
-  return p.first == got + n ? -1 : static_cast<long>(p.first - got);
 }
 
 }  // namespace
@@ -232,44 +185,8 @@ void peer_collectives(int n, const Strategy& s, ddl_test::failure_log& log) {
   fab.run([&](ddl::cuda_peer_transport& t) {
     cudaStream_t stream = nullptr;
     DDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    const auto on = thrust::cuda::par.on(stream);
     ddl::communicator<Strategy, ddl::cuda_peer_transport> comm(t, s);
-    const int r = t.rank();
-    for (ddl::dtype dt : ddl::all_dtypes)
-      ddl::visit_dtype(dt, [&](auto tag) {
-        using T = decltype(tag);
-        for (std::size_t count : counts)
-          for (ddl::op o : ddl::all_ops) {
-            auto check = [&](const char* what, const T* got, const T* want, std::size_t m) {
-              const long at = first_difference(got, want, m, stream);
-              if (at >= 0)
-                log.add(s.describe() + " " + what + " n=" + std::to_string(n) + " rank=" + std::to_string(r) +
-                        " dtype=" + ddl::name_of(dt) + " op=" + ddl::name_of(o) + " count=" + std::to_string(count) +
-                        ": first wrong element " + std::to_string(at));
-            };
-            dvec<T> in(count), din(count), dout(count), want(count);
-            thrust::tabulate(on, in.begin(), in.end(), input_fn<T>{o, r, 0});
-            thrust::tabulate(on, want.begin(), want.end(), expected_fn<T>{o, n, 0});
-            din = in;
-            comm.all_reduce(ddl::device_view(static_cast<const T*>(raw(din)), count, 0, stream),
-                            ddl::device_view(raw(dout), count, 0, stream), o);
-            check("all_reduce out-of-place", raw(dout), raw(want), count);
-            check("all_reduce modified its input", raw(din), raw(in), count);
-            comm.all_reduce(ddl::device_view(raw(din), count, 0, stream), o);
-            check("all_reduce in-place", raw(din), raw(want), count);
-            const ddl::block mine = ddl::block_of(count, n, r);
-            thrust::copy(on, in.begin(), in.end(), din.begin());
-            comm.reduce_scatter(ddl::device_view(static_cast<const T*>(raw(din)), count, 0, stream),
-                                ddl::device_view(raw(dout), mine.size, 0, stream), o);
-            check("reduce_scatter", raw(dout), raw(want, mine.offset), mine.size);
-            // all_gather: every rank contributes its block of the expected result.
-            dvec<T> dblock(mine.size);
-            thrust::tabulate(on, dblock.begin(), dblock.end(), expected_fn<T>{o, n, mine.offset});
-            comm.all_gather(ddl::device_view(static_cast<const T*>(raw(dblock)), mine.size, 0, stream),
-                            ddl::device_view(raw(dout), count, 0, stream));
-            check("all_gather", raw(dout), raw(want), count);
-          }
-      });
+    device_collectives(comm, s.describe(), n, t.rank(), 0, counts, stream, log);
     DDL_CUDA_CHECK(cudaStreamDestroy(stream));
   });
 }

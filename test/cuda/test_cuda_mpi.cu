@@ -26,101 +26,30 @@
 #include <ddl/mpi_cuda.hpp>
 
 #include "../support.hpp"
+#include "device_checks.hpp"
 
 namespace {
-
-template <class T>
-using dvec = thrust::device_vector<T>;
-template <class T>
-T* raw(dvec<T>& v, std::size_t offset = 0) {
-  return thrust::raw_pointer_cast(v.data()) + offset;
-}
-template <class T>
-struct input_fn {
-  ddl::op o;
-  int rank;
-  std::size_t first;
-  __host__ __device__ T operator()(std::size_t i) const {
-    return ddl_test::to_element<T>(ddl_test::input_value(ddl::dtype_of_v<T>, o, rank, first + i));
-  }
-};
-template <class T>
-struct expected_fn {
-  ddl::op o;
-  int ranks;
-  std::size_t first;
-  __host__ __device__ T operator()(std::size_t i) const { return ddl_test::expected_value<T>(o, ranks, first + i); }
-};
-template <class T>
-struct same_bits_fn {
-  __host__ __device__ bool operator()(const T& a, const T& b) const {
-    unsigned char x[sizeof(T)], y[sizeof(T)];
-    memcpy(x, &a, sizeof(T));
-    memcpy(y, &b, sizeof(T));
-    for (std::size_t k = 0; k < sizeof(T); ++k)
-      if (x[k] != y[k]) return false;
-    return true;
-  }
-};
-template <class T>
-long first_difference(const T* got, const T* want, std::size_t n, cudaStream_t stream) {
-  const auto p = thrust::mismatch(thrust::cuda::par.on(stream), got, got + n, want, same_bits_fn<T>{});
-  return p.first == got + n ? -1 : static_cast<long>(p.first - got);
-}
 
 bool quick = false;
 
 template <class Strategy>
-void collectives(ddl::mpi_staged_transport& t, const Strategy& s, cudaStream_t stream, ddl_test::failure_log& log) {
-  const int n = t.size(), r = t.rank();
+void collectives(ddl::mpi_staged_transport& t, const Strategy& s, int dev, cudaStream_t stream,
+                 ddl_test::failure_log& log) {
+  const int n = t.size();
   std::vector<std::size_t> counts{0, 1, static_cast<std::size_t>(n) + 1, 1009, 16383, (std::size_t{1} << 20) + 3};
   if (quick) counts.resize(4);
-  const auto on = thrust::cuda::par.on(stream);
   ddl::communicator<Strategy, ddl::mpi_staged_transport> comm(t, s);
-  for (ddl::dtype dt : ddl::all_dtypes)
-    ddl::visit_dtype(dt, [&](auto tag) {
-      using T = decltype(tag);
-      for (std::size_t count : counts)
-        for (ddl::op o : ddl::all_ops) {
-          auto check = [&](const char* what, const T* got, const T* want, std::size_t m) {
-            const long at = first_difference(got, want, m, stream);
-            if (at >= 0)
-              log.add(s.describe() + " " + what + " n=" + std::to_string(n) + " rank=" + std::to_string(r) +
-                      " dtype=" + ddl::name_of(dt) + " op=" + ddl::name_of(o) + " count=" + std::to_string(count) +
-                      ": first wrong element " + std::to_string(at));
-          };
-          dvec<T> in(count), din(count), dout(count), want(count);
-          thrust::tabulate(on, in.begin(), in.end(), input_fn<T>{o, r, 0});
-          thrust::tabulate(on, want.begin(), want.end(), expected_fn<T>{o, n, 0});
-          thrust::copy(on, in.begin(), in.end(), din.begin());
-          comm.all_reduce(ddl::device_view(static_cast<const T*>(raw(din)), count, 0, stream),
-                          ddl::device_view(raw(dout), count, 0, stream), o);
-          check("all_reduce out-of-place", raw(dout), raw(want), count);
-          check("all_reduce modified its input", raw(din), raw(in), count);
-          comm.all_reduce(ddl::device_view(raw(din), count, 0, stream), o);
-          check("all_reduce in-place", raw(din), raw(want), count);
-          const ddl::block mine = ddl::block_of(count, n, r);
-          thrust::copy(on, in.begin(), in.end(), din.begin());
-          comm.reduce_scatter(ddl::device_view(static_cast<const T*>(raw(din)), count, 0, stream),
-                              ddl::device_view(raw(dout), mine.size, 0, stream), o);
-          check("reduce_scatter", raw(dout), raw(want, mine.offset), mine.size);
-          dvec<T> dblock(mine.size);
-          thrust::tabulate(on, dblock.begin(), dblock.end(), expected_fn<T>{o, n, mine.offset});
-          comm.all_gather(ddl::device_view(static_cast<const T*>(raw(dblock)), mine.size, 0, stream),
-                          ddl::device_view(raw(dout), count, 0, stream));
-          check("all_gather", raw(dout), raw(want), count);
-        }
-    });
+  device_collectives(comm, s.describe(), n, t.rank(), dev, counts, stream, log);
 }
 
 // A buffer freed and another allocated between calls (often at the same
 // address): the peers open the new allocation, never read the old mapping.
-void reallocated(ddl::mpi_staged_transport& t, cudaStream_t stream, ddl_test::failure_log& log) {
+void reallocated(ddl::mpi_staged_transport& t, int dev, cudaStream_t stream, ddl_test::failure_log& log) {
   ddl::communicator<ddl::ring, ddl::mpi_staged_transport> comm(t);
   const std::size_t count = (std::size_t{1} << 20) + 7;
   for (int round = 0; round < 3; ++round) {
     dvec<float> d(count, static_cast<float>(round + 1));
-    comm.all_reduce(ddl::device_view(raw(d), count, 0, stream), ddl::op::sum);
+    comm.all_reduce(ddl::device_view(raw(d), count, dev, stream), ddl::op::sum);
     DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
     const float want = static_cast<float>((round + 1) * t.size());
     const std::vector<float> h(d.begin(), d.end());
@@ -164,14 +93,14 @@ int main(int argc, char** argv) {
     std::printf("rank %d: near %s (some_near %d)\n", rank, nears.c_str(), static_cast<int>(t.some_near()));
     const int n = t.size();
     try {
-      if (strategy == "ring") collectives(t, ddl::ring{}, stream, log);
-      else if (strategy == "halving") collectives(t, ddl::halving_doubling{}, stream, log);
-      else if (strategy == "recursive") collectives(t, ddl::recursive_doubling{}, stream, log);
-      else if (strategy == "auto") collectives(t, ddl::auto_strategy{}, stream, log);
+      if (strategy == "ring") collectives(t, ddl::ring{}, dev, stream, log);
+      else if (strategy == "halving") collectives(t, ddl::halving_doubling{}, dev, stream, log);
+      else if (strategy == "recursive") collectives(t, ddl::recursive_doubling{}, dev, stream, log);
+      else if (strategy == "auto") collectives(t, ddl::auto_strategy{}, dev, stream, log);
       else if (strategy == "multi_ring" && n % 2 == 0)
-        collectives(t, ddl::multi_ring<ddl::dynamic_extents>({2, n / 2}, {1, 0}), stream, log);
+        collectives(t, ddl::multi_ring<ddl::dynamic_extents>({2, n / 2}, {1, 0}), dev, stream, log);
       else log.add("unknown strategy '" + strategy + "' (or multi_ring on an odd count)");
-      reallocated(t, stream, log);
+      reallocated(t, dev, stream, log);
     } catch (const std::exception& e) {
       log.add(std::string("rank ") + std::to_string(rank) + " threw: " + e.what());
     }
