@@ -132,7 +132,7 @@ class progress_engine {
   /// else rather than set it: setting it and clearing it afterwards would
   /// clear the worker's hold, and the worker, still popping, and a stealing
   /// caller could then run two collectives at once (found by ddl-train over
-  /// MPI: about 1 run in 15 drifted).
+  /// MPI, whose replicas drifted apart).
   template <class Job>
   void run_inline(Job& job) {
     backoff wait_turn;
@@ -242,9 +242,8 @@ class progress_engine {
   // those and `op`) is posted to the transport on the caller's thread at
   // once, as `MPI_Isend` would be, and parked if it has not completed: issue
   // order is kept, and the call costs no queueing, no hand-off and no wait
-  // for a turn. (Queued and run by whoever runs the queue, a ring shift of
-  // two MPI ranks, `recv_async`, `send`, `wait`, took ~2 us where
-  // `MPI_Sendrecv` takes ~0.6.) False, with nothing done, when someone else
+  // for a turn (queued, a ring shift of two MPI ranks took several times
+  // `MPI_Sendrecv`'s time). False, with nothing done, when someone else
   // runs operations now or one waits: `op` is then queued as any other.
   bool start_here(const std::shared_ptr<async_op>& op) noexcept {
     if (busy_.exchange(true, std::memory_order_acquire)) return false;
@@ -338,9 +337,8 @@ class progress_engine {
     // The worker resumes what is left: the queue, or transfers still parked.
     // For those it is woken only from a doze (having found none parked
     // before this caller parked one); awake, it finds them within
-    // `busy_poll`. A wake-up per call would cost the caller what it saves: a
-    // ring shift of two MPI ranks (recv_async, send, wait) took 20 us a call
-    // with it, against 2-3 us, the worker taking the core from the ranks.
+    // `busy_poll`. A wake-up per call would cost the caller what it saves:
+    // the worker would take the core from the ranks.
     // (The worker announces a doze, then looks at `parked_count_` under
     // `mutex_`: it sees this caller's transfer, or this caller sees it doze.)
     if (left || (dozing && parked_count_.load(std::memory_order_acquire) > 0)) work_bell_.notify();
@@ -399,13 +397,11 @@ class progress_engine {
   }
   // How a caller polls parked transfers without the transport's
   // `await_progress`: 64 polls, then yields for a while before the sleeps (a
-  // rendezvous over MPI moves only while its ranks poll: with 256 yields
-  // before 20 us sleeps a 2 MiB exchange of two MPI ranks took 1.6-2.6x
-  // MPI_Sendrecv's time, with 2048 1.1-1.6x).
+  // rendezvous over MPI moves only while its ranks poll: sleeping after
+  // fewer yields made a large exchange much slower than MPI_Sendrecv).
   // With the transport's `await_progress` (threads), the transport's own
   // waits' back-off before it: napping at once put every wait for a peer's
-  // message behind a sleep and a wake-up, 35-90 us a ring shift of two
-  // in-process ranks on this 2-core machine.
+  // message behind a sleep and a wake-up.
   backoff parked_backoff() const noexcept { return nap_ ? backoff() : backoff(64, 2048); }
   // Waits a little for a parked transfer to move.
   void rest(backoff& b) {
@@ -434,152 +430,15 @@ class progress_engine {
   static constexpr std::chrono::steady_clock::duration parked_look_min = std::chrono::microseconds(20),
                                                        parked_look_max = std::chrono::milliseconds(1);
 
-  // The worker never spins (on an oversubscribed machine a spinning worker
-  // takes the core a rank needs) and runs everything queued once it holds
-  // `busy_`.
-  void work() {
-    auto last_work = std::chrono::steady_clock::now();
-    std::chrono::steady_clock::duration look = parked_look_min;
-    auto next_look = last_work;
-    for (;;) {
-      const auto ticket = work_bell_.prepare();
-      const auto now = std::chrono::steady_clock::now();
-      auto wake = now + poll;
-      bool ripe = false, empty = true;
-      const bool parked = parked_count_.load(std::memory_order_acquire) > 0;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (stop_ && queue_.empty() && !parked) return;
-        if (!queue_.empty()) {
-          empty = false;
-          const auto due = queue_.front()->submitted + grace;
-          ripe = stop_ || now >= due;
-          if (!ripe) wake = due;
-        }
-      }
-      if (parked && now >= next_look && !busy_.exchange(true, std::memory_order_acquire)) {
-        // Parked transfers: looked at every `look` (20 us after one moved,
-        // doubling to 1 ms while none does), the queue run first when ripe.
-        while (ripe) {
-          auto op = pop();
-          if (!op) break;
-          run_one(op);
-          done_bell_.notify();
-        }
-        look = poll_parked() || parked_count_.load(std::memory_order_acquire) == 0
-                   ? parked_look_min
-                   : std::min<std::chrono::steady_clock::duration>(2 * look, parked_look_max);
-        busy_.store(false, std::memory_order_release);
-        // A caller waiting for a transfer still parked polls it itself now
-        // (it sleeps on done_bell_ while the worker holds busy_).
-        if (parked_count_.load(std::memory_order_acquire) > 0) done_bell_.notify();
-        last_work = std::chrono::steady_clock::now();
-        next_look = last_work + look;
-        continue;  // then waits below until the next look or the queue is ripe
-      }
-      if (ripe && !busy_.exchange(true, std::memory_order_acquire)) {
-        while (auto op = pop()) {
-          run_one(op);
-          done_bell_.notify();
-        }
-        busy_.store(false, std::memory_order_release);
-        if (parked_count_.load(std::memory_order_acquire) > 0) done_bell_.notify();  // as above
-        last_work = std::chrono::steady_clock::now();
-        continue;  // re-check: an op queued while we released is ours again
-      }
-      if (parked) wake = std::min(wake, next_look);
-      if (!empty) last_work = now;
-      // While a caller runs collectives itself, look again only every
-      // `busy_poll` (a caller that leaves queued work behind rings
-      // work_bell_; transfers it leaves parked wait for that look);
-      // polling then would only take the core it needs.
-      if (busy_.load(std::memory_order_acquire)) {
-        work_bell_.wait(ticket, now + busy_poll);
-        continue;
-      }
-      // Doze until a submit wakes us when nothing happened for a while.
-      if (empty && !parked && now - last_work > doze_after) {
-        dozing_.store(true, std::memory_order_release);
-        // re-check after announcing, so a submit in between is not missed
-        bool queued = false;
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          queued = !queue_.empty() || stop_ || parked_count_.load(std::memory_order_acquire) > 0;
-        }
-        if (!queued) work_bell_.wait(ticket, now + std::chrono::seconds(1));
-        dozing_.store(false, std::memory_order_release);
-        last_work = std::chrono::steady_clock::now();
-        continue;
-      }
-      // Polling; a waiting caller that ran the queue rings work_bell_ when done.
-      work_bell_.wait(ticket, wake);
-    }
-  }
-
-  // --- the worker as a fiber (`fibers_` set) ---------------------------------
-  // Fibers of one rank share one thread and switch only when one suspends, so
-  // the state below needs no lock; `busy_` still says who runs the queue.
-
-  bool queue_empty() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return queue_.empty();
-  }
-  // Suspends the running fiber until the queue's runner finishes an operation.
-  void suspend_until_done() {
-    done_waiters_.push_back(fibers_->current());
-    fibers_->suspend();
-  }
-  void resume_done_waiters() {
-    auto waiters = std::move(done_waiters_);
-    done_waiters_.clear();
-    for (int f : waiters) fibers_->resume(f);
-  }
-  // Runs the queue up to `target` (all of it for nullptr) on this fiber.
-  void fiber_run(async_op* target) {
-    busy_.store(true, std::memory_order_relaxed);
-    while (!target || !target->done.load(std::memory_order_acquire)) {
-      if (auto op = pop()) {
-        run_one(op);
-      } else if (parked_.empty()) {
-        break;
-      } else if (!poll_parked()) {
-        fibers_->yield();  // lets the peers' fibers, and virtual time, move
-      }
-      resume_done_waiters();
-    }
-    busy_.store(false, std::memory_order_relaxed);
-    resume_done_waiters();
-    if (worker_idle_ && !queue_empty()) fibers_->resume(worker_fiber_);
-  }
-  // Waits for `target` (everything for nullptr): runs the queue here while
-  // the worker does not; a deadline is checked on the real clock between
-  // the worker's operations.
-  bool fiber_wait(async_op* target, deadline until) noexcept {
-    for (;;) {
-      if (target ? target->done.load(std::memory_order_acquire) : idle()) return true;
-      if (!busy_.load(std::memory_order_relaxed)) {
-        fiber_run(target);
-        continue;
-      }
-      if (std::chrono::steady_clock::now() >= until) return false;
-      suspend_until_done();
-    }
-  }
-  void fiber_work() {
-    for (;;) {
-      const bool empty = queue_empty() && parked_.empty();
-      if (stop_ && empty) break;
-      if (!empty && !busy_.load(std::memory_order_relaxed)) {
-        fiber_run(nullptr);
-        continue;
-      }
-      worker_idle_ = true;
-      fibers_->suspend();
-      worker_idle_ = false;
-    }
-    worker_exited_ = true;
-    resume_done_waiters();
-  }
+  // The workers (`comm/progress_workers.hpp`): the thread's loop; the
+  // fiber's (`fibers_` set), its runs of the queue and its waits.
+  inline void work();
+  inline bool queue_empty();
+  inline void suspend_until_done();
+  inline void resume_done_waiters();
+  inline void fiber_run(async_op* target);
+  inline bool fiber_wait(async_op* target, deadline until) noexcept;
+  inline void fiber_work();
 
   progress mode_;
   cooperative_scheduler* fibers_ = nullptr;
@@ -603,106 +462,8 @@ class progress_engine {
 
 }  // namespace detail
 
-/// A collective in flight, returned by the communicator's `*_async` calls.
-/// The buffers it was given belong to ddl until it completes. Move-only;
-/// destroying one that has not completed waits for it (its error, if any, is
-/// then dropped: call `wait` to see it).
-/// Example:
-/// \code
-///   ddl::collective_request r = comm.all_reduce_async(ddl::host_view(grads), ddl::op::avg);
-///   compute_something_else();
-///   r.wait();  // grads reduced, or the collective's error re-thrown
-/// \endcode
-class collective_request {
- public:
-  collective_request() = default;
-  collective_request(std::shared_ptr<detail::progress_engine> engine, std::shared_ptr<detail::async_op> op)
-      : engine_(std::move(engine)), op_(std::move(op)) {}
-  collective_request(collective_request&&) noexcept = default;
-  collective_request& operator=(collective_request&& o) noexcept {
-    if (this != &o) {
-      finish_quietly();
-      engine_ = std::move(o.engine_);
-      op_ = std::move(o.op_);
-      peer_ = o.peer_;
-    }
-    return *this;
-  }
-  collective_request(const collective_request&) = delete;
-  collective_request& operator=(const collective_request&) = delete;
-  ~collective_request() { finish_quietly(); }
-
-  /// True while it refers to a collective not yet waited for.
-  bool valid() const noexcept { return op_ != nullptr; }
-  /// The collective's name ("all_reduce", ...), or "" when empty.
-  const char* what() const noexcept { return op_ ? op_->what : ""; }
-  /// A completed transfer's peer: the sender of a receive from any rank
-  /// (`communicator::recv_any_async`), the rank named for any other send or
-  /// receive; -1 before it has completed, after a failure, and for
-  /// collectives. Still there after `wait` has emptied the request.
-  int peer() const noexcept {
-    if (!op_) return peer_;
-    return op_->done.load(std::memory_order_acquire) ? op_->peer : -1;
-  }
-
-  /// True once the collective has finished (successfully or not); never
-  /// blocks on the engine's thread (a deferred engine runs the collective here).
-  bool test() { return !op_ || engine_->test(*op_); }
-
-  /// Waits until the collective has finished, then re-throws its error if it
-  /// failed. Afterwards the request is empty.
-  void wait() {
-    if (!op_) return;
-    engine_->wait(*op_, std::chrono::steady_clock::time_point::max());
-    release_and_rethrow();
-  }
-
-  /// Waits until `until`: true (and as `wait`) if the collective finished,
-  /// false if it is still running (the request stays valid).
-  bool wait_until(deadline until) {
-    if (!op_) return true;
-    if (!engine_->wait(*op_, until)) return false;
-    release_and_rethrow();
-    return true;
-  }
-  template <class Rep, class Period>
-  bool wait_for(std::chrono::duration<Rep, Period> d) {
-    return wait_until(std::chrono::steady_clock::now() +
-                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(d));
-  }
-
- private:
-  void release_and_rethrow() {
-    auto op = std::move(op_);
-    engine_.reset();
-    peer_ = op->peer;
-    if (op->error) std::rethrow_exception(op->error);
-  }
-  void finish_quietly() noexcept {
-    // Dropped inside its own completion callback: the collective has run.
-    if (op_ && op_.get() != detail::completing_here()) engine_->wait(*op_, std::chrono::steady_clock::time_point::max());
-    op_.reset();
-    engine_.reset();
-  }
-
-  std::shared_ptr<detail::progress_engine> engine_;
-  std::shared_ptr<detail::async_op> op_;
-  int peer_ = -1;  // `peer()` once `op_` is let go
-};
-
-/// Waits for every request in `[first, last)`, in order; re-throws the first
-/// error after all have finished.
-template <class It>
-void wait_all(It first, It last) {
-  std::exception_ptr first_error;
-  for (; first != last; ++first) {
-    try {
-      first->wait();
-    } catch (...) {
-      if (!first_error) first_error = std::current_exception();
-    }
-  }
-  if (first_error) std::rethrow_exception(first_error);
-}
-
 }  // namespace ddl
+
+// The workers' loops, then the request a caller holds.
+#include "ddl/comm/progress_workers.hpp"
+#include "ddl/comm/collective_request.hpp"

@@ -84,7 +84,7 @@ struct options {
   /// ranks that disagree get the same `mismatch_error` naming the field, both
   /// values and both ranks, and an argument one rank rejects is every rank's
   /// error, instead of a wrong result or a hang. Costs one round of small
-  /// messages to every peer per call (bench/results/shared-memory.md).
+  /// messages to every peer per call.
   /// Without it, the call stamps in every message's tag still turn a
   /// mismatch into a `mismatch_error` (naming collective, dtype or op, or
   /// "count, root or strategy"), but the group is then given up.
@@ -107,12 +107,9 @@ struct options {
   /// `tune_bytes`). On by default at every size from there: these calls
   /// copy and never reduce, so whichever algorithm is
   /// chosen every rank ends with the same bits, run after run, and what is
-  /// left to choose is speed alone. (On 2 MPI ranks of one machine, the
-  /// copies through the stages ran 1.3x ahead of the ring's messages in one
-  /// mode of this project's VM and 1.5-1.8x behind in its other; at 256
-  /// MiB in place, past the first default of 64 MiB, the model's pick ran
-  /// at 0.61-0.72x `MPI_Allgather` and the measured one at 0.83-0.93x:
-  /// bench/results/mpi-vs-openmpi-mpich-gloo.md.)
+  /// left to choose is speed alone (which form wins moves with where the
+  /// host places the ranks' cores, past any fixed bound: docs/settings.md,
+  /// "Why the defaults").
   std::size_t tune_copies_bytes = std::numeric_limits<std::size_t>::max();
 
   /// Defaults overridden by the environment variables above when set.

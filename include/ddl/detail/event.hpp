@@ -116,8 +116,8 @@ class backoff {
   /// where ranks outnumber the cores (`crowded`), no spinning and
   /// `crowded_yield_rounds` yields before the sleep: the peer being waited
   /// for may need the core, and beside a busy process each yield can cost a
-  /// scheduler tick (8 threads on 2 cores, 4 KiB one_shot: 4.0 ms a call
-  /// after 448 yields, 35-45 us after 32); else `spin_rounds` and 448.
+  /// scheduler tick (448 yields made a small call take milliseconds); else
+  /// `spin_rounds` and 448.
   static backoff stage_wait(bool crowded) noexcept {
     return crowded ? backoff(0, crowded_yield_rounds) : backoff(spin_rounds, 448);
   }

@@ -10,6 +10,9 @@
 /// - Non-blocking point-to-point only; `wait` polls `MPI_Test` against a
 ///   deadline and yields, then sleeps, while idle, so oversubscribed ranks do
 ///   not starve each other. No `MPI_Wait` without a deadline anywhere.
+/// - What the ranks learn of each other at construction (nodes, eager and
+///   piece sizes, processes, shared stages) is in `mpi/peers.hpp`; how a
+///   wait looks around (notices, exited peers, stamps) in `mpi/watch.hpp`.
 /// - No fused receive-and-reduce: strategies receive chunks into the
 ///   communicator's pre-allocated scratch ring and reduce them there, while
 ///   the next chunks are in flight.
@@ -56,16 +59,13 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
   static constexpr double default_latency = 20e-6;
   /// The direct strategies through shared stages copy at memory speed, not
   /// at the rate of messages the link costs describe: priced at 8x the link
-  /// bandwidth (`cost::price_direct`; 4 ranks on 2 cores, 1 MiB: two_shot
-  /// 147 us where 2x priced its copies alone at 577 us; 8 ranks, 64 KiB-64 MiB:
-  /// 1.6-2.2x faster than halving-doubling, bench/results/mpi-vs-openmpi-mpich-gloo.md).
+  /// bandwidth (`cost::price_direct`; at 2x the model priced two_shot's
+  /// copies alone well above what whole calls took).
   static constexpr double direct_read_factor = 8.0;
   /// A direct strategy's synchronisation round (small eager messages to and
   /// from every peer) costs about one step's latency here, not ceil(log2 n)
-  /// of them (`plan_for::direct_round_one_step`; batches of 5
-  /// calls: 4 ranks, a round 4.5 us against an exchange step's 6.2; 8 ranks,
-  /// 15 against 25. Priced at ceil(log2 n), auto ran one_shot where two_shot
-  /// was 1.2-1.4x faster: 4 ranks 128-256 KiB, 8 ranks 64 KiB).
+  /// of them (`plan_for::direct_round_one_step`; priced at ceil(log2 n),
+  /// auto ran one_shot where two_shot was faster).
   static constexpr bool direct_round_one_step = true;
 
   /// What a request refers to (`transport/request.hpp`).
@@ -238,8 +238,7 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
   /// handshake (0: not known, or not worth cutting for). The step engine
   /// sends a slice of up to 4 of these as eager messages in flight at once
   /// rather than one message that waits for the receiver (Open MPI on one
-  /// node, 4-8 KiB all-reduces: `MPI_Allreduce` / ddl 0.6-1.1 -> 1.2-2.1,
-  /// bench/results/mpi-vs-openmpi-mpich-gloo.md). Peers on this rank's
+  /// node: small all-reduces no longer wait for a rendezvous). Peers on this rank's
   /// node get Open MPI's shared-memory eager limit less its header;
   /// `DDL_MPI_EAGER_BYTES` sets it for every peer (0 turns it off; it must
   /// be the same on every rank).
@@ -251,10 +250,9 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
   /// in one piece (0: any size). Peers on other machines reached over TCP
   /// get Open MPI's TCP eager limit less its header (64 KiB by default): a
   /// larger message waits for the receiver's answer, which queues behind
-  /// the bulk data the receiver sends the other way on the same socket. On
-  /// the emulated two-rack network (bench/results/cluster-emulation.md)
-  /// 1 MiB chunks stalled so: 8 ranks, 64 MiB, `auto` 2.0 s ->
-  /// 1.5 s in these pieces. Peers on this node, and machines with an RDMA
+  /// the bulk data the receiver sends the other way on the same socket
+  /// (1 MiB chunks stalled so on the emulated two-rack network). Peers on
+  /// this node, and machines with an RDMA
   /// device, keep `options::chunk_bytes`. `DDL_MPI_PIECE_BYTES` sets it for
   /// every peer (0 turns it off), on every rank where any rank sets it. The
   /// ranks agree on it at construction (the largest value), so both sides of
@@ -359,23 +357,9 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
     DDL_MPI_CHECK(
         MPI_Irecv(notice_in_, sizeof notice_in_, MPI_CHAR, MPI_ANY_SOURCE, MPI_ANY_TAG, notices_, &notice_recv_));
   }
-  // This rank timed out: tells every peer, listens `grace` for theirs, and
-  // returns the ranks that reported none since `grace` before its own.
-  std::vector<int> report_timeout(double grace) {
-    const double at = detail::steady_seconds();
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      notice_sends_.emplace_back(MPI_REQUEST_NULL);
-      DDL_MPI_CHECK(MPI_Isend(nullptr, 0, MPI_CHAR, p, timeout_tag, notices_, &notice_sends_.back()));
-    }
-    while (detail::steady_seconds() < at + grace) {
-      broken();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    broken();
-    return detail::silent_ranks([&](int q) { return reported_[static_cast<std::size_t>(q)]; }, size_, rank_, at,
-                                grace);
-  }
+  // A wait's looks around (`mpi/watch.hpp`): peers' notices, exited
+  // peers, calls under other stamps; and a timeout reported to the peers.
+  inline std::vector<int> report_timeout(double grace);
   // MPI failed `req` with `rc`: withdrawn, and thrown as `transport_error`
   // naming the peer. A receive of a call's message longer than it
   // (MPI_ERR_TRUNCATE) is a call mismatch: the ranks disagree on the count.
@@ -413,35 +397,9 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
           detail::size_mismatch("mpi_transport", req.peer_, static_cast<std::size_t>(got), rank_, req.bytes_, req.tag_));
     }
   }
-  // While `req` waits (every 16th poll): a peer that gave up ends the wait
-  // (throws); so does an awaited peer on this machine whose process has
-  // exited (`check_alive`); the peer's message of this call under another
-  // stamp is a mismatch (`check_stamp`).
   template <class Ready = std::nullptr_t>
-  void look_around(request& req, Ready&& ready = nullptr) {
-    if (broken()) {
-      taint(broken_);
-      const int peer = req.peer_;
-      req.release();
-      throw transport_error("mpi_transport: rank " + std::to_string(rank_) + " stopped waiting for rank " +
-                            std::to_string(peer) + ": " + broken_);
-    }
-    check_alive(req, ready);
-    check_stamp(req, ready);
-  }
-  // After a timeout: which of the awaited peer and the silent ranks are
-  // stopped processes on this machine (SIGSTOP, a debugger), said as a note.
-  std::string stopped_ranks(int peer, const std::vector<int>& silent) const {
-    std::vector<int> look(silent);
-    if (std::find(look.begin(), look.end(), peer) == look.end()) look.insert(look.begin(), peer);
-    std::string note;
-    for (int q : look) {
-      const auto i = static_cast<std::size_t>(q);
-      if (i >= procs_.size() || detail::state_of(procs_[i], machine_) != detail::process_state::stopped) continue;
-      note += (note.empty() ? "" : "; ") + process_of(q) + " is stopped (by a signal such as SIGSTOP, or a debugger)";
-    }
-    return note;
-  }
+  void look_around(request& req, Ready&& ready = nullptr);
+  inline std::string stopped_ranks(int peer, const std::vector<int>& silent) const;
   // "rank 2 (pid 4242 on node1)": a rank of this machine, by its process.
   // `peer` is one of this communicator's ranks, else `invalid_argument`.
   void require_rank(int peer) const {
@@ -455,72 +413,10 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
     return "rank " + std::to_string(q) + " (pid " + std::to_string(procs_[static_cast<std::size_t>(q)].pid) + " on " +
            std::string(host, static_cast<std::size_t>(std::max(len, 0))) + ")";
   }
-  // Every 0.1 s of a wait on a peer of this machine: has its process exited?
-  // Seen gone twice 0.1 s apart with the request still open (a message it
-  // sent before exiting has had time to arrive), the wait ends with
-  // `transport_error` naming it; the communicator then gives the group up,
-  // so ranks of other machines learn it from this one. Only the awaited
-  // peer counts: another rank may have finished its calls and left.
   template <class Ready = std::nullptr_t>
-  void check_alive(request& req, Ready&& ready = nullptr) {
-    const auto peer = static_cast<std::size_t>(req.peer_);
-    if (peer >= procs_.size() || procs_[peer].machine != machine_ || machine_ == 0) return;
-    const double now = detail::steady_seconds();
-    if (now < next_look_) return;
-    next_look_ = now + 0.1;
-    const bool gone = detail::state_of(procs_[peer], machine_) == detail::process_state::gone;
-    if (!gone || gone_peer_ != req.peer_) {  // the first look that finds it gone waits for a second
-      gone_peer_ = gone ? req.peer_ : -1;
-      return;
-    }
-    // Seen gone on two looks at least 0.1 s apart (`next_look_`); a wait on
-    // its stage asks once more (it may have raised its counter, then left).
-    if constexpr (!std::is_null_pointer_v<std::decay_t<Ready>>)
-      if (ready()) return;
-    const std::string why = process_of(req.peer_) + " has exited";
-    const char* doing = !req.active() ? "see its stage" : req.send_ ? "send to it" : "receive from it";
-    taint(why);
-    req.release();
-    throw transport_error("mpi_transport: rank " + std::to_string(rank_) + ": " + why + " while this rank waited to " +
-                          doing);
-  }
-  // While a receive or a send waits: is the peer's oldest unmatched message
-  // one of this call under another stamp (`transport/stamp.hpp`)? Then the
-  // ranks called different collectives; waiting cannot help. A send waits
-  // so when the peer receives nothing from this rank in its call (a
-  // broadcast whose ranks name different roots, each sending down its own
-  // tree). (A peer in the same-numbered call of another communicator
-  // sharing this transport has finished this one: MPI matches a source's
-  // messages in order, so a receive found this call's message first, and a
-  // send was taken, which the test after the probe sees. Any other rank's
-  // message could be such a newer call while the awaited peer is late.)
-  //
-  // A wait on a peer's stage (`wait_until`, `ready` given) found such a
-  // message: the peer may have raised its counter and moved on to the
-  // same-numbered call of another communicator sharing this transport
-  // before sending it (the counter is raised first), so `ready` is asked
-  // again before this is called a mismatch.
+  void check_alive(request& req, Ready&& ready = nullptr);
   template <class Ready = std::nullptr_t>
-  void check_stamp(request& req, Ready&& ready = nullptr) {
-    if (!narrow_.stamps() || req.peer_ < 0 || !detail::is_stamped(req.tag_)) return;
-    int flag = 0;
-    MPI_Status st;
-    DDL_MPI_CHECK(MPI_Iprobe(req.peer_, MPI_ANY_TAG, comm_, &flag, &st));
-    if (!flag) return;
-    const tag found = unpack(st.MPI_TAG);
-    if (!detail::stamps_disagree(unpack(mpi_tag(req.tag_)), found)) return;
-    if (req.send_) {  // taken after all? (the probe progressed MPI)
-      int done = 0;
-      DDL_MPI_CHECK(MPI_Test(&req.r_, &done, MPI_STATUS_IGNORE));
-      if (done) return;
-    }
-    if constexpr (!std::is_null_pointer_v<std::decay_t<Ready>>)
-      if (ready()) return;
-    const std::string why = detail::stamp_mismatch(rank_, req.tag_, req.peer_, found);
-    taint(why);  // first, so a stranded send's message says why the call failed
-    req.release();
-    throw mismatch_error("mpi_transport: " + why);
-  }
+  void check_stamp(request& req, Ready&& ready = nullptr);
   // A wait ended unfinished (messages may still be in flight): the
   // communicators are not freed, and `mpi_session` learns of it.
   void taint(const std::string& why) {
@@ -541,114 +437,12 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
   int mpi_tag(tag t) const { return static_cast<int>(narrow_.pack(t)); }
   tag unpack(int m) const { return narrow_.unpack(static_cast<std::uint64_t>(m)); }
 
-  // Which ranks share this rank's node, and the eager payload between them
-  // (see `eager_bytes`). Collective over comm_.
-  void find_eager_peers() {
-    on_node_.assign(static_cast<std::size_t>(size_), 0);
-    MPI_Comm node = MPI_COMM_NULL;
-    DDL_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    MPI_Group all = MPI_GROUP_NULL, mine = MPI_GROUP_NULL;
-    MPI_Comm_group(comm_, &all);
-    MPI_Comm_group(node, &mine);
-    int n = 0;
-    MPI_Group_size(mine, &n);
-    std::vector<int> local(static_cast<std::size_t>(n)), global(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) local[static_cast<std::size_t>(i)] = i;
-    MPI_Group_translate_ranks(mine, n, local.data(), all, global.data());
-    for (int g : global)
-      if (g >= 0 && g < size_) on_node_[static_cast<std::size_t>(g)] = 1;
-    MPI_Group_free(&mine);
-    MPI_Group_free(&all);
-    MPI_Comm_free(&node);
-    if (const char* v = std::getenv("DDL_MPI_EAGER_BYTES")) {
-      eager_ = detail::parse_bytes("DDL_MPI_EAGER_BYTES", v);
-      eager_everywhere_ = true;
-      return;
-    }
-    eager_ = payload_under(detail::mpi_node_eager_limit());
-  }
-
-  // `piece_bytes`: where any rank sets DDL_MPI_PIECE_BYTES, the largest
-  // value set, for every peer; else the largest TCP eager payload any rank
-  // found (for peers on other machines). Collective. A bad value is an
-  // `invalid_argument` on every rank (after the round, so none waits in it).
-  void find_pieces() {
-    // found, set (the variable's value), the variable is set, unreadable
-    unsigned long long mine[4] = {0, 0, 0, 0};
-    std::string bad;
-    if (const char* v = std::getenv("DDL_MPI_PIECE_BYTES")) {
-      try {
-        mine[1] = detail::parse_bytes("DDL_MPI_PIECE_BYTES", v);
-      } catch (const std::exception& e) {
-        bad = e.what();
-        mine[3] = 1;
-      }
-      mine[2] = 1;
-    } else if (std::find(on_node_.begin(), on_node_.end(), 0) != on_node_.end()) {
-      mine[0] = payload_under(detail::mpi_network_eager_limit());
-    }
-    unsigned long long agreed[4] = {0, 0, 0, 0};
-    DDL_MPI_CHECK(MPI_Allreduce(mine, agreed, 4, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm_));
-    if (agreed[3])
-      throw invalid_argument(!bad.empty() ? bad : "mpi_transport: another rank's DDL_MPI_PIECE_BYTES is not a size");
-    piece_everywhere_ = agreed[2] != 0;
-    piece_ = static_cast<std::size_t>(piece_everywhere_ ? agreed[1] : agreed[0]);
-  }
-
-  // The payload of a message of `limit` bytes with Open MPI's headers
-  // (match and fragment, rounded up), whole 64-byte lines; 0 if too small.
-  static std::size_t payload_under(std::size_t limit) noexcept {
-    constexpr std::size_t header = 128;
-    return limit > 2 * header ? (limit - header) / 64 * 64 : 0;
-  }
-
-  // Every rank's process (`shm/process.hpp`), so a wait on a peer of this
-  // machine can tell that it exited. Collective over comm_. A peer whose
-  // process cannot be looked at from here (another machine or container, a
-  // /proc that hides it) is not watched.
-  void find_processes() {
-    const detail::process_id me = detail::this_process();
-    procs_.assign(static_cast<std::size_t>(size_), detail::process_id{});
-    DDL_MPI_CHECK(MPI_Allgather(&me, sizeof me, MPI_BYTE, procs_.data(), sizeof me, MPI_BYTE, comm_));
-    machine_ = me.machine;
-    for (auto& p : procs_)
-      if (p.machine == machine_ && detail::state_of(p, machine_) == detail::process_state::gone) p.machine = 0;
-  }
-
-  // Every rank's stage file, and which ranks open each other's (see
-  // `stages_shared`, `stages_shared_among`): only ranks MPI puts on one
-  // node (MPI_COMM_TYPE_SHARED), so ranks MPI keeps apart, as the emulated
-  // hosts of bench/cluster (network namespaces of one machine, a hostname
-  // each), stay apart. `DDL_MPI_SHM_RANKS=K` shares only inside blocks of K
-  // consecutive ranks, as if each block were a machine (tests, experiments).
-  // Collective over comm_: two Allgathers, a file each and a bit per pair.
-  void find_stages() {
-    const char* env = std::getenv("DDL_MPI_SHM");
-    const bool wanted = !(env && std::strcmp(env, "0") == 0) && machine_ != 0;
-    const char* cma = std::getenv("DDL_MPI_CMA");
-    const bool reads = !(cma && std::strcmp(cma, "0") == 0);
-    const char* per = std::getenv("DDL_MPI_SHM_RANKS");
-    char* end = nullptr;
-    const long block = per && *per ? std::strtol(per, &end, 10) : 0;
-    int bad = per && *per && (block < 1 || *end != '\0');
-    DDL_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm_));  // every rank refuses alike
-    if (bad)
-      throw invalid_argument(std::string("DDL_MPI_SHM_RANKS='") + (per ? per : "") +
-                             "' on some rank: not a positive number of ranks");
-    const detail::shared_stages::file mine = wanted ? stages_.create() : detail::shared_stages::file{};
-    std::vector<detail::shared_stages::file> all(static_cast<std::size_t>(size_));
-    DDL_MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, comm_));
-    if (wanted && mine.fd >= 0)
-      for (int p = 0; p < size_; ++p)
-        if (p != rank_ && on_node_[static_cast<std::size_t>(p)] &&
-            procs_[static_cast<std::size_t>(p)].machine == machine_ && (block < 1 || p / block == rank_ / block))
-          stages_.open_peer(p, procs_[static_cast<std::size_t>(p)].pid, all[static_cast<std::size_t>(p)], size_, reads);
-    const std::vector<std::uint64_t> row = stages_.row(rank_, size_);
-    const int words = static_cast<int>(row.size());
-    std::vector<std::uint64_t> rows(row.size() * static_cast<std::size_t>(size_));
-    DDL_MPI_CHECK(MPI_Allgather(row.data(), words, MPI_UINT64_T, rows.data(), words, MPI_UINT64_T, comm_));
-    stages_.agree(std::move(rows), rank_, size_);
-  }
+  // What the ranks learn of each other at construction (`mpi/peers.hpp`).
+  inline void find_eager_peers();
+  inline void find_pieces();
+  static inline std::size_t payload_under(std::size_t limit) noexcept;
+  inline void find_processes();
+  inline void find_stages();
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int cores_ = 1;                 // see `cores`
@@ -677,3 +471,7 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
 };
 
 }  // namespace ddl
+
+// The members declared above and defined apart.
+#include "ddl/mpi/peers.hpp"
+#include "ddl/mpi/watch.hpp"

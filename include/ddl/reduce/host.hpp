@@ -141,11 +141,10 @@ inline void reduce(void* dst, const void* a, const void* b, std::size_t count, r
 /// a copy between ranges that do not overlap, whose destination lies 1-63
 /// bytes past its source modulo 4 KiB, goes in pieces of `copy_piece`
 /// bytes: past ~4 KiB glibc 2.36 copies with `rep movsb`, which AMD Zen
-/// CPUs run at a twentieth of the memory's rate at those distances (64 KiB
-/// from a page-aligned stage into a buffer 16 bytes into its page, as
-/// `malloc` returns large blocks: 2.8 against 45 GB/s; in 2 KiB pieces, 40
-/// GB/s; bench/results/shared-memory.md). Elsewhere, pieces cost
-/// as much as one call.
+/// CPUs run at a small fraction of the memory's rate at those distances
+/// (from a page-aligned stage into a buffer 16 bytes into its page, as
+/// `malloc` returns large blocks). Elsewhere, pieces cost as much as one
+/// call.
 inline constexpr std::size_t copy_piece = 2048;
 /// Whether `bytes` at addresses `da` and `sa` share no byte: distances both
 /// ways as unsigned addresses (no comparison of pointers into unrelated
@@ -216,10 +215,8 @@ inline void finalize(void* data, std::size_t count, reduction r, int ranks) {
 /// `copy`): the written lines go to memory without being read in first, and
 /// stay in no core's cache. For a stage a peer on another core reads next:
 /// a cached write must first take each line back from the peer's cache, which
-/// on this project's VM, with the two vCPUs placed far apart by the host
-/// (a cache line's round trip 320 ns, not 65-125), ran at a fifth of the
-/// rate (2 MPI ranks, two_shot, 64 MiB: 45 ms, 14 streamed; placed close,
-/// 13 against 18 ms: bench/results/mpi-vs-openmpi-mpich-gloo.md).
+/// where the two cores lie far apart (a VM's vCPUs placed so by the host),
+/// ran at a fraction of the rate.
 /// Ends with a store fence, so a release that follows publishes it.
 inline constexpr std::size_t stream_from = 4096;
 inline void stream_copy(void* dst, const void* src, std::size_t bytes) {

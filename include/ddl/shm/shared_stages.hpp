@@ -52,6 +52,7 @@
 #include <thread>
 
 #include "ddl/core/error.hpp"
+#include "ddl/shm/cross_memory.hpp"
 #include "ddl/shm/shared_buffer.hpp"
 
 namespace ddl {
@@ -89,8 +90,8 @@ class shared_stages {
   /// Bytes at the start of a stage that every new mapping faults in at once
   /// (`warm`): where the direct strategies keep their counters, slots and
   /// the broadcast ring, which small calls touch page by page. A first touch
-  /// of a page costs more than such a call: 2 MPI ranks, 512 B broadcasts
-  /// through fresh ring entries took 6-9 us against 1.7-3.4 warm.
+  /// of a page costs more than such a call (a small broadcast through fresh
+  /// ring entries took about three times as long as through warm ones).
   static constexpr std::size_t warm_bytes = std::size_t{256} << 10;
 
   /// Creates this process's stage (one page, zeroed); `fd` -1 where it cannot.
@@ -136,7 +137,7 @@ class shared_stages {
     peer.pid = pid;
     std::uint64_t word = 0;
     peer.readable = try_read && f.probe_at != 0 &&
-                    read_from(pid, reinterpret_cast<const std::byte*>(static_cast<std::uintptr_t>(f.probe_at)),
+                    cross_memory_read(pid, reinterpret_cast<const std::byte*>(static_cast<std::uintptr_t>(f.probe_at)),
                               reinterpret_cast<std::byte*>(&word), sizeof word) == 0 &&
                     word == probe_value(f.ino);
     return true;
@@ -181,14 +182,14 @@ class shared_stages {
   int read(int p, const std::byte* at, std::byte* dst, std::size_t bytes) const noexcept {
     if (!some_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size() || !peers_[static_cast<std::size_t>(p)].readable)
       return EPERM;
-    return read_from(peers_[static_cast<std::size_t>(p)].pid, at, dst, bytes);
+    return cross_memory_read(peers_[static_cast<std::size_t>(p)].pid, at, dst, bytes);
   }
   /// Copies `bytes` from `src` to address `at` of rank `p`'s process: one
   /// copy, by the kernel. 0, or the `errno` of the failure (as `read`).
   int write(int p, const std::byte* src, std::byte* at, std::size_t bytes) const noexcept {
     if (!some_ || p < 0 || static_cast<std::size_t>(p) >= peers_.size() || !peers_[static_cast<std::size_t>(p)].readable)
       return EPERM;
-    return copy_across(peers_[static_cast<std::size_t>(p)].pid, const_cast<std::byte*>(src), at, bytes, true);
+    return cross_memory_copy(peers_[static_cast<std::size_t>(p)].pid, const_cast<std::byte*>(src), at, bytes, true);
   }
   /// Every rank's `row`, rank q's at `rows[q * row_words(n)]`, the same on
   /// every rank: two ranks share when each holds the other's stage. Keeps
@@ -461,35 +462,6 @@ class shared_stages {
       return (rows_[static_cast<std::size_t>(a) * w + at + static_cast<std::size_t>(b) / 64] >> (b % 64)) & 1u;
     };
     return p == q || (holds(p, q) && holds(q, p));
-  }
-  // `read` from process `pid`: 0 or the errno.
-  static int read_from(std::int64_t pid, const std::byte* at, std::byte* dst, std::size_t bytes) noexcept {
-    return copy_across(pid, dst, const_cast<std::byte*>(at), bytes, false);
-  }
-  // `bytes` between `local` here and `remote` in process `pid`, into
-  // `remote` with `into_remote` (`write`), else out of it (`read`): 0 or the errno.
-  static int copy_across(std::int64_t pid, std::byte* local, std::byte* remote, std::size_t bytes,
-                         bool into_remote) noexcept {
-#if defined(__linux__)
-    while (bytes > 0) {
-      struct iovec here {local, bytes}, there {remote, bytes};
-      const ssize_t got = into_remote ? ::process_vm_writev(static_cast<pid_t>(pid), &here, 1, &there, 1, 0)
-                                      : ::process_vm_readv(static_cast<pid_t>(pid), &here, 1, &there, 1, 0);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) return got < 0 ? errno : EFAULT;
-      const auto done = static_cast<std::size_t>(got);
-      local += done;
-      remote += done;
-      bytes -= done;
-    }
-    return 0;
-#else
-    (void)pid;
-    (void)local;
-    (void)remote;
-    (void)into_remote;
-    return bytes > 0 ? ENOSYS : 0;
-#endif
   }
   static void close_peer(peer_file& f) noexcept {
     unmap(f.map);

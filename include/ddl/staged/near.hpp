@@ -53,6 +53,20 @@
 namespace ddl {
 namespace detail {
 
+/// A message posted to a `staged_transport`, as its caller gave it: what
+/// the pipeline's records and the near ranks' records both start from.
+struct staged_message {
+  enum class kind : std::uint8_t { send, recv, reduce };
+  std::uint64_t id = 0;
+  kind k = kind::send;
+  int peer = 0;
+  tag tg = 0;
+  std::byte* data = nullptr;         // send: source; receive: destination
+  const std::byte* local = nullptr;  // reduce: the local operand
+  std::size_t bytes = 0;
+  reduction red{};
+};
+
 template <class Inner, class Device>
 class near_peers {
   using inner_request = typename Inner::request;
@@ -135,25 +149,20 @@ class near_peers {
     return g;
   }
 
-  /// Posts a message to or from a near peer (`kind`: 0 send, 1 receive, 2
-  /// receive-and-reduce into `data` from `local`); returns its id.
-  std::uint64_t post(int k, int peer, std::byte* data, const std::byte* local, std::size_t bytes, reduction red, tag t) {
+  /// Posts message `m` to or from a near peer (its id is this object's
+  /// own); returns its id.
+  std::uint64_t post(const staged_message& m) {
     op o;
+    static_cast<staged_message&>(o) = m;
     o.id = ++next_id_;
-    o.k = static_cast<kind>(k);
-    o.peer = peer;
-    o.tg = t;
-    o.data = data;
-    o.local = local;
-    o.bytes = bytes;
-    o.red = red;
+    const std::size_t bytes = m.bytes;
     if (o.k == kind::send) {
-      o.shared = bytes > 0 && dev_->share(data, bytes, o.at);
+      o.shared = bytes > 0 && dev_->share(o.data, bytes, o.at);
       if (o.shared) {
         o.ev = dev_->mark();  // the data is what the stream has produced by now
       } else {  // read through the device (it may be device memory IPC cannot share), in stream order
         o.held.resize(bytes);
-        o.ev = dev_->copy(o.held.data(), data, bytes);
+        o.ev = dev_->copy(o.held.data(), o.data, bytes);
       }
       o.st = stage::marking;
     } else {
@@ -161,7 +170,7 @@ class near_peers {
     }
     ops_.push_back(std::move(o));
     const std::uint64_t id = ops_.back().id;
-    listen(peer, t);  // the reply to a send, or the (first) note of a receive
+    listen(m.peer, m.tg);  // the reply to a send, or the (first) note of a receive
     progress();
     return id;
   }
@@ -242,7 +251,7 @@ class near_peers {
   }
 
  private:
-  enum class kind : std::uint8_t { send, recv, reduce };
+  using kind = staged_message::kind;
   enum class stage : std::uint8_t { marking, noted, awaiting, landing, replying, done };
   static constexpr std::uint32_t note_magic = 0x64646c4e;  // "ddlN"
   static constexpr std::uint32_t shared_kind = 1, inline_kind = 2, reply_kind = 3;
@@ -266,15 +275,7 @@ class near_peers {
     tag tg = 0;
     note n;
   };
-  struct op {
-    std::uint64_t id = 0;
-    kind k = kind::send;
-    int peer = 0;
-    tag tg = 0;
-    std::byte* data = nullptr;
-    const std::byte* local = nullptr;
-    std::size_t bytes = 0;
-    reduction red{};
+  struct op : staged_message {
     stage st = stage::marking;
     event ev{};
     bool shared = false;   // send: the bytes go as a region (else inline)

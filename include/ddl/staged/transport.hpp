@@ -17,8 +17,8 @@
 /// memory once (`bounce_buffer`, `bounce_copy`), runs the whole call on the
 /// host transport (`host()`) and copies the result back: two copies and the
 /// host's own collective instead of a copy, an event and a kernel per piece
-/// and step (the pipeline's fixed cost, ~1.8 ms a call with 4 processes on
-/// one H200, bench/results/gpu-h200.md). The bounce buffer is a
+/// and step (the pipeline's fixed cost, milliseconds a call). The bounce
+/// buffer is a
 /// `ddl::shared_buffer`, so MPI peers of one machine read it in place, and is
 /// pinned for the device where the device can (`Device::pin`).
 ///
@@ -67,9 +67,8 @@ struct staging_options {
   /// transport through one copy each way (`staged_transport::bounces`); 0:
   /// every call through the pipeline. Every rank must use the same value.
   /// `DDL_STAGING_BOUNCE` (bytes, "16M" as elsewhere) sets it. Default 64
-  /// MiB: on one H100, 4 processes, bounced calls ran 1.1-2.5x "copy,
-  /// `MPI_Allreduce`, copy" at 64 KiB-256 MiB and ahead of the pieces at every
-  /// size (bench/results/gpu-h100.md); the pinned buffer grows to the
+  /// MiB: bounced calls ran ahead of the pieces at every size measured
+  /// (docs/settings.md, "Why the defaults"); the pinned buffer grows to the
   /// largest call up to this size.
   std::size_t bounce_bytes = std::size_t{64} << 20;
   /// Where some ranks are near (their device memory mapped between their
@@ -271,17 +270,9 @@ class staged_transport {
   std::size_t pieces_in_flight() const noexcept { return pieces_.size(); }
 
  private:
-  enum class kind : std::uint8_t { send, recv, reduce };
+  using kind = detail::staged_message::kind;
   enum class stage : std::uint8_t { need_slot, copying, ready_to_post, posted, landing, done };
-  struct op {
-    std::uint64_t id = 0;
-    kind k = kind::send;
-    int peer = 0;
-    tag tg = 0;
-    std::byte* data = nullptr;        // send: source; recv: destination
-    const std::byte* local = nullptr; // reduce: local operand
-    std::size_t bytes = 0;
-    reduction red{};
+  struct op : detail::staged_message {
     std::size_t pieces = 0, started = 0, finished = 0;
     bool abandoned = false;
   };
@@ -304,23 +295,18 @@ class staged_transport {
   }
 
   request post(kind k, int peer, std::byte* data, const std::byte* local, std::size_t bytes, reduction red, tag t) {
+    const detail::staged_message m{0, k, peer, t, data, local, bytes, red};
     if constexpr (detail::has_device_ipc_v<Device>) {
       if (near_->near(peer)) {
         request r;
         r.owner_ = this;
-        r.id_ = near_bit | near_->post(static_cast<int>(k), peer, data, local, bytes, red, t);
+        r.id_ = near_bit | near_->post(m);
         return r;
       }
     }
     op o;
+    static_cast<detail::staged_message&>(o) = m;
     o.id = ++next_id_;
-    o.k = k;
-    o.peer = peer;
-    o.tg = t;
-    o.data = data;
-    o.local = local;
-    o.bytes = bytes;
-    o.red = red;
     o.pieces = bytes == 0 ? 1 : (bytes + opts_.slot_bytes - 1) / opts_.slot_bytes;
     ops_.push_back(o);
     request r;

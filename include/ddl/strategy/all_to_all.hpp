@@ -40,7 +40,7 @@ enum class all_to_all_schedule {
 /// An even all-to-all in host memory between ranks that share stages goes
 /// through them up to 128 KiB a rank at 2 ranks and 256 KiB at more (the
 /// stages' two copies and a meeting per 64 KiB beat the messages' single
-/// copy there: bench/results/mpi-vs-openmpi-mpich-gloo.md); an even one in
+/// copy there); an even one in
 /// place of at least `all_to_all_paired_bytes` trades its parts in pairs;
 /// the rest, and the form with counts, exchange with every peer at once.
 inline constexpr std::size_t all_to_all_paired_bytes = std::size_t{256} << 10;

@@ -305,7 +305,7 @@ class auto_strategy {
   // two_shot's forms (`direct_variants`), with the other direct algorithm
   // second where the model prices it within `plan_tuner::within` of its
   // plan: where the model's crossover between them lies within its error
-  // (near it either may win, by run: bench/results/shared-memory.md).
+  // (near it either may win, by run).
   // The tuner keeps the first
   // `max_candidates`; fewer than two: the model runs.
   std::vector<plan> direct_candidates(std::size_t bytes, const plan& model, bool in_place) const {
@@ -341,7 +341,7 @@ class auto_strategy {
   // forms (`direct_variants`), then one plan of each other algorithm,
   // cheapest first, a two_shot followed by its forms (the streamed form is
   // priced above the rest, measured, never modelled; where the cores lie far
-  // apart it beats the model's ring: bench/results/shared-memory.md). On 2 ranks
+  // apart it beats the model's ring). On 2 ranks
   // halving-doubling sends the ring's two messages, so only one of them is
   // measured. The tuner keeps the first `max_candidates`.
   std::vector<plan> pair_candidates(std::size_t bytes, const plan& model, bool in_place) const {
@@ -368,9 +368,9 @@ class auto_strategy {
   // the multi-ring), each form
   // once whatever it is priced at: one_shot and two_shot gather alike, as
   // recursive doubling and halving-doubling do, and the all-reduce prices
-  // that rank them count the reduction too (on 2 MPI ranks of this
-  // project's VM the ring, priced 2.5-3.2x the direct form's all-reduce,
-  // gathered 1.5-1.8x faster in one of its modes).
+  // that rank them count the reduction too (on 2 MPI ranks the ring,
+  // priced well above the direct form's all-reduce, gathered faster where
+  // the host placed the cores apart).
   std::vector<plan> gather_candidates(std::size_t bytes, int n) const {
     auto form = [&](const plan& p) {
       return detail::is_direct(p) ? (p.reads ? 3 : p.streams ? 4 : 0) : detail::logarithmic(topology_, p, n) ? 1 : 2;

@@ -33,8 +33,8 @@
 ///       t = ceil(S / P) f a + 2 S / M
 ///     up to R = `direct_base::ring_limit` bytes through the root's ring
 ///     instead: the readers wait for one store of the root's, the root for
-///     nobody, half a meeting (threads, 2 ranks, 8-64 B back to back: 0.33-
-///     0.45 us a call against the tree's one message, 0.67-0.83 us):
+///     nobody, half a meeting (back to back, about half the tree's one
+///     message):
 ///       t = f a / 2 + 2 S / M                   -- S <= R
 ///     ranks of one process (`in_place`) copy a message of more than one
 ///     piece from the root's buffer where it lies, between two meetings:

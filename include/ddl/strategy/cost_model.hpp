@@ -47,9 +47,8 @@
 ///    with `peer_memory` or shared stages; `direct.hpp`): with sigma one
 ///    synchronisation round, a small message to every peer and from every
 ///    peer, priced as ceil(log2 n) of the largest latency (a round waits on
-///    all n ranks, which costs about what a dissemination barrier's steps do:
-///    4 threads on 2 cores, one round 9-11 us, one exchange 3-4.5 us; 8 MPI
-///    ranks, ~50 us against ~33), and M = `direct_read_factor` B_min the
+///    all n ranks, which costs about what a dissemination barrier's steps
+///    do, on threads and MPI ranks alike), and M = `direct_read_factor` B_min the
 ///    bandwidth one rank gets reading several buffers at once,
 ///      one_shot: 2 sigma + (n+1) S / M,  two_shot: 3 sigma + (3n-1) S / (n M)
 ///    (2 sigma where each reducer pushes its block into every result:
@@ -62,8 +61,7 @@
 ///    one_shot synchronised through counters in the stages (calls up to
 ///    `one_shot::flagged_limit`, over MPI stages and threads) waits on no
 ///    message: one latency, alpha + (n+1) S / M (below recursive doubling's
-///    log2 n latencies at small sizes on threads and MPI alike:
-///    bench/results/shared-memory.md, mpi-vs-openmpi-mpich-gloo.md).
+///    log2 n latencies at small sizes on threads and MPI alike).
 ///    two_shot run whole by the transport (`flagged_two_shot`: CUDA ranks,
 ///    their kernels meeting through device counters) waits on no message
 ///    either: 1.5 f alpha + (3n-1) S / (n M), three meetings costing 1.5 of
@@ -191,9 +189,9 @@ constexpr double ring_dimension(const level* lv, int lo, int hi, double bytes, d
 /// multiple of the level's link bandwidth B. For in-process ranks B is the
 /// rate of a fused receive-and-reduce, which moves 3 bytes of memory traffic
 /// per byte; a direct reduction streams n buffers at once. 2 reproduced the
-/// ranking measured on threads with copy steps priced as reduces
-/// (bench/results/shared-memory.md); the threads now declare 2.25 beside
-/// their `copy_step_factor` (`local_transport`). A transport may declare its own
+/// ranking measured on threads with copy steps priced as reduces; the
+/// threads now declare 2.25 beside their `copy_step_factor`
+/// (`local_transport`). A transport may declare its own
 /// (`static constexpr double direct_read_factor`, see
 /// `plan_for::direct_read`): where B is the rate of its messages and the
 /// direct strategies copy at memory speed (MPI's shared stages), it is larger.
@@ -206,8 +204,7 @@ inline constexpr double direct_read_factor = 2.0;
 /// write), and a copy moves 2. On 2 ranks recursive doubling's one exchange
 /// of S reduces S (3S of traffic) where halving-doubling reduces S/2 and
 /// copies S/2 (2.5S); priced alike (c = 1) the model took recursive doubling
-/// at every size, and it was not the fastest (bench/results/shared-memory.md);
-/// with c = 1.5 it takes the exchange only below 6 alpha B. A transport
+/// at every size, and it was not the fastest; with c = 1.5 it takes the exchange only below 6 alpha B. A transport
 /// declares its own (`static constexpr double copy_step_factor`); 1, where
 /// a copy costs what a reduce costs (the links bound both: the simulator;
 /// MPI and CUDA peers, whose costs were fitted so).
@@ -249,8 +246,7 @@ struct transport_costs {
 /// A two_shot call run whole by the transport, its kernels meeting three
 /// times through counters (`flagged_two_shot`), costs this many times a
 /// one_shot call through counters (three meetings, but its kernels overlap
-/// part of them: bench/results/gpu-h100.md), so one_shot stays the plan for
-/// the smallest calls.
+/// part of them), so one_shot stays the plan for the smallest calls.
 inline constexpr double whole_two_shot_latency = 1.5;
 
 constexpr void price_direct(const level* lv, std::size_t k, plan& p, double bytes, const transport_costs& d);
@@ -441,8 +437,7 @@ constexpr void price(const level* lv, std::size_t k, plan& p, double bytes, cons
 /// copies back (a buffer of one chunk on a transport that reduces as it
 /// receives, and on a device), or lands each slice and reduces it into the
 /// buffer only once that slice's send has completed (MPI; threads from two
-/// chunks), which costs about as much (bench/results/mpi-vs-openmpi-mpich-gloo.md,
-/// shared-memory.md). Both priced as one copy after an odd number of
+/// chunks), which costs about as much. Both priced as one copy after an odd number of
 /// exchanges, which moves 2 bytes per byte where a fused receive-and-reduce
 /// (B) moves 3: S / (1.5 B_min).
 constexpr double in_place_extra(const level* lv, std::size_t k, const plan& p, double bytes) {

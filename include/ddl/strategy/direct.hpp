@@ -26,9 +26,8 @@
 ///    message at all, and goes before both: each rank copies its input into
 ///    a slot of its stage and raises a counter there, waits for its peers'
 ///    counters, checks their calls' stamps against its own and reduces their
-///    slots (`all_reduce_flagged`): a fraction of a message round's latency
-///    (bench/results/mpi-vs-openmpi-mpich-gloo.md,
-///    shared-memory.md). The direct reduce-scatter and
+///    slots (`all_reduce_flagged`): a fraction of a message round's
+///    latency. The direct reduce-scatter and
 ///    all-gather take the same round up to that size. A transport may run
 ///    such a call itself (`flagged_all_reduce`: CUDA ranks, one kernel each,
 ///    spinning on counters in device memory; up to its `flagged_bytes`).
@@ -40,8 +39,7 @@
 ///    2 (n+1) S / n (the copy in, the reduced block copied out for the
 ///    peers), in segments of `stage_segment` so that the stage
 ///    stays in cache; over MPI that still beats its messages, each a kernel
-///    copy between processes well below memcpy's rate
-///    (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+///    copy between processes well below memcpy's rate.
 ///    A transport may run the whole all-reduce itself (`flagged_two_shot`:
 ///    CUDA ranks, one kernel each, the three synchronisations through
 ///    counters in device memory, no message; any size).
@@ -70,9 +68,8 @@
 /// reduces from there, a gather copies each peer's part straight into its
 /// place. Three synchronisations per call where the segments take three per
 /// segment, but each read is a system call that pins the peer's pages:
-/// faster or slower than the stages by rank count and size
-/// (bench/results/mpi-vs-openmpi-mpich-gloo.md), so `auto` measures both
-/// (`plan::reads`).
+/// faster or slower than the stages by rank count and size, so `auto`
+/// measures both (`plan::reads`).
 ///
 /// `two_shot::streaming_stages()` writes the stages with streaming stores
 /// (`memory_ops::stream_copy`), so that a write need not first take each
@@ -90,9 +87,9 @@
 /// ... on every rank (`memory_ops::reduce_many`); two_shot reduces each block
 /// once, on its owner, in that same order, and the others copy it.
 ///
-/// Cost model (`cost::price_direct`, calibrated in
-/// bench/results/shared-memory.md): with M the memory bandwidth one rank
-/// gets and sigma one synchronisation round,
+/// Cost model (`cost::price_direct`, calibrated on threads and MPI ranks):
+/// with M the memory bandwidth one rank gets and sigma one synchronisation
+/// round,
 ///     one_shot: 2 sigma + (n+1) S / M          two_shot: 3 sigma + (3n-1) S / (n M)
 /// one_shot through its stage is one round, not two, but a round that waits
 /// on every peer costs about two steps that wait on one, so it keeps the

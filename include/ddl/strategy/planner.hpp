@@ -200,12 +200,12 @@ constexpr bool next_permutation(std::array<int, max_dims>& a, std::size_t n) {
 /// two_shot reading its peers' memory (`plan::reads`) is priced at this
 /// multiple of two_shot through the stages: the model has no figure for
 /// the kernel's copies between processes (faster than the stages or not,
-/// by rank count and size: bench/results/mpi-vs-openmpi-mpich-gloo.md), so
+/// by rank count and size), so
 /// only a measurement picks it.
 inline constexpr double reads_premium = 1.001;
 /// two_shot writing its stages with streaming stores (`plan::streams`): at
 /// this multiple of two_shot through the stages, for the same reason (it
-/// depends on where the ranks' cores lie: bench/results/mpi-vs-openmpi-mpich-gloo.md).
+/// depends on where the ranks' cores lie).
 inline constexpr double streams_premium = 1.002;
 
 /// Calls `f(plan)` for every candidate, priced for `bytes` per rank.

@@ -36,7 +36,7 @@ enum class rooted_path {
 /// Between ranks that share stages (host memory), a gather goes through
 /// them up to 32 KiB a rank and a scatter up to what the root's slot holds
 /// for all the parts (`direct_layout::flagged_limit`): there the stages win
-/// over one message a rank, above they lose (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+/// over one message a rank, above they lose.
 inline constexpr std::size_t gather_stages_bytes = std::size_t{32} << 10;
 inline rooted_path gather_choice(std::size_t part_bytes, bool shares_stages) noexcept {
   return shares_stages && part_bytes <= gather_stages_bytes ? rooted_path::stages : rooted_path::messages;

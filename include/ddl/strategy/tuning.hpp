@@ -8,8 +8,7 @@
 /// Why: the model prices a step by one latency and one bandwidth per level;
 /// what a call really costs also depends on caches, on how many ranks share
 /// a core, on how an all-to-all round compares with a pairwise exchange, so
-/// the model's first choice is not always the fastest (where it missed:
-/// bench/results/shared-memory.md). Measuring a handful of calls once per
+/// the model's first choice is not always the fastest. Measuring a handful of calls once per
 /// size class costs little against a training run's thousands.
 ///
 /// How, per size class (all-reduces of [2^k, 2^(k+1)) bytes per rank, in
@@ -24,8 +23,8 @@
 ///     each rank; a rank's figure for a candidate is the median of its
 ///     trials (the first call of a plan may allocate, fault pages in, or find
 ///     the caches as the previous plan left them; the least of three
-///     rewards a lucky call and chose plans that then ran slower:
-///     bench/results/shared-memory.md). Blocks, not turns: the choice will
+///     rewards a lucky call and chose plans that then ran slower). Blocks,
+///     not turns: the choice will
 ///     run call after call, so each is timed that way (taken in turns, a
 ///     plan can look faster than it runs once chosen);
 ///   - after the last trial, one round in which every rank sends its figures
@@ -77,8 +76,7 @@
 /// broadcast's, per size class of the message: the binomial tree,
 /// the pipelined chain and scatter + all-gather that the model prices within
 /// 3x of its choice (on 2 ranks only the tree): on processes sharing cores
-/// the model's broadcast ranking can miss too
-/// (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+/// the model's broadcast ranking can miss too.
 ///
 /// An all-reduce that is not tuned (`tune_bytes`) and whose model plan is
 /// direct (one_shot or two_shot) is measured the way copies are, within the
@@ -225,8 +223,7 @@ inline std::vector<broadcast_plan> tuning_candidates(std::size_t bytes, const to
 /// (up to `most_window`), so a class that is merely noisy costs one trade
 /// per thousands of calls. Why: a host may move a VM's vCPUs between close
 /// and far apart while a job runs, and the fastest form of a 2-rank
-/// all-reduce moves with them; a choice kept for good then falls far behind
-/// (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+/// all-reduce moves with them; a choice kept for good then falls far behind.
 template <class Plan>
 class measured_choice {
  public:
@@ -270,12 +267,12 @@ class measured_choice {
 
   /// Copies (all-gathers, broadcasts) of fewer bytes follow the model: a
   /// few trials of calls of a few µs time the scheduler more than the plans
-  /// (4 MPI processes on 2 cores; bench/results/mpi-vs-openmpi-mpich-gloo.md).
+  /// (more processes than cores).
   static constexpr std::size_t copies_from = std::size_t{64} << 10;
   /// Two ranks measure them from 16 KiB, with `small_trials` calls a
   /// candidate below `copies_from`: no rank there waits for a core another
   /// holds, and which form wins moves with where the host places the two
-  /// cores (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+  /// cores.
   static constexpr std::size_t pair_copies_from = std::size_t{16} << 10;
   static constexpr std::size_t copies_from_for(int ranks) noexcept {
     return ranks == 2 ? pair_copies_from : copies_from;

@@ -76,11 +76,10 @@ struct detect_options {
   /// Link costs assumed without a probe or `DDL_TOPOLOGY`.
   double node_bandwidth = 5e9, node_latency = 2e-6;        ///< inside a node (shared memory)
   /// A node's step latency when its ranks outnumber the cores they may run
-  /// on: every hand-off then waits for the receiver to be scheduled (measured
-  /// ~20-35 us per step on the project's 2-core VM with 4-8 ranks). Its
+  /// on: every hand-off then waits for the receiver to be scheduled. Its
   /// bandwidth is then `node_bandwidth` x cores / ranks: the ranks' copies
-  /// share the cores (the probe measured 1.8-2.6 GB/s per step at 8 ranks on
-  /// 2 cores; this gives 1.25).
+  /// share the cores (a little below what the probe measures, on purpose:
+  /// the planner should not count on the scheduler's luck).
   double oversubscribed_latency = 20e-6;
   double network_bandwidth = 1.25e9, network_latency = 20e-6;  ///< between nodes
   /// Print what was found and any fallback on rank 0 (stderr).

@@ -4,7 +4,7 @@
 /// rendezvous (its process, host and CPUs, its worker's address), the
 /// endpoint to it, and whether that endpoint failed. UCX's shared-memory
 /// wires take no part in its peer error handling (an endpoint that asks for
-/// it goes over TCP, 2-4x slower on one host here), so a peer of this host
+/// it goes over TCP, several times slower on one host), so a peer of this host
 /// whose process can be watched (`shm/process.hpp`) gets an endpoint
 /// without it; every other peer one with it, whose failure UCX reports.
 /// `DDL_UCX_PEER_ERRORS=1` asks for it on every endpoint.

@@ -46,9 +46,9 @@ class direct_layout {
   /// on, up to `ring_entries` entries ahead of its slowest reader; entries of
   /// at most `ring_inline` bytes ride in the stamp's own cache lines. The
   /// ring beats one meeting of all ranks a call back to back and is level
-  /// between barriers; it loses past 16 KiB, hence `ring_limit`; 28 entries
-  /// (as many stamps as the header holds) let the root run further ahead of
-  /// readers waiting to be scheduled (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+  /// between barriers; it loses past `ring_limit`; 28 entries (as many
+  /// stamps as the header holds) let the root run further ahead of readers
+  /// waiting to be scheduled.
   static constexpr std::size_t ring_entries = 28;
   static constexpr std::size_t ring_entry = std::size_t{4} << 10;
   static constexpr std::size_t ring_limit = 4 * ring_entry;
@@ -62,8 +62,7 @@ class direct_layout {
   /// all-gather whose parts are not, go through the stages in segments of at
   /// most this many bytes per part, one after another, each a call of its
   /// own: the stage stays in cache, so its copies cost cache traffic, not
-  /// memory's; 1 MiB was the best of the segment sizes tried
-  /// (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+  /// memory's; 1 MiB was the best of the segment sizes tried.
   static constexpr std::size_t stage_segment = std::size_t{1} << 20;
   /// Over `read_peer`: bytes of each peer's part read at a time for a
   /// reduction (into `pieces_`, a buffer that stays in cache; 64 KiB and

@@ -42,8 +42,7 @@ struct one_shot : detail::direct_base {
   /// place the stage stands in for the workspace the result would be built
   /// in (the same copy, one synchronisation fewer); out of place it adds a
   /// copy of freshly written memory that every peer then reads, which costs
-  /// more than the synchronisation it saves above ~16 KiB
-  /// (bench/results/shared-memory.md).
+  /// more than the synchronisation it saves above a few KiB.
   static constexpr std::size_t stage_limit = std::size_t{256} << 10;
   static constexpr std::size_t stage_limit_out_of_place = std::size_t{16} << 10;
   /// Whether a call of `bytes` per rank goes through the stage.
@@ -195,7 +194,7 @@ struct one_shot : detail::direct_base {
     const auto slot = [&](std::size_t k) { return c.work + (k % land_slots) * per * es; };
     // Landed with streaming stores where the memory has them: every peer
     // has just read these lines, and a cached write must first take each
-    // back from their caches (bench/results/shared-memory.md).
+    // back from their caches.
     const auto land = [&](std::size_t k) {
       const block b = segment(k);
       streaming_copy(c, buf + b.offset * es, slot(k), b.size * es);

@@ -254,9 +254,7 @@ class direct_peers : public direct_layout {
   /// call, and elsewhere out of place from `stream_result_from` bytes of
   /// result (`stream_result`): too large to stay in cache and not just read
   /// by this rank, so a write that need not first read the line pays (out
-  /// of place it did, in place and below it did not:
-  /// bench/results/mpi-vs-openmpi-mpich-gloo.md);
-  /// else `local_copy`.
+  /// of place it did, in place and below it did not); else `local_copy`.
   template <class Transport>
   void gathered_copy(const call_context& c, std::byte* dst, const std::byte* src, std::size_t bytes) const {
     if (has_peer_memory_v<Transport> || streams_result_) streamable_copy(c, dst, src, bytes);

@@ -73,7 +73,7 @@ class direct_stage_collectives : public direct_meetings {
   /// threads (`peer_memory`), or processes that may (`read_peer`,
   /// `write_peer`, `memory_readable`). A broadcast's copy then runs on both
   /// at once, half each: faster than the stages, the tree, or the reader
-  /// reading the whole (bench/results/mpi-vs-openmpi-mpich-gloo.md).
+  /// reading the whole.
   template <class Transport>
   static bool halves(const Transport& t) {
     if constexpr (has_peer_memory_v<Transport>) return t.size() == 2;

@@ -34,8 +34,7 @@ inline constexpr bool two_shot_pushes_v = has_peer_memory_v<T> && !has_flagged_t
 /// time as it reduces them (only the block's reducer reads or writes block
 /// r of any buffer during the call, so in place too), and one
 /// synchronisation ends the call where pulling the blocks took one more
-/// between the phases and a second pass over the reduced block
-/// (bench/results/shared-memory.md).
+/// between the phases and a second pass over the reduced block.
 struct two_shot : detail::direct_base {
   static constexpr const char* name = "two_shot";
   std::string describe() const {
@@ -55,17 +54,15 @@ struct two_shot : detail::direct_base {
   /// Over stages (`peer_stage`, host memory), write them with streaming
   /// stores (`memory_ops::stream_copy`): the copies in go to memory, and the
   /// peers read them from there, not from this core's cache. Where the
-  /// ranks' cores lie far apart (a cache line's round trip 320 ns on this
-  /// project's VM when the host places its two vCPUs apart, against 65-125
-  /// ns close) a cached write waits to take each line back from the peer
-  /// that read it, and the stages ran 3x slower than streamed (2 MPI ranks,
-  /// 64 MiB: 45 against 14 ms); close, streamed ran 1.3x slower. The blocks
+  /// ranks' cores lie far apart (a VM's vCPUs placed apart by the host) a
+  /// cached write waits to take each line back from the peer that read it,
+  /// and streamed stages win; close, streamed ones lose. The blocks
   /// a rank gathers from its peers into its result are streamed too, over
   /// stages from `stream_result_from` bytes of result (`gathered_copy`: a
   /// write that need not first read the line); over threads (no stages) the
   /// blocks it writes into its peers' results (`all_reduce_pushed`), at any
-  /// size (when threads pulled the blocks instead: 4 threads in place, 64
-  /// MiB, 1.6-2.2x faster than cached, 4 MiB at 2 threads 1.4x slower). Off by
+  /// size (when threads pulled the blocks instead, streamed won at the
+  /// largest sizes and lost at a few MiB). Off by
   /// default; `auto` measures both (`plan::streams`). Covers the direct
   /// all-gather too, and the reduce-scatter over stages, and the slot a call
   /// of up to `flagged_limit` bytes writes (`flagged_round`); nothing changes
