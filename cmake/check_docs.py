@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The documentation's two checks.
+"""The documentation's checks.
 
   check_docs.py links ROOT
       Every relative link of README.md, docs/*.md and bench/results/*.md
@@ -14,6 +14,14 @@
       "path|needs", needs one of host, mpi, ucx, cuda (from its includes).
       A block must be a whole translation unit: one without an #include is
       an error naming it.
+
+  check_docs.py provenance ROOT
+      Every table of bench/results/*.md has, just above it, a line
+      "*Commit `HASH`; command: `...`.*" saying what produced it; no header
+      under include/ cites bench/results (figures live in the reports, a
+      header keeps the reason) or runs past HEADER_LINES lines (files of
+      one concern). Prints each miss as FILE:LINE: WHAT and exits 1 when
+      there is one.
 """
 import os
 import re
@@ -90,7 +98,43 @@ def snippets(out, files):
     return 1 if bad else 0
 
 
+HEADER_LINES = 520
+NOTE = re.compile(r"^\*Commit `[0-9a-f]{7,40}(-dirty)?(/[0-9a-f]{7,40}(-dirty)?)*`; command: `.+`\.\*$")
+
+
+def provenance(root):
+    misses = 0
+    reports = os.path.join(root, "bench", "results")
+    for name in sorted(os.listdir(reports)):
+        if not name.endswith(".md"):
+            continue
+        lines = open(os.path.join(reports, name), encoding="utf-8").read().split("\n")
+        for i in range(len(lines) - 1):
+            starts = lines[i].startswith("|") and (i == 0 or not lines[i - 1].startswith("|"))
+            if starts and re.match(r"^\|[-: |]+\|\s*$", lines[i + 1]):
+                if not any(NOTE.match(lines[k]) for k in range(max(0, i - 3), i)):
+                    print(f"bench/results/{name}:{i + 1}: a table without its commit and command above it")
+                    misses += 1
+    for folder, _, files in os.walk(os.path.join(root, "include")):
+        for name in sorted(files):
+            if not name.endswith(".hpp"):
+                continue
+            path = os.path.join(folder, name)
+            text = open(path, encoding="utf-8").read()
+            rel = os.path.relpath(path, root)
+            if "bench/results" in text:
+                print(f"{rel}:{text[:text.index('bench/results')].count(chr(10)) + 1}: cites bench/results")
+                misses += 1
+            if text.count("\n") > HEADER_LINES:
+                print(f"{rel}: {text.count(chr(10))} lines, more than {HEADER_LINES}")
+                misses += 1
+    print(f"check_docs: {misses} provenance miss(es)")
+    return 1 if misses else 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "provenance":
+        sys.exit(provenance(sys.argv[2]))
     if len(sys.argv) >= 3 and sys.argv[1] == "links":
         sys.exit(links(sys.argv[2]))
     if len(sys.argv) >= 3 and sys.argv[1] == "snippets":

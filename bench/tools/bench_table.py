@@ -49,3 +49,20 @@ def median_range(v, digits=1):
     """'median (min-max)' of the values v, or '-' when there are none."""
     import statistics
     return f"{statistics.median(v):.{digits}f} ({min(v):.{digits}f}-{max(v):.{digits}f})" if v else "-"
+
+
+def provenance(files, command):
+    """The line a report puts above a table (`ctest -R docs.provenance`):
+    the commit stamped in the raw files' headers ("commit abc1234", several
+    joined by "/" where runs differ) and the command that made them."""
+    import re
+    stamps = []
+    for path in files:
+        for k, line in enumerate(open(path)):
+            if k >= 40:  # the header; a launcher's warnings may come first
+                break
+            m = re.search(r"^# .*\bcommit ([0-9a-f]{7,40}(?:-dirty)?)", line)
+            if m and m.group(1) not in stamps:
+                stamps.append(m.group(1))
+    commit = "/".join(s[:7] + ("-dirty" if s.endswith("-dirty") else "") for s in stamps) or "unknown"
+    return f"*Commit `{commit}`; command: `{command}`.*"

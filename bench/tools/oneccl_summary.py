@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 
-from bench_table import times
+from bench_table import provenance, times
 
 COLLS = {"all_reduce": ("oneCCL_allreduce", "MPI_Allreduce"),
          "reduce_scatter": ("oneCCL_reduce_scatter", "MPI_Reduce_scatter_block"),
@@ -85,7 +85,7 @@ def table(raw, coll, n):
         lines.append(f"| {size_name(size)} | {fmt(d)} | {fmt(c)} | **{r:.2f}x** | {fmt(m)} | {fmt(do)} | {fmt(co)} | "
                      f"{ro:.2f}x |" if r is not None and ro is not None else
                      f"| {size_name(size)} | {fmt(d)} | {fmt(c)} | - | {fmt(m)} | {fmt(do)} | {fmt(co)} | - |")
-    return lines, len(files), worst
+    return lines, len(files), worst, files
 
 
 def plot(raw, n, prefix):
@@ -124,10 +124,11 @@ def main():
             t = table(raw, coll, n)
             if not t:
                 continue
-            lines, runs, worst = t
+            lines, runs, worst, files = t
             low = f"{worst:.2f}x" if worst is not None else "-"
             print(f"\n### {coll}, {n} ranks (median of {runs} runs; ratio = oneCCL / ddl, above 1 ddl is faster; "
                   f"lowest in place {low})\n")
+            print(provenance(files, f"bench/tools/oneccl_runs.sh {raw} {runs}") + "\n")
             print("\n".join(lines))
     if prefix:
         for n in (2, 4, 8):
