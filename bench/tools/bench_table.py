@@ -53,8 +53,8 @@ def median_range(v, digits=1):
 
 def provenance(files, command):
     """The line a report puts above a table (`ctest -R docs.provenance`):
-    the commit stamped in the raw files' headers ("commit abc1234", several
-    joined by "/" where runs differ) and the command that made them."""
+    the first commit stamped in each raw file's header ("commit abc1234",
+    several joined by "/" where runs differ) and the command that made them."""
     import re
     stamps = []
     for path in files:
@@ -62,7 +62,9 @@ def provenance(files, command):
             if k >= 40:  # the header; a launcher's warnings may come first
                 break
             m = re.search(r"^# .*\bcommit ([0-9a-f]{7,40}(?:-dirty)?)", line)
-            if m and m.group(1) not in stamps:
-                stamps.append(m.group(1))
+            if m:  # the first stamp: the run's (a binary's own build stamp may follow)
+                if m.group(1) not in stamps:
+                    stamps.append(m.group(1))
+                break
     commit = "/".join(s[:7] + ("-dirty" if s.endswith("-dirty") else "") for s in stamps) or "unknown"
     return f"*Commit `{commit}`; command: `{command}`.*"

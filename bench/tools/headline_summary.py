@@ -10,7 +10,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_table import times  # noqa: E402
+from bench_table import floor_times, provenance, times  # noqa: E402
 
 
 def spread(v, digits=2, unit=""):
@@ -53,10 +53,33 @@ def main():
                     r.append(float(f[5]))
         rows.append((f"torch.distributed all_reduce, 4 ranks under torchrun, {size}B: gloo time / ddl time",
                      spread(r, 2, "x")))
+    # 4. threads against the memory-traffic floor, in place.
+    for impl in ("ddl:ring", "ddl:auto"):
+        r = []
+        for path in sorted(glob.glob(os.path.join(raw, "threads-n4-run*.txt"))):
+            t, fl = times(path), floor_times(path)
+            if (64 << 20, impl) in t and (64 << 20) in fl:
+                r.append(fl[64 << 20] / t[(64 << 20, impl)][1])
+        if r:
+            rows.append((f"all-reduce in place, 4 threads, 64 MiB: {impl[4:]}'s share of the memory-traffic floor",
+                         spread(r, 2)))
+    # 5. ddl auto against oneCCL in one Intel MPI job, in place.
+    for size in (16 << 20, 64 << 20):
+        r = []
+        for path in sorted(glob.glob(os.path.join(raw, "oneccl-n4-run*.txt"))):
+            t = times(path)
+            if (size, "ddl:auto") in t and (size, "oneCCL_allreduce") in t:
+                r.append(t[(size, "oneCCL_allreduce")][1] / t[(size, "ddl:auto")][1])
+        if r:
+            rows.append((f"all-reduce in place, 4 ranks, {size >> 20} MiB: oneCCL time / ddl auto time", spread(r, 2, "x")))
+    files = sorted(glob.glob(os.path.join(raw, "*-run*.txt")))
+    print(provenance(files, f"bench/tools/headline_runs.sh BUILD RUNS {raw}"))
+    print()
     print("| figure | min / **median** / max |")
     print("|---|---|")
     for name, v in rows:
-        print(f"| {name} | {v} |")
+        if v != "-":  # a figure this folder's runs did not measure (FIGURES=...)
+            print(f"| {name} | {v} |")
 
 
 if __name__ == "__main__":
