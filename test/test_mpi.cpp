@@ -327,7 +327,7 @@ TEST_CASE("mpi: two_shot may write its stages with streaming stores: the same bi
     CHECK(wrong == 0);
     CHECK(all_sum(static_cast<int>(wrong)) == 0);
   }
-  // A candidate for auto over stages (over threads too: test_topology),
+  // A candidate for auto over stages (over threads too: test_tuning),
   // measured, never the model's choice.
   const ddl::plan_for q = ddl::plan_for::transport(t);
   CHECK(q.streams_stages);
