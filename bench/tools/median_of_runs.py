@@ -16,7 +16,7 @@ time over its median out-of-place time (no best, no plan).
 import statistics
 import sys
 
-from bench_table import floor_times, placement, rows
+from bench_table import floor_times, placement, provenance, rows
 
 
 def ip_over_oop(paths):
@@ -32,6 +32,7 @@ def ip_over_oop(paths):
     for k in data:
         if k[1] not in impls:
             impls.append(k[1])
+    print(provenance(paths, "bench/tools/median_of_runs.py " + " ".join(sys.argv[1:])) + "\n")
     print("| size | " + " | ".join(impls) + " |")
     print("|---" * (len(impls) + 1) + "|")
     for s in sizes:
@@ -79,6 +80,7 @@ def main():
         if k[1] not in impls:
             impls.append(k[1])
     extra = " old auto | old / best |" if old else ""
+    print(provenance(args + old, "bench/tools/median_of_runs.py " + " ".join(sys.argv[1:])) + "\n")
     print("| size | " + " | ".join(impls) + " | best | auto / best | auto's plan |" + extra)
     print("|---" * (len(impls) + 4 + (2 if old else 0)) + "|")
     for s in sizes:

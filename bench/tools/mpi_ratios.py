@@ -19,7 +19,7 @@ in-place column; the out-of-place ddl vs MPI_Allreduce ratio is given too.
 import statistics
 import sys
 
-from bench_table import take, times as parse
+from bench_table import provenance, take, times as parse
 
 def fmt(v):
     return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "-"
@@ -32,6 +32,7 @@ sizes = sorted({k[0] for r in runs for k in r})
 ddl_rows = [k[1] for r in runs for k in r if k[1].startswith("ddl:")]
 ddl_impl = chosen or ("ddl:auto" if "ddl:auto" in ddl_rows else (ddl_rows[0] if ddl_rows else "ddl:broadcast"))
 mpi_impl = baseline or next((k[1] for r in runs for k in r if k[1].startswith("MPI_")), "MPI_Allreduce")
+print(provenance(args, "bench/tools/mpi_ratios.py " + " ".join(sys.argv[1:])) + "\n")
 print(f"| size | {ddl_impl} in-place us (median) | {mpi_impl} / ddl, in-place | {mpi_impl} / ddl, out-of-place | best Gloo / ddl, in-place |")
 print("|---|---|---|---|---|")
 for s in sizes:
