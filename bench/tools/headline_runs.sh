@@ -13,9 +13,11 @@
 #      memory-traffic floor (ddl-bench --ranks 4, floor_eff);
 #   5. oneCCL: 4 ranks, all-reduce in place, 16 and 64 MiB, ddl auto against
 #      oneCCL in one Intel MPI job (build/oneccl, build/venv-oneccl; see
-#      oneccl_runs.sh for the settings).
+#      oneccl_runs.sh for the settings);
+#   6. sweep: 2 and 8 Open MPI ranks, 16 and 256 MiB, ddl auto against
+#      MPI_Allreduce and Gloo (the faster of its two algorithms) in one job.
 # usage: bench/tools/headline_runs.sh [build dir] [runs] [out dir]
-#        FIGURES=mpi,overlap,torch,threads,oneccl (default: all) picks some.
+#        FIGURES=mpi,overlap,torch,threads,oneccl,sweep (default: all) picks some.
 # then:  bench/tools/headline_summary.py OUT
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,7 +30,7 @@ mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun=(mpiexec -n 4 --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none)
 stamp() { echo "# commit $(git rev-parse --short HEAD), $(date -u +%FT%TZ), $(nproc) cores: $*"; }
-figures=",${FIGURES:-mpi,overlap,torch,threads,oneccl},"
+figures=",${FIGURES:-mpi,overlap,torch,threads,oneccl,sweep},"
 want() { [[ $figures == *",$1,"* ]]; }
 venv=${DDL_ONECCL_VENV:-build/venv-oneccl}
 for run in $(seq 1 "$runs"); do
@@ -51,6 +53,13 @@ for run in $(seq 1 "$runs"); do
     { stamp "${cmd[*]}"
       env LD_LIBRARY_PATH="$venv/lib" CCL_ATL_TRANSPORT=mpi I_MPI_FABRICS=shm I_MPI_PIN=0 I_MPI_WAIT_MODE=1 \
         CCL_YIELD=sched_yield "${cmd[@]}" 2>&1 | grep -v CCL_WARN; } > "$out/oneccl-n4-run$run.txt"
+  fi
+  if want sweep; then
+    for n in 2 8; do
+      cmd=(mpiexec -n "$n" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none "$build/bench/ddl-bench"
+           --transport mpi --baseline mpi,gloo --strategy auto -b 16M -e 256M -f 16 -n 5 -w 1)
+      { stamp "${cmd[*]}"; "${cmd[@]}"; } > "$out/sweep-n$n-run$run.txt"
+    done
   fi
   if want torch && [ -x "$python" ] && [ -d "$torch_pkg" ]; then
     cmd=("$python" -m torch.distributed.run --standalone --nproc-per-node=4 bench/torch/collectives.py

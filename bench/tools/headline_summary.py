@@ -72,6 +72,26 @@ def main():
                 r.append(t[(size, "oneCCL_allreduce")][1] / t[(size, "ddl:auto")][1])
         if r:
             rows.append((f"all-reduce in place, 4 ranks, {size >> 20} MiB: oneCCL time / ddl auto time", spread(r, 2, "x")))
+    # 6. 2 and 8 Open MPI ranks: ddl auto against MPI_Allreduce and Gloo's faster algorithm, in place.
+    for n in (2, 8):
+        for size in (16 << 20, 256 << 20):
+            mpi, gloo = [], []
+            for path in sorted(glob.glob(os.path.join(raw, f"sweep-n{n}-run*.txt"))):
+                t = times(path)
+                if (size, "ddl:auto") not in t:
+                    continue
+                ddl = t[(size, "ddl:auto")][1]
+                if (size, "MPI_Allreduce") in t:
+                    mpi.append(t[(size, "MPI_Allreduce")][1] / ddl)
+                g = [v[1] for (s, impl), v in t.items() if s == size and impl.startswith("gloo:")]
+                if g:
+                    gloo.append(min(g) / ddl)
+            if mpi:
+                rows.append((f"all-reduce in place, {n} MPI ranks, {size >> 20} MiB: MPI_Allreduce time / ddl auto time",
+                             spread(mpi, 2, "x")))
+            if gloo:
+                rows.append((f"all-reduce in place, {n} MPI ranks, {size >> 20} MiB: Gloo's faster algorithm / ddl auto",
+                             spread(gloo, 2, "x")))
     files = sorted(glob.glob(os.path.join(raw, "*-run*.txt")))
     print(provenance(files, f"bench/tools/headline_runs.sh BUILD RUNS {raw}"))
     print()
