@@ -92,6 +92,17 @@ def main():
             if gloo:
                 rows.append((f"all-reduce in place, {n} MPI ranks, {size >> 20} MiB: Gloo's faster algorithm / ddl auto",
                              spread(gloo, 2, "x")))
+    # 7. the same on shared buffers, against MPI_Allreduce.
+    for n in (2, 8):
+        for size in (16 << 20, 256 << 20):
+            r = []
+            for path in sorted(glob.glob(os.path.join(raw, f"shared-n{n}-run*.txt"))):
+                t = times(path)
+                if (size, "ddl:auto") in t and (size, "MPI_Allreduce") in t:
+                    r.append(t[(size, "MPI_Allreduce")][1] / t[(size, "ddl:auto")][1])
+            if r:
+                rows.append((f"all-reduce in place on shared buffers, {n} MPI ranks, {size >> 20} MiB: "
+                             "MPI_Allreduce time / ddl auto time", spread(r, 2, "x")))
     files = sorted(glob.glob(os.path.join(raw, "*-run*.txt")))
     print(provenance(files, f"bench/tools/headline_runs.sh BUILD RUNS {raw}"))
     print()
