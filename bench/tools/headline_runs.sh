@@ -17,9 +17,12 @@
 #   6. sweep: 2 and 8 Open MPI ranks, 16 and 256 MiB, ddl auto against
 #      MPI_Allreduce and Gloo (the faster of its two algorithms) in one job;
 #   7. shared: the same on ddl::shared_buffers (--shared-buffers), against
-#      MPI_Allreduce.
+#      MPI_Allreduce;
+#   8. ucx: 4 ranks, 16 and 256 MiB, ddl over UCX (MPI_Allreduce beside it in
+#      the same job, the ranks meeting through an mpi_store) and, in a second
+#      job right after, ddl over MPI.
 # usage: bench/tools/headline_runs.sh [build dir] [runs] [out dir]
-#        FIGURES=mpi,overlap,torch,threads,oneccl,sweep,shared (default: all) picks some.
+#        FIGURES=mpi,overlap,torch,threads,oneccl,sweep,shared,ucx (default: all) picks some.
 # then:  bench/tools/headline_summary.py OUT
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,7 +35,7 @@ mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun=(mpiexec -n 4 --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none)
 stamp() { echo "# commit $(git rev-parse --short HEAD), $(date -u +%FT%TZ), $(nproc) cores: $*"; }
-figures=",${FIGURES:-mpi,overlap,torch,threads,oneccl,sweep,shared},"
+figures=",${FIGURES:-mpi,overlap,torch,threads,oneccl,sweep,shared,ucx},"
 want() { [[ $figures == *",$1,"* ]]; }
 venv=${DDL_ONECCL_VENV:-build/venv-oneccl}
 for run in $(seq 1 "$runs"); do
@@ -68,6 +71,14 @@ for run in $(seq 1 "$runs"); do
       cmd=(mpiexec -n "$n" --oversubscribe --mca mpi_yield_when_idle 1 --bind-to none "$build/bench/ddl-bench"
            --transport mpi --baseline mpi --shared-buffers --strategy auto -b 16M -e 256M -f 16 -n 5 -w 1)
       { stamp "${cmd[*]}"; "${cmd[@]}"; } > "$out/shared-n$n-run$run.txt"
+    done
+  fi
+  if want ucx; then
+    for t in ucx mpi; do
+      base=(); [ "$t" = ucx ] && base=(--baseline mpi)
+      cmd=("${mpirun[@]}" "$build/bench/ddl-bench" --transport "$t" "${base[@]}" --strategy auto -b 16M -e 256M -f 16
+           -n 5 -w 1)
+      { stamp "${cmd[*]}"; "${cmd[@]}" 2> /dev/null; } > "$out/ucx-$t-n4-run$run.txt"
     done
   fi
   if want torch && [ -x "$python" ] && [ -d "$torch_pkg" ]; then

@@ -103,6 +103,24 @@ def main():
             if r:
                 rows.append((f"all-reduce in place on shared buffers, {n} MPI ranks, {size >> 20} MiB: "
                              "MPI_Allreduce time / ddl auto time", spread(r, 2, "x")))
+    # 8. ddl over UCX against ddl over MPI (jobs back to back) and MPI_Allreduce (in the UCX job).
+    for size in (16 << 20, 256 << 20):
+        over_mpi, allreduce = [], []
+        for path in sorted(glob.glob(os.path.join(raw, "ucx-ucx-n4-run*.txt"))):
+            u = times(path)
+            m = times(path.replace("ucx-ucx-", "ucx-mpi-"))
+            if (size, "ddl:auto") not in u:
+                continue
+            if (size, "ddl:auto") in m:
+                over_mpi.append(u[(size, "ddl:auto")][1] / m[(size, "ddl:auto")][1])
+            if (size, "MPI_Allreduce") in u:
+                allreduce.append(u[(size, "MPI_Allreduce")][1] / u[(size, "ddl:auto")][1])
+        if over_mpi:
+            rows.append((f"all-reduce in place, 4 ranks, {size >> 20} MiB: ddl over UCX time / ddl over MPI time",
+                         spread(over_mpi, 2)))
+        if allreduce:
+            rows.append((f"all-reduce in place, 4 ranks, {size >> 20} MiB: MPI_Allreduce time / ddl over UCX time",
+                         spread(allreduce, 2, "x")))
     files = sorted(glob.glob(os.path.join(raw, "*-run*.txt")))
     print(provenance(files, f"bench/tools/headline_runs.sh BUILD RUNS {raw}"))
     print()
