@@ -12,11 +12,15 @@ import re
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_table import provenance  # noqa: E402
+
 
 def overlap_tables(raw):
-    groups = {}
+    groups, files = {}, {}
     for path in sorted(glob.glob(os.path.join(raw, "overlap-*-run*.txt"))):
         key = re.sub(r"-run\d+\.txt$", "", os.path.basename(path))
+        files.setdefault(key, []).append(path)
         alone = None
         for line in open(path):
             m = re.match(r"# fused blocking all-reduce alone: ([\d.]+) ms", line)
@@ -33,6 +37,7 @@ def overlap_tables(raw):
         alone = statistics.median(v[0] for v in g[("alone", "")])
         runs = len(g[("alone", "")]) // 12 or 1
         print(f"\n**{key}** ({runs} run(s); fused blocking all-reduce alone: median {alone:.1f} ms)\n")
+        print(provenance(files[key], "bench/tools/async_summary.py " + raw) + "\n")
         print("| compute / all-reduce | row | iteration (ms) | exposed (ms) | exposed / all-reduce |")
         print("|---|---|---|---|---|")
         for (ratio, row), vals in g.items():
@@ -45,15 +50,17 @@ def overlap_tables(raw):
 
 
 def size_tables(raw, pattern, header):
-    groups = {}
+    groups, files = {}, {}
     for path in sorted(glob.glob(os.path.join(raw, pattern))):
         key = re.sub(r"-run\d+\.txt$", "", os.path.basename(path))
+        files.setdefault(key, []).append(path)
         for line in open(path):
             f = line.split()
             if len(f) >= 6 and not line.startswith("#") and f[0] != "size":
                 groups.setdefault(key, {}).setdefault(f[0], []).append([float(x) for x in f[1:]])
     for key, g in groups.items():
         print(f"\n**{key}** ({len(next(iter(g.values())))} run(s), medians)\n")
+        print(provenance(files[key], "bench/tools/async_summary.py " + raw) + "\n")
         print("| size | " + " | ".join(header) + " |")
         print("|---" * (len(header) + 1) + "|")
         for size, vals in g.items():
@@ -64,9 +71,9 @@ def size_tables(raw, pattern, header):
 def main():
     raw = sys.argv[1] if len(sys.argv) > 1 else "bench/results/async-raw"
     overlap_tables(raw)
-    size_tables(raw, "overhead-*-run*.txt", ["blocking (us)", "async (us)", "diff (us)", "async / blocking", "#wrong"])
+    size_tables(raw, "overhead-*-run*.txt", ["blocking (us)", "async (us)", "diff (us)", "async / blocking", "wrong"])
     size_tables(raw, "broadcast-*-run*.txt",
-                ["ddl (us)", "ddl algbw", "MPI_Bcast (us)", "MPI algbw", "MPI / ddl", "#wrong"])
+                ["ddl (us)", "ddl algbw", "MPI_Bcast (us)", "MPI algbw", "MPI / ddl", "wrong"])
 
 
 if __name__ == "__main__":

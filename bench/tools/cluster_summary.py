@@ -11,7 +11,7 @@ import re
 import statistics
 import sys
 
-from bench_table import placement, rows
+from bench_table import placement, provenance, rows
 
 
 def parse(path, in_place):
@@ -32,6 +32,7 @@ def main():
     in_place, argv = placement(sys.argv[1:])
     runs = [parse(p, in_place) for p in argv]
     sizes = sorted({k[0] for r, _ in runs for k in r})
+    print(provenance(argv, "bench/tools/cluster_summary.py " + " ".join(sys.argv[1:])) + "\n")
     print("| size | auto (ms) | plan | auto vs MPI_Allreduce | auto vs flat ring | model (ms) | measured / model |")
     print("|---|---|---|---|---|---|---|")
     for s in sizes:

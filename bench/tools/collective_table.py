@@ -10,7 +10,7 @@ import glob
 import statistics
 import sys
 
-from bench_table import times as parse
+from bench_table import provenance, times as parse
 
 base = sys.argv[1]
 
@@ -38,6 +38,7 @@ for coll, label in [("all_reduce", "MPI_Allreduce"), ("reduce_scatter", "MPI_Red
     data = {c: ratios(c[0], coll, c[1], c[2]) for c in cols}
     runs = len(glob.glob(f"{base}/{cols[0][0]}_{coll}_n{cols[0][1]}_run*.txt"))
     print(f"\n### {coll}: {label} time / ddl time (median of {runs}, min–max)\n")
+    print(provenance(sorted(glob.glob(f"{base}/*_{coll}_n*_run*.txt")), "bench/tools/collective_table.py " + base) + "\n")
     head = [f"size (B, n={cols[0][1]})"] + [f"{'Open MPI' if m == 'ompi' else 'MPICH'} n={n} {'in place' if c else 'out of place'}" for m, n, c in cols]
     print("| " + " | ".join(head) + " |")
     print("|---" * len(head) + "|")

@@ -10,6 +10,9 @@ import re
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_table import provenance  # noqa: E402
+
 
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "bench/results/training"
@@ -29,6 +32,8 @@ def main():
                      max(100 * float(e["test_accuracy"]) for e in epochs), float(last["train_loss"]), ips,
                      exposed, total))
     rows.sort()
+    logs = sorted(p[:-len(".csv")] + ".txt" for p in glob.glob(os.path.join(d, "*-n*.csv")))
+    print(provenance([p for p in logs if os.path.exists(p)], "bench/tools/training_summary.py " + d) + "\n")
     print("| model | ranks | epochs | final test accuracy | best | final train loss | images/s (median epoch) "
           "| exposed communication / training time |")
     print("|---|---|---|---|---|---|---|---|")

@@ -8,6 +8,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_table import provenance  # noqa: E402
+
 
 def load(path):
     rows = {}
@@ -31,6 +34,8 @@ def main(d):
     for n in ns:
         u, m = load(os.path.join(d, f"ucx-n{n}.csv")), load(os.path.join(d, f"mpi-n{n}.csv"))
         print(f"\n### {n} ranks\n")
+        files = [os.path.join(d, f"ucx-n{n}.csv"), os.path.join(d, f"mpi-n{n}.csv")]
+        print(provenance(files, f"bench/tools/ucx_table.py {d}") + "\n")
         print("| size | UCX auto (us) | MPI auto (us) | UCX / MPI time | MPI_Allreduce (us) | MPI_Allreduce / UCX | UCX plan | wrong |")
         print("|---|---|---|---|---|---|---|---|")
         for place in ("in-place", "out-of-place"):
