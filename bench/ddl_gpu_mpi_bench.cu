@@ -2,7 +2,7 @@
 // writes, on the same buffers, side by side in one run.
 //
 //   mpirun -n 4 ddl-gpu-mpi-bench [-b 1M] [-e 256M] [-f 4] [-n 10]
-//                                 [--strategy auto|ring|multi_ring]
+//                                 [--strategy auto|ring|multi_ring|two_shot]
 //
 // Each process holds a float32 device buffer on GPU (rank % devices) and
 // all-reduces it in place (sum):
@@ -19,7 +19,10 @@
 //     cudaMemcpy back.
 // `--strategy multi_ring`: a 2 x n/2 box, its first dimension the pairs of
 // consecutive ranks (with DDL_MPI_SHM_RANKS=2 the near ranks: the paper's
-// node-by-network plan on one machine).
+// node-by-network plan on one machine). `--strategy two_shot`: every rank
+// reduces its block reading all the peers' device buffers where they lie
+// (all ranks near, `two_shot::all_reduce_device`); ddl_host and ddl_staged,
+// whose ranks are not near, run auto instead.
 // Time per call: the slowest rank's, median of -n after 2 warm-ups; each
 // call starts from a barrier with the buffer refilled. `wrong` counts the
 // elements (all ranks, all four) that are not n after the calls.
@@ -52,12 +55,12 @@ struct settings : ddl_bench::sweep_flags {  // -b -e -f -n
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "ddl-gpu-mpi-bench: %s\nusage: mpirun -n N ddl-gpu-mpi-bench [-b N] [-e N] [-f F] [-n ITERS]"
-                       " [--strategy auto|ring|multi_ring]\n", why.c_str());
+                       " [--strategy auto|ring|multi_ring|two_shot]\n", why.c_str());
   std::exit(2);
 }
 
-template <class Strategy>
-int run(const settings& s, const Strategy& strategy) {
+template <class Strategy, class HostStrategy = Strategy>
+int run(const settings& s, const Strategy& strategy, const HostStrategy& host_strategy = HostStrategy{}) {
   int rank = 0, n = 1, devices = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -75,8 +78,9 @@ int run(const settings& s, const Strategy& strategy) {
     ddl::staging_options piecewise = host_only;
     piecewise.bounce_bytes = 0;
     ddl::mpi_staged_transport t(mt, staging, as_given), th(mt, staging, host_only), tp(mt, staging, piecewise);
-    ddl::communicator<Strategy, ddl::mpi_staged_transport> comm(t, strategy), comm_host(th, strategy),
-        comm_staged(tp, strategy);
+    ddl::communicator<Strategy, ddl::mpi_staged_transport> comm(t, strategy);
+    ddl::communicator<HostStrategy, ddl::mpi_staged_transport> comm_host(th, host_strategy),
+        comm_staged(tp, host_strategy);
     int near_peers = 0;
     for (int q = 0; q < n; ++q) near_peers += t.near(q) ? 1 : 0;
     float* d = nullptr;
@@ -86,10 +90,10 @@ int run(const settings& s, const Strategy& strategy) {
     if (rank == 0) {
       std::printf("# ddl-gpu-mpi-bench: %d MPI processes on %d GPU(s), float32 sum, in place; ddl %s over "
                   "mpi_staged_transport (rank 0 near %d of %d peers; bounce_bytes %zu, near_bounce_bytes %zu; "
-                  "ddl_host: near off; ddl_staged: near off, bounce 0) vs cudaMemcpy D2H + "
+                  "ddl_host: near off, %s; ddl_staged: near off, bounce 0) vs cudaMemcpy D2H + "
                   "MPI_Allreduce(MPI_IN_PLACE) + H2D (pinned); slowest rank, median of %d\n",
                   n, devices, strategy.describe().c_str(), near_peers, n - 1, as_given.bounce_bytes,
-                  as_given.near_bounce_bytes, s.iters);
+                  as_given.near_bounce_bytes, host_strategy.describe().c_str(), s.iters);
       std::printf("# %12s %12s %12s %14s %12s %8s %8s %13s %6s\n", "size(B)", "ddl_us", "ddl_host_us", "ddl_staged_us",
                   "mpi_copy_us", "ratio", "x_host", "staged_ratio", "wrong");
     }
@@ -166,6 +170,7 @@ int main(int argc, char** argv) {
   try {
     if (s.strategy == "auto") return run(s, ddl::auto_strategy{});
     if (s.strategy == "ring") return run(s, ddl::ring{});
+    if (s.strategy == "two_shot") return run(s, ddl::two_shot{}, ddl::auto_strategy{});
     if (s.strategy == "multi_ring") {
       int n = 1;
       MPI_Comm_size(MPI_COMM_WORLD, &n);

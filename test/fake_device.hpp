@@ -52,7 +52,9 @@ class slow_device {
   }
   event copy(std::byte* dst, const std::byte* src, std::size_t n) {
     ++copies;
-    return queue([=] { std::memmove(dst, src, n); });
+    return queue([=] {
+      if (n) std::memmove(dst, src, n);  // an empty message's buffers may be null
+    });
   }
   // The bounce buffer's page-locking: counted, so tests see it balanced.
   bool pin(std::byte*, std::size_t) {
@@ -75,16 +77,22 @@ class slow_device {
     return done_ >= e.seq;
   }
   // Local operations join the same stream: everything queued runs first.
-  ddl::memory_ops memory(const ddl::location&) {
+  // Named for the memory the call says it is in, as a real device's are.
+  ddl::memory_ops memory(const ddl::location& where) {
     ddl::memory_ops m = ddl::host_memory_ops();
+    m.name = where.space == ddl::memory_space::host ? "host" : "fake device";
     m.ctx = this;
     m.copy = [](void* c, std::byte* d, const std::byte* s, std::size_t n) {
       static_cast<slow_device*>(c)->flush();
-      std::memmove(d, s, n);
+      if (n) std::memmove(d, s, n);
     };
     m.reduce = [](void* c, std::byte* d, const std::byte* a, const std::byte* b, std::size_t n, ddl::reduction r) {
       static_cast<slow_device*>(c)->flush();
       ddl::host::reduce(d, a, b, n, r);
+    };
+    m.reduce_many = [](void* c, std::byte* d, const std::byte* const* src, int k, std::size_t n, ddl::reduction r) {
+      static_cast<slow_device*>(c)->flush();
+      ddl::host::reduce_many(d, reinterpret_cast<const void* const*>(src), k, n, r);
     };
     m.finalize = [](void* c, std::byte* p, std::size_t n, ddl::reduction r, int ranks) {
       static_cast<slow_device*>(c)->flush();
@@ -117,9 +125,11 @@ class slow_device {
 // anonymous shared-memory files, which a peer process opens through
 // /proc/<pid>/fd and maps, as the stages are) or was handed (`adopt`); with
 // `share_all`, any other memory is shared too, as an allocation of its own
-// per message (ranks that are threads of one process only). Counts what it
-// shared and opened, and refuses to open the peers listed in `refuse` (a
-// device that cannot map them).
+// per message (ranks that are threads of one process only). `allocate_pool`
+// makes device memory it will not share, as a `cudaMallocAsync` pool's.
+// Counts what it shared and opened, and the allocations `share` accepts
+// that `staged/near.hpp` asked for (`scratch_allocs`); refuses to open the
+// peers listed in `refuse` (a device that cannot map them).
 class sharing_device : public slow_device<false> {
  public:
   std::byte* allocate(std::size_t n) {
@@ -151,6 +161,23 @@ class sharing_device : public slow_device<false> {
       }
   }
   void adopt(std::byte* p, std::size_t n) { allocs_.push_back({p, n, ++next_id_, -2}); }
+  // Device memory `share` refuses (a pool's); freed with the device.
+  std::byte* allocate_pool(std::size_t n) {
+    pool_.emplace_back(n ? n : 1);
+    return pool_.back().data();
+  }
+  bool on_device(const std::byte* p) const {
+    for (const auto& a : allocs_)
+      if (p >= a.base && p < a.base + a.size) return true;
+    for (const auto& b : pool_)
+      if (p >= b.data() && p < b.data() + b.size()) return true;
+    return false;
+  }
+  std::byte* allocate_shared(std::size_t n) {
+    ++scratch_allocs;
+    return allocate(n);
+  }
+  void release_shared(std::byte* p, std::size_t) { release(p); }
   // Workspace comes from the device's allocations, as `cudaMalloc`'s does.
   ddl::memory_ops memory(const ddl::location& where) {
     ddl::memory_ops m = slow_device<false>::memory(where);
@@ -215,7 +242,7 @@ class sharing_device : public slow_device<false> {
 
   bool share_all = false;
   std::vector<int> refuse;
-  int shares = 0, opens = 0;
+  int shares = 0, opens = 0, scratch_allocs = 0;
 
  private:
   struct alloc {
@@ -252,6 +279,7 @@ class sharing_device : public slow_device<false> {
     }
   }
   std::vector<alloc> allocs_;
+  std::deque<std::vector<std::byte>> pool_;  // never moved: a deque keeps its elements in place
   std::set<std::uint64_t> shared_ids_;
   std::vector<std::pair<const std::byte*, std::size_t>> freed_;  // shared allocations released
   std::map<std::pair<int, std::uint64_t>, mapping> opened_;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -560,10 +561,13 @@ TEST_CASE("mpi: near ranks: device buffers between processes of one machine go d
       if (q != me && st.near(q) != t.stages_shared_among(std::min(me, q), std::abs(q - me), 2)) ++wrong_near;
     CHECK(all_sum(wrong_near) == 0);
     std::vector<std::byte> expected(bytes);
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < 3; ++k) {
       failure_log log;
       if (k == 0) matrix_rank(st, counts, log, {}, ddl::ring{}, expected.data(), false, [] {}, in, out, on_device);
-      else matrix_rank(st, counts, log, {}, ddl::auto_strategy{}, expected.data(), false, [] {}, in, out, on_device);
+      else if (k == 1)
+        matrix_rank(st, counts, log, {}, ddl::auto_strategy{}, expected.data(), false, [] {}, in, out, on_device);
+      else if (st.device_peers())  // two_shot reading the peers' device memory (all-reduce only)
+        matrix_rank(st, counts, log, {}, ddl::two_shot{}, expected.data(), false, [] {}, in, out, on_device);
       CHECK_MESSAGE(log.count() == 0, log.summary());
       CHECK(all_sum(static_cast<int>(log.count())) == 0);
     }
@@ -574,6 +578,15 @@ TEST_CASE("mpi: near ranks: device buffers between processes of one machine go d
     v.where = on_device;
     for (int k = 0; k < 3; ++k) comm.all_reduce(v, ddl::op::sum);
     CHECK(dev.opens == opens);
+    // Device memory the device will not share (a pool's): messages through
+    // shared scratch, which the peer processes open.
+    failure_log log;
+    std::vector<std::byte> expected_pool(bytes);
+    matrix_rank(st, counts, log, {}, ddl::ring{}, expected_pool.data(), false, [] {}, dev.allocate_pool(bytes),
+                dev.allocate_pool(bytes), on_device);
+    CHECK_MESSAGE(log.count() == 0, log.summary());
+    CHECK(all_sum(static_cast<int>(log.count())) == 0);
+    CHECK((dev.scratch_allocs > 0) == st.some_near());
   }
   // Off (DDL_CUDA_IPC=0 on every rank): nothing near, the same results.
   so.near = false;
@@ -1790,6 +1803,10 @@ TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job, o
   // DDL_MPI_STRANDED=release they are left to MPI (the peer that would read
   // them is gone). The survivors then leave at once: MPI_Finalize would wait
   // for the dead rank.
+  //
+  // With DDL_TEST_NEAR=1, the calls run on device buffers of near ranks
+  // (`staged_transport` over a fake device that shares its memory between
+  // the processes): the survivors wait on rank 2's notes and name it alike.
   const char* env = std::getenv("DDL_TEST_DIE");
   const std::string how = env ? env : "";
   const int n = world_size(), r = world_rank();
@@ -1797,15 +1814,31 @@ TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job, o
   ddl::mpi_transport t(MPI_COMM_WORLD);
   ddl::options o;
   o.timeout = std::chrono::seconds(how == "survive" ? 30 : 60);
+  const bool near = std::getenv("DDL_TEST_NEAR") != nullptr;
+  sharing_device dev;
+  ddl::staging_options so;
+  so.bounce_bytes = 0;  // every call through the near ranks' notes
+  std::optional<ddl::staged_transport<ddl::mpi_transport, sharing_device>> st;
+  if (near) st.emplace(t, dev, so);
   ddl::communicator<ddl::auto_strategy, ddl::mpi_transport> comm(t, ddl::auto_strategy(), o);
+  std::optional<ddl::communicator<ddl::ring, ddl::staged_transport<ddl::mpi_transport, sharing_device>>> near_comm;
+  if (near) near_comm.emplace(*st, ddl::ring{}, o);
   // Each iteration a 1 MiB all-reduce and a 64 B one: ranks sharing stages
   // run the small one through the stages' counters (no message), and rank 2
   // dies between the two, so the survivors find it gone while they wait on
   // its stage.
   std::vector<float> g(std::size_t{1} << 18, 1.0f), small(16, 1.0f);
+  auto* device_g = reinterpret_cast<float*>(dev.allocate(g.size() * sizeof(float)));
+  auto* device_small = reinterpret_cast<float*>(dev.allocate(small.size() * sizeof(float)));
+  auto on_device_view = [](float* p, std::size_t count) {
+    auto v = ddl::host_view(p, count);
+    v.where = on_device;
+    return v;
+  };
   for (int it = 0; it < 100000; ++it) {
     try {
-      comm.all_reduce(ddl::host_view(g), ddl::op::max);
+      if (near) near_comm->all_reduce(on_device_view(device_g, g.size()), ddl::op::max);
+      else comm.all_reduce(ddl::host_view(g), ddl::op::max);
       if (r == 2 && it == 20) {
         std::printf("ddl test: rank 2 dies (%s) at %.3f\n", how.c_str(),
                     std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -1813,7 +1846,8 @@ TEST_CASE("mpi kill: a rank that dies mid-loop (SIGKILL or exit) ends the job, o
         if (how != "exit") std::raise(SIGKILL);
         std::_Exit(3);
       }
-      comm.all_reduce(ddl::host_view(small), ddl::op::sum);
+      if (near) near_comm->all_reduce(on_device_view(device_small, small.size()), ddl::op::sum);
+      else comm.all_reduce(ddl::host_view(small), ddl::op::sum);
     } catch (const ddl::error& e) {
       std::printf("ddl test: rank %d got: %s\n", r, e.what());
       std::fflush(stdout);

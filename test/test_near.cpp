@@ -31,13 +31,19 @@ ddl::staging_options near_options() {
   return so;
 }
 
+// Where a rank's buffers lie: the device's shareable allocations; host
+// memory that says it is on the device (rank 0 only: its peers' reductions
+// read its small messages from a staging slot, its larger ones from shared
+// scratch, and it reduces on the host); device memory the device will not
+// share (every rank: a pool's, its messages through shared scratch).
+enum class buffers { shareable, rank0_host, pool };
+
 // The correctness matrix with every pair near. `share_all`: every message's
-// bytes shared (the strategies' host tables too); else the buffers are the
-// device's allocations and host memory goes inline in the notes; with
-// `mixed`, rank 0's buffers are memory its device cannot share (its peers'
-// reductions read its bytes from a staging slot).
+// bytes shared (the strategies' host tables too); else host memory goes
+// inline in the notes up to a note's bytes, and through shared scratch past.
 template <class Strategy>
-void near_matrix(int n, Strategy s, ddl_test::failure_log& log, bool share_all, bool mixed = false) {
+void near_matrix(int n, Strategy s, ddl_test::failure_log& log, bool share_all,
+                 buffers kind = buffers::shareable) {
   const auto counts = ddl_test::matrix_counts(n, 1031);
   const std::size_t bytes = ddl_test::matrix_bytes(counts);
   std::vector<std::vector<std::byte>> expected(static_cast<std::size_t>(n), std::vector<std::byte>(bytes));
@@ -46,13 +52,13 @@ void near_matrix(int n, Strategy s, ddl_test::failure_log& log, bool share_all, 
   ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
     sharing_device dev;
     dev.share_all = share_all;
-    std::byte* in = dev.allocate(bytes);
-    std::byte* out = dev.allocate(bytes);
+    std::byte* in = kind == buffers::pool ? dev.allocate_pool(bytes) : dev.allocate(bytes);
+    std::byte* out = kind == buffers::pool ? dev.allocate_pool(bytes) : dev.allocate(bytes);
     {
       near_transport t(lt, dev, near_options());
       for (int q = 0; q < n; ++q)
         if (q != lt.rank() && !t.near(q)) log.add("rank " + std::to_string(q) + " not near on " + std::to_string(lt.rank()));
-      const bool own = mixed && lt.rank() == 0;
+      const bool own = kind == buffers::rank0_host && lt.rank() == 0;
       ddl_test::matrix_rank(t, counts, log, o, s, expected[static_cast<std::size_t>(lt.rank())].data(), false, [] {},
                             own ? nullptr : in, own ? nullptr : out, on_device);
     }
@@ -68,8 +74,92 @@ TEST_CASE("near: the correctness matrix device to device, buffers shared and hos
   near_matrix(3, ddl::halving_doubling{}, log, false);
   near_matrix(4, ddl::recursive_doubling{}, log, false);
   near_matrix(6, ddl::multi_ring<ddl::dynamic_extents>({2, 3}, {1, 0}), log, false);
-  near_matrix(3, ddl::ring{}, log, false, true);
+  near_matrix(3, ddl::ring{}, log, false, buffers::rank0_host);
   CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("near: the correctness matrix on device memory the device will not share (a pool's), through shared scratch") {
+  ddl_test::failure_log log;
+  for (int n : {2, 3, 5}) near_matrix(n, ddl::ring{}, log, false, buffers::pool);
+  near_matrix(4, ddl::recursive_doubling{}, log, false, buffers::pool);
+  near_matrix(6, ddl::multi_ring<ddl::dynamic_extents>({2, 3}, {1, 0}), log, false, buffers::pool);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("near: a pool's buffer goes through scratch blocks kept and reused; a small message inline, no scratch") {
+  constexpr int n = 3;
+  std::vector<int> first(n), later(n), small(n), shares_first(n), shares_later(n);
+  std::vector<float> got(n), got_small(n);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+    const auto r = static_cast<std::size_t>(lt.rank());
+    sharing_device dev;
+    near_transport t(lt, dev, near_options());
+    ddl::communicator<ddl::ring, near_transport> comm(t);
+    auto* a = reinterpret_cast<float*>(dev.allocate_pool(30000 * sizeof(float)));
+    auto view = [](float* p, std::size_t count) {
+      auto v = ddl::host_view(p, count);
+      v.where = on_device;
+      return v;
+    };
+    for (int i = 0; i < 30000; ++i) a[i] = 1.0f;
+    comm.all_reduce(view(a, 30000), ddl::op::sum);
+    first[r] = dev.scratch_allocs;
+    shares_first[r] = dev.shares;
+    for (int k = 0; k < 4; ++k) comm.all_reduce(view(a, 30000), ddl::op::sum);
+    later[r] = dev.scratch_allocs;
+    shares_later[r] = dev.shares;
+    got[r] = a[29999];
+    auto* b = reinterpret_cast<float*>(dev.allocate_pool(6 * sizeof(float)));  // 8 bytes a piece: inline
+    for (int i = 0; i < 6; ++i) b[i] = static_cast<float>(lt.rank());
+    comm.all_reduce(view(b, 6), ddl::op::sum);
+    small[r] = dev.scratch_allocs;
+    got_small[r] = b[5];
+  });
+  for (int r = 0; r < n; ++r) {
+    CHECK(got[r] == 243.0f);  // 3^5
+    CHECK(got_small[r] == 3.0f);
+    CHECK(first[r] >= 1);
+    CHECK(later[r] == first[r]);                // kept and reused: nothing allocated once warm
+    CHECK(shares_later[r] == shares_first[r]);  // the same blocks, shared once each
+    CHECK(small[r] == later[r]);
+  }
+}
+
+TEST_CASE("near: two_shot reads the peers' device memory where it lies: the all-reduce matrix") {
+  ddl_test::failure_log log;
+  for (int n : {1, 2, 3, 5}) near_matrix(n, ddl::two_shot{}, log, false);
+  for (int n : {2, 3}) near_matrix(n, ddl::two_shot{}, log, false, buffers::pool);  // through scratch
+  near_matrix(3, ddl::two_shot{}, log, false, buffers::rank0_host);
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+}
+
+TEST_CASE("near: two_shot needs every pair near, and device buffers") {
+  constexpr int n = 4;
+  std::vector<std::string> refused(n), host(n);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+    const auto r = static_cast<std::size_t>(lt.rank());
+    sharing_device dev;
+    if (lt.rank() == 1) dev.refuse = {0};
+    near_transport t(lt, dev, near_options());
+    try {
+      ddl::communicator<ddl::two_shot, near_transport> comm(t);
+    } catch (const ddl::invalid_argument& e) {
+      refused[r] = e.what();
+    }
+  });
+  ddl::local_fabric::run(2, [&](ddl::local_transport& lt) {
+    sharing_device dev;
+    near_transport t(lt, dev, near_options());
+    ddl::communicator<ddl::two_shot, near_transport> comm(t);
+    std::vector<float> v(100, 1.0f);
+    try {
+      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
+    } catch (const ddl::invalid_argument& e) {
+      host[static_cast<std::size_t>(lt.rank())] = e.what();
+    }
+  });
+  for (const auto& w : refused) CHECK(w.find("use ring, multi_ring or auto") != std::string::npos);
+  for (int r = 0; r < 2; ++r) CHECK(host[static_cast<std::size_t>(r)].find("device buffers only") != std::string::npos);
 }
 
 TEST_CASE("near: the correctness matrix with every message's bytes shared") {
@@ -203,16 +293,20 @@ TEST_CASE("near: DDL_CUDA_IPC=0 keeps every message in host memory; near calls b
   }
 }
 
-TEST_CASE("near: ranks that disagree on the count end with an error naming both, not a wrong result") {
+namespace {
+// Two ranks call `Strategy`'s all-reduce with `count` and `count - 1`
+// elements: what each one's call ended with.
+template <class Strategy>
+std::vector<std::string> disagree_on_count(unsigned count) {
   std::vector<std::string> what(2);
   ddl::local_fabric::run(2, [&](ddl::local_transport& lt) {
     sharing_device dev;
-    std::byte* mem = dev.allocate(4000);
+    std::byte* mem = dev.allocate(count * sizeof(float));
     near_transport t(lt, dev, near_options());
     ddl::options o;
     o.timeout = std::chrono::seconds(5);
-    ddl::communicator<ddl::ring, near_transport> comm(t, ddl::ring{}, o);
-    auto v = ddl::host_view(reinterpret_cast<float*>(mem), lt.rank() == 0 ? 1000u : 999u);
+    ddl::communicator<Strategy, near_transport> comm(t, Strategy{}, o);
+    auto v = ddl::host_view(reinterpret_cast<float*>(mem), lt.rank() == 0 ? count : count - 1);
     v.where = on_device;
     try {
       comm.all_reduce(v, ddl::op::sum);
@@ -220,11 +314,17 @@ TEST_CASE("near: ranks that disagree on the count end with an error naming both,
       what[static_cast<std::size_t>(lt.rank())] = e.what();
     }
   });
-  for (const auto& w : what) {
-    INFO(w);
-    CHECK(w.find("rank 0") != std::string::npos);
-    CHECK(w.find("rank 1") != std::string::npos);
-  }
+  return what;
+}
+}  // namespace
+
+TEST_CASE("near: ranks that disagree on the count end with an error naming both, not a wrong result") {
+  for (const auto& what : {disagree_on_count<ddl::ring>(1000), disagree_on_count<ddl::two_shot>(10000)})
+    for (const auto& w : what) {
+      INFO(w);
+      CHECK(w.find("rank 0") != std::string::npos);
+      CHECK(w.find("rank 1") != std::string::npos);
+    }
 }
 
 TEST_CASE("near: a buffer freed while registered is an invalid_argument on the next call, not a read of freed memory") {

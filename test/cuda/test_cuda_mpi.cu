@@ -2,9 +2,13 @@
 // every dtype and op through `mpi_staged_transport`, its messages between
 // near ranks device to device (CUDA IPC, `staged/near.hpp`), checked on the
 // device against the suite's exact results; a buffer freed and allocated
-// again between calls; and the near ranks as every rank sees them.
+// again between calls; buffers IPC cannot share (a `cudaMallocAsync` pool's,
+// managed memory); and the near ranks as every rank sees them.
 //
-//   mpirun -n N ddl_test_cuda_mpi [--strategy ring|halving|recursive|auto|multi_ring] [--quick]
+//   mpirun -n N ddl_test_cuda_mpi [--strategy ring|halving|recursive|auto|multi_ring|two_shot] [--quick]
+//
+// `two_shot` reads the peers' device buffers where they lie (every rank near;
+// the all-reduce only).
 //
 // `--quick` (under compute-sanitizer): counts up to 1009 only.
 // Exit 0: every check held on every rank; 1: some failed (each named on
@@ -14,12 +18,14 @@
 #include <thrust/copy.h>
 #include <thrust/device_vector.h>
 #include <thrust/execution_policy.h>
+#include <thrust/fill.h>
 #include <thrust/mismatch.h>
 #include <thrust/tabulate.h>
 
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ddl/cuda.hpp>
@@ -39,7 +45,8 @@ void collectives(ddl::mpi_staged_transport& t, const Strategy& s, int dev, cudaS
   std::vector<std::size_t> counts{0, 1, static_cast<std::size_t>(n) + 1, 1009, 16383, (std::size_t{1} << 20) + 3};
   if (quick) counts.resize(4);
   ddl::communicator<Strategy, ddl::mpi_staged_transport> comm(t, s);
-  device_collectives(comm, s.describe(), n, t.rank(), dev, counts, stream, log);
+  device_collectives<std::is_same_v<Strategy, ddl::two_shot>>(comm, s.describe(), n, t.rank(), dev, counts, stream,
+                                                              log);
 }
 
 // A buffer freed and another allocated between calls (often at the same
@@ -60,6 +67,35 @@ void reallocated(ddl::mpi_staged_transport& t, int dev, cudaStream_t stream, ddl
         break;
       }
   }
+}
+
+// Buffers legacy IPC cannot share, a `cudaMallocAsync` pool's and managed
+// memory: their messages go through shared scratch, exact, twice (the
+// second call through the same scratch blocks).
+void unshareable(ddl::mpi_staged_transport& t, int dev, cudaStream_t stream, ddl_test::failure_log& log) {
+  ddl::communicator<ddl::ring, ddl::mpi_staged_transport> comm(t);
+  const std::size_t count = (std::size_t{1} << 20) + 5;
+  const int n = t.size();
+  for (int managed = 0; managed < 2; ++managed) {
+    float* p = nullptr;
+    if (managed) DDL_CUDA_CHECK(cudaMallocManaged(&p, count * sizeof(float)));
+    else DDL_CUDA_CHECK(cudaMallocAsync(&p, count * sizeof(float), stream));
+    thrust::fill(thrust::cuda::par.on(stream), p, p + count, static_cast<float>(t.rank() + 1));
+    for (int k = 0; k < 2; ++k) comm.all_reduce(ddl::device_view(p, count, dev, stream), ddl::op::sum);
+    std::vector<float> h(count);
+    DDL_CUDA_CHECK(cudaMemcpyAsync(h.data(), p, count * sizeof(float), cudaMemcpyDefault, stream));
+    DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const float want = static_cast<float>(n * n * (n + 1) / 2);
+    for (std::size_t i = 0; i < count; ++i)
+      if (h[i] != want) {
+        log.add(std::string(managed ? "managed" : "pool") + " buffer, rank " + std::to_string(t.rank()) +
+                ": element " + std::to_string(i) + " is " + std::to_string(h[i]) + ", not " + std::to_string(want));
+        break;
+      }
+    if (managed) DDL_CUDA_CHECK(cudaFree(p));
+    else DDL_CUDA_CHECK(cudaFreeAsync(p, stream));
+  }
+  DDL_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace
@@ -97,10 +133,12 @@ int main(int argc, char** argv) {
       else if (strategy == "halving") collectives(t, ddl::halving_doubling{}, dev, stream, log);
       else if (strategy == "recursive") collectives(t, ddl::recursive_doubling{}, dev, stream, log);
       else if (strategy == "auto") collectives(t, ddl::auto_strategy{}, dev, stream, log);
+      else if (strategy == "two_shot") collectives(t, ddl::two_shot{}, dev, stream, log);
       else if (strategy == "multi_ring" && n % 2 == 0)
         collectives(t, ddl::multi_ring<ddl::dynamic_extents>({2, n / 2}, {1, 0}), dev, stream, log);
       else log.add("unknown strategy '" + strategy + "' (or multi_ring on an odd count)");
       reallocated(t, dev, stream, log);
+      unshareable(t, dev, stream, log);
     } catch (const std::exception& e) {
       log.add(std::string("rank ") + std::to_string(rank) + " threw: " + e.what());
     }

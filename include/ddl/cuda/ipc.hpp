@@ -7,13 +7,13 @@
 /// per peer and allocation, kept until the transport ends, the oldest
 /// closed past `max_open` per peer). A buffer freed and allocated again at
 /// the same address is another allocation with another id: shared and
-/// opened anew, never read through the old mapping. Memory the legacy IPC
-/// cannot share (`cudaMallocAsync` pools, managed memory) is an
-/// `invalid_argument` naming the way out (`cudaMalloc`, `DDL_CUDA_IPC=0`);
-/// host memory is not shared: its messages carry their bytes in the notes.
-/// A buffer in an allocation shared before and freed since (its pointer no
-/// longer device memory) is an `invalid_argument` too, never a read of
-/// freed memory.
+/// opened anew, never read through the old mapping. Device memory the
+/// legacy IPC cannot share (`cudaMallocAsync` pools, managed memory) is not
+/// shared (`share` says false, after a one-line notice the first time):
+/// its messages go through `shared_scratch`, allocated here with
+/// `cudaMalloc` (`allocate_shared`). A buffer in an allocation shared
+/// before and freed since (its pointer no longer device memory) is an
+/// `invalid_argument`, never a read of freed memory.
 ///
 /// The driver's range and buffer-id queries come through the runtime's
 /// entry points (`cudaGetDriverEntryPointByVersion`), so nothing links
@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -73,6 +74,10 @@ class ipc_memory {
       (void)cudaGetLastError();
       return false;
     }
+    if (a.type == cudaMemoryTypeManaged) {
+      notice(p, "managed memory");
+      return false;
+    }
     if (a.type != cudaMemoryTypeDevice) {
       refuse_if_freed(p);
       return false;
@@ -87,16 +92,20 @@ class ipc_memory {
     if (offset + n > size)
       throw invalid_argument("cuda: a buffer of " + std::to_string(n) + " bytes at offset " + std::to_string(offset) +
                              " of a device allocation of " + std::to_string(size) + " bytes runs past its end");
+    if (refused_.count(id)) return false;
     auto it = handles_.find(id);
     if (it == handles_.end()) {
+      int capable = 0;  // the driver writes a boolean: the int's first byte
+      if (attribute_(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, at) != CUDA_SUCCESS) capable = 1;
       cudaIpcMemHandle_t h{};
-      if (const cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(base)));
-          e != cudaSuccess) {
+      cudaError_t e = cudaErrorInvalidValue;
+      if (capable) e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(base)));
+      if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        throw invalid_argument(std::string("cuda: device memory at ") + address(p) +
-                               " cannot be shared with the ranks of this host (cudaIpcGetMemHandle: " +
-                               cudaGetErrorString(e) + "; memory of a cudaMallocAsync pool, or managed memory?): "
-                               "allocate buffers with cudaMalloc, or set DDL_CUDA_IPC=0");
+        if (refused_.size() >= 4096) refused_.clear();
+        refused_.insert(id);
+        notice(p, capable ? cudaGetErrorString(e) : "a cudaMallocAsync pool's memory");
+        return false;
       }
       if (handles_.size() >= 4096) {  // ids are never reused: old ones only cost memory
         handles_.clear();
@@ -135,6 +144,28 @@ class ipc_memory {
     return static_cast<const std::byte*>(p);
   }
 
+  /// Whether `p` is device memory (managed memory too): what a reduction
+  /// into it runs on.
+  static bool on_device(const std::byte* p) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  }
+  /// Device memory `share` accepts (`cudaMalloc`), and its release.
+  std::byte* allocate_shared(std::size_t n) {
+    device_guard g(device_);
+    void* p = nullptr;
+    DDL_CUDA_CHECK(cudaMalloc(&p, n ? n : 1));
+    return static_cast<std::byte*>(p);
+  }
+  void release_shared(std::byte* p, std::size_t) {
+    device_guard g(device_);
+    (void)cudaFree(p);
+  }
+
   /// A small allocation of this device's, shared: what the peers try to open.
   device_region probe() {
     device_guard g(device_);
@@ -167,6 +198,15 @@ class ipc_memory {
                            " bytes that was shared with this host's ranks and has been freed since: "
                            "a collective's buffers must stay allocated until it returns");
   }
+  // Says once that this process's device memory is not shared in place.
+  void notice(const std::byte* p, const char* why) {
+    if (noticed_) return;
+    noticed_ = true;
+    std::fprintf(stderr,
+                 "ddl: device memory at %s cannot be shared with this host's ranks through CUDA IPC (%s); messages "
+                 "from it are copied into shared scratch first (cudaMalloc'd buffers need no copy)\n",
+                 address(p).c_str(), why);
+  }
   static std::string address(const void* p) {
     char s[32];
     std::snprintf(s, sizeof s, "%p", p);
@@ -189,6 +229,8 @@ class ipc_memory {
   range_fn range_ = nullptr;
   attribute_fn attribute_ = nullptr;
   std::map<unsigned long long, cudaIpcMemHandle_t> handles_;  // this process's allocations, by buffer id
+  std::set<unsigned long long> refused_;  // this process's allocations IPC cannot share, by buffer id
+  bool noticed_ = false;
   std::map<CUdeviceptr, std::pair<std::size_t, unsigned long long>> ranges_;  // theirs: base -> (size, id)
   std::map<std::pair<int, std::uint64_t>, mapping> opened_;   // peers' allocations, by (peer, id)
   std::uint64_t uses_ = 0;

@@ -10,7 +10,7 @@
 /// CUDA-aware MPI) hands device pointers to the inner transport and keeps
 /// its slots, used only to receive pieces that are reduced, on the device.
 /// Both share their device memory with the ranks of their host through
-/// CUDA IPC (`share`, `open`, `probe`: `cuda/ipc.hpp`), so messages between
+/// CUDA IPC (`share`, `open`, `probe`, ...: `cuda/ipc.hpp`), so messages between
 /// near ranks go device to device (`staged/near.hpp`).
 #include <vector>
 
@@ -95,6 +95,9 @@ class device_backend {
   bool share(const std::byte* p, std::size_t n, device_region& r) { return ipc_.share(p, n, r); }
   const std::byte* open(int peer, const device_region& r) { return ipc_.open(peer, r); }
   device_region probe() { return ipc_.probe(); }
+  bool on_device(const std::byte* p) { return ipc_.on_device(p); }
+  std::byte* allocate_shared(std::size_t n) { return ipc_.allocate_shared(n); }
+  void release_shared(std::byte* p, std::size_t n) { ipc_.release_shared(p, n); }
 
   memory_ops memory(const location& where) {
     if (where.space == memory_space::host) return host_memory_ops();

@@ -17,8 +17,12 @@
 /// note receive per message it sends (for the reply) and per message it
 /// receives, and sorts what arrives by kind: pairs that exchange in both
 /// directions under one tag never take one kind for the other. A sender
-/// whose buffer the device cannot share (host memory: the strategies'
-/// small tables) sends the bytes inside its notes, `note_inline` at a time.
+/// whose buffer the device cannot share (host memory, such as the
+/// strategies' small tables; device memory the device's IPC refuses, such
+/// as a `cudaMallocAsync` pool's) sends up to `note_inline` bytes inside
+/// its note, and copies a larger message on its stream into a block of
+/// `shared_scratch` first, which it shares instead: one device copy more,
+/// never a wrong result.
 ///
 /// Which peers are near is settled once, at construction, with every rank
 /// taking part: each shares a small probe allocation, each opens its
@@ -47,25 +51,12 @@
 #include "ddl/core/op.hpp"
 #include "ddl/reduce/host.hpp"
 #include "ddl/staged/device_region.hpp"
+#include "ddl/staged/message.hpp"
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
 
 namespace ddl {
 namespace detail {
-
-/// A message posted to a `staged_transport`, as its caller gave it: what
-/// the pipeline's records and the near ranks' records both start from.
-struct staged_message {
-  enum class kind : std::uint8_t { send, recv, reduce };
-  std::uint64_t id = 0;
-  kind k = kind::send;
-  int peer = 0;
-  tag tg = 0;
-  std::byte* data = nullptr;         // send: source; receive: destination
-  const std::byte* local = nullptr;  // reduce: the local operand
-  std::size_t bytes = 0;
-  reduction red{};
-};
 
 template <class Inner, class Device>
 class near_peers {
@@ -82,7 +73,7 @@ class near_peers {
   /// constructs at the same point). \param wanted false: none is (this rank
   /// opens nothing and offers nothing, so its peers agree).
   near_peers(Inner& inner, Device& dev, bool wanted, std::chrono::duration<double> patience)
-      : inner_(&inner), dev_(&dev) {
+      : inner_(&inner), dev_(&dev), scratch_(dev) {
     const int n = inner.size(), r = inner.rank();
     near_.assign(static_cast<std::size_t>(n) * static_cast<std::size_t>(n), 0);
     if (n < 2) return;
@@ -133,6 +124,9 @@ class near_peers {
   bool near(int peer) const noexcept { return near_[idx(inner_->rank(), peer)] != 0; }
   /// Whether ranks `a` and `b` are near each other (the same answer on every rank).
   bool near(int a, int b) const noexcept { return near_[idx(a, b)] != 0; }
+  /// Device memory `Device::share` accepts, taken and given back per message
+  /// or call (`staged_transport::take_scratch`).
+  shared_scratch<Device>& scratch() noexcept { return scratch_; }
   /// Whether any pair of the group is near (the same answer on every rank).
   bool any() const noexcept { return std::find(near_.begin(), near_.end(), 1) != near_.end(); }
   /// g > 1 when the near ranks are blocks of g consecutive ranks (the ranks
@@ -160,6 +154,12 @@ class near_peers {
       o.shared = bytes > 0 && dev_->share(o.data, bytes, o.at);
       if (o.shared) {
         o.ev = dev_->mark();  // the data is what the stream has produced by now
+      } else if (bytes > note_inline) {  // copied in stream order into memory the device shares
+        o.scratch = scratch_.take(bytes);
+        o.ev = dev_->copy(o.scratch, o.data, bytes);
+        if (!dev_->share(o.scratch, bytes, o.at))
+          throw transport_error("staged transport: the device refused to share its own scratch memory");
+        o.shared = true;
       } else {  // read through the device (it may be device memory IPC cannot share), in stream order
         o.held.resize(bytes);
         o.ev = dev_->copy(o.held.data(), o.data, bytes);
@@ -179,6 +179,7 @@ class near_peers {
     for (auto it = ops_.begin(); it != ops_.end(); ++it)
       if (it->id == id) {
         if (it->st != stage::done) return false;
+        scratch_.give(it->scratch);
         ops_.erase(it);
         return true;
       }
@@ -195,6 +196,7 @@ class near_peers {
     for (auto it = ops_.begin(); it != ops_.end(); ++it)
       if (it->id == id) {
         if (it->st != stage::landing) release_slot(*it);  // else its device work may still read it: kept
+        if (it->replied) scratch_.give(it->scratch);      // else the peer may still read it: kept
         ops_.erase(it);
         return;
       }
@@ -228,7 +230,7 @@ class near_peers {
           o.st = stage::noted;
           [[fallthrough]];
         case stage::noted:
-          if (o.replied && inner_->test(o.note_req) && all_out(o)) o.st = stage::done;
+          if (o.replied && inner_->test(o.note_req)) o.st = stage::done;
           break;
         case stage::awaiting: take(o); break;
         case stage::landing:
@@ -259,7 +261,6 @@ class near_peers {
     std::uint32_t magic = 0, kind = 0;
     std::uint64_t id = 0;     // the sender's message (a reply: the message it answers)
     std::uint64_t bytes = 0;  // the message's bytes
-    std::uint64_t part = 0;   // inline: which `note_inline` bytes of the message
     device_region at{};       // shared: where the bytes lie
     std::byte data[note_inline];  // inline: the bytes
   };
@@ -280,21 +281,17 @@ class near_peers {
     event ev{};
     bool shared = false;   // send: the bytes go as a region (else inline)
     device_region at{};    // send: the region
+    std::byte* scratch = nullptr;  // send: the bytes copied into shared scratch (else in place)
     bool replied = false;  // send: the receiver is done with the bytes
     std::uint64_t sender_id = 0;  // receive: the sender's message
-    std::size_t parts_in = 0;     // receive, inline: parts taken so far
     std::vector<std::byte> held;  // inline: the message's bytes in host memory
     std::vector<std::byte> notes;  // send: the notes (sent from here)
-    std::vector<inner_request> outs;  // send, inline: the notes after the first
     std::byte* slot = nullptr;    // receive, inline, reduced on the device: the bytes, pinned
     std::size_t slot_bytes = 0;
     note reply{};                 // receive: the reply (sent from here)
     inner_request note_req;       // send: the (first) note; receive: the reply
   };
 
-  static std::size_t parts_of(std::size_t bytes) noexcept {
-    return bytes == 0 ? 1 : (bytes + note_inline - 1) / note_inline;
-  }
   std::size_t idx(int a, int b) const noexcept {
     return static_cast<std::size_t>(a) * static_cast<std::size_t>(inner_->size()) + static_cast<std::size_t>(b);
   }
@@ -356,79 +353,46 @@ class near_peers {
   }
 
   void send_notes(op& o) {
-    if (o.shared) {
-      o.notes.resize(sizeof(note));
-      note* n = new (o.notes.data()) note{};
-      n->magic = note_magic;
-      n->kind = shared_kind;
-      n->id = o.id;
-      n->bytes = o.bytes;
-      n->at = o.at;
-      o.note_req = inner_->isend(o.peer, const_bytes{o.notes.data(), sizeof(note)}, o.tg);
-      return;
-    }
-    const std::size_t parts = parts_of(o.bytes);
-    o.notes.resize(parts * sizeof(note));
-    for (std::size_t p = 0; p < parts; ++p) {
-      note* n = new (o.notes.data() + p * sizeof(note)) note{};
-      n->magic = note_magic;
-      n->kind = inline_kind;
-      n->id = o.id;
-      n->bytes = o.bytes;
-      n->part = p;
-      const std::size_t off = p * note_inline, len = std::min(note_inline, o.bytes - std::min(o.bytes, off));
-      if (len) std::memcpy(n->data, o.held.data() + off, len);
-      inner_request q = inner_->isend(o.peer, const_bytes{o.notes.data() + p * sizeof(note), sizeof(note)}, o.tg);
-      if (p == 0) o.note_req = std::move(q);
-      else o.outs.push_back(std::move(q));
-    }
-  }
-  bool all_out(op& o) {
-    for (auto& q : o.outs)
-      if (!inner_->test(q)) return false;
-    return true;
+    o.notes.resize(sizeof(note));
+    note* n = new (o.notes.data()) note{};
+    n->magic = note_magic;
+    n->kind = o.shared ? shared_kind : inline_kind;
+    n->id = o.id;
+    n->bytes = o.bytes;
+    if (o.shared) n->at = o.at;
+    else if (o.bytes) std::memcpy(n->data, o.held.data(), o.bytes);  // at most note_inline
+    o.note_req = inner_->isend(o.peer, const_bytes{o.notes.data(), sizeof(note)}, o.tg);
   }
 
-  // A receive takes the next data note of its (peer, tag); the first of a
-  // message says what follows. Receives of one (peer, tag) take notes in
-  // the order they were posted (the earliest awaiting one is `o` when
-  // called in order).
+  // A receive takes the next data note of its (peer, tag). Receives of
+  // one (peer, tag) take notes in the order they were posted (the earliest
+  // awaiting one is `o` when called in order).
   void take(op& o) {
-    for (auto it = notes_.begin(); it != notes_.end();) {
-      if (it->peer != o.peer || it->tg != o.tg || (o.parts_in > 0 && it->n.id != o.sender_id)) {
-        ++it;
-        continue;
-      }
-      if (o.parts_in == 0) {
-        if (earlier_awaits(o)) return;
-        if (it->n.bytes != o.bytes)
-          throw mismatch_error(size_mismatch("staged transport", o.peer, it->n.bytes, inner_->rank(), o.bytes, o.tg));
-        o.sender_id = it->n.id;
-      }
+    for (auto it = notes_.begin(); it != notes_.end(); ++it) {
+      if (it->peer != o.peer || it->tg != o.tg) continue;
+      if (earlier_awaits(o)) return;
+      if (it->n.bytes != o.bytes)
+        throw mismatch_error(size_mismatch("staged transport", o.peer, it->n.bytes, inner_->rank(), o.bytes, o.tg));
+      o.sender_id = it->n.id;
       if (it->n.kind == shared_kind) {
         land(o, dev_->open(o.peer, it->n.at) + it->n.at.offset);
-        notes_.erase(it);
-        return;
-      }
-      if (o.parts_in == 0) {
-        o.held.resize(o.bytes);
-        for (std::size_t p = 1; p < parts_of(o.bytes); ++p) listen(o.peer, o.tg);  // the notes that follow
-      }
-      const std::size_t off = it->n.part * note_inline, len = std::min(note_inline, o.bytes - std::min(o.bytes, off));
-      if (len) std::memcpy(o.held.data() + off, it->n.data, len);
-      ++o.parts_in;
-      it = notes_.erase(it);
-      if (o.parts_in == parts_of(o.bytes)) {
+      } else {
+        if (o.bytes > note_inline)
+          throw transport_error("staged transport: rank " + std::to_string(o.peer) + " sent " +
+                                std::to_string(o.bytes) + " bytes inline, past a note's " +
+                                std::to_string(note_inline));
+        o.held.assign(it->n.data, it->n.data + o.bytes);
         land_inline(o);
-        return;
       }
+      notes_.erase(it);
+      return;
     }
   }
   // Whether a receive posted before `o` on its (peer, tag) still awaits its first note.
   bool earlier_awaits(const op& o) const {
     for (const auto& e : ops_) {
       if (&e == &o) return false;
-      if (e.st == stage::awaiting && e.k != kind::send && e.peer == o.peer && e.tg == o.tg && e.parts_in == 0)
+      if (e.st == stage::awaiting && e.k != kind::send && e.peer == o.peer && e.tg == o.tg)
         return true;
     }
     return false;
@@ -449,10 +413,9 @@ class near_peers {
   // reads them from a staging slot (pinned and mapped for the device),
   // one into host memory reduces here.
   void land_inline(op& o) {
-    device_region probe{};
     if (o.k == kind::recv) {
       o.ev = dev_->copy(o.data, o.held.data(), o.bytes);
-    } else if (o.bytes > 0 && dev_->share(o.data, o.bytes, probe)) {
+    } else if (o.bytes > 0 && dev_->on_device(o.data)) {
       o.slot_bytes = std::max<std::size_t>(o.bytes, 64);
       o.slot = dev_->allocate_slot(o.slot_bytes);
       std::memcpy(o.slot, o.held.data(), o.bytes);
@@ -473,6 +436,7 @@ class near_peers {
 
   Inner* inner_;
   Device* dev_;
+  shared_scratch<Device> scratch_;   // sends whose own memory the device does not share
   std::vector<unsigned char> near_;  // near_[a * n + b]: ranks a and b are near
   std::uint64_t next_id_ = 0;
   std::list<op> ops_;       // in posting order

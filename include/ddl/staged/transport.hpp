@@ -55,41 +55,11 @@
 #include "ddl/transport/concept.hpp"
 #include "ddl/transport/request.hpp"
 #include "ddl/shm/shared_buffer.hpp"
+#include "ddl/staged/message.hpp"
 #include "ddl/staged/near.hpp"
+#include "ddl/staged/options.hpp"
 
 namespace ddl {
-
-/// Settings of the staging pipeline.
-struct staging_options {
-  std::size_t slot_bytes = std::size_t{1} << 20;  ///< largest piece
-  int slots = 8;                                  ///< per direction
-  /// Calls of at most this many bytes per rank run whole on the host
-  /// transport through one copy each way (`staged_transport::bounces`); 0:
-  /// every call through the pipeline. Every rank must use the same value.
-  /// `DDL_STAGING_BOUNCE` (bytes, "16M" as elsewhere) sets it. Default 64
-  /// MiB: bounced calls ran ahead of the pieces at every size measured
-  /// (docs/settings.md, "Why the defaults"); the pinned buffer grows to the
-  /// largest call up to this size.
-  std::size_t bounce_bytes = std::size_t{64} << 20;
-  /// Where some ranks are near (their device memory mapped between their
-  /// processes, `staged/near.hpp`), calls bounce only up to this many bytes
-  /// (and `bounce_bytes`): larger ones go device to device between near
-  /// ranks. `DDL_STAGING_NEAR_BOUNCE` sets it.
-  std::size_t near_bounce_bytes = std::size_t{64} << 10;
-  /// Whether near ranks map each other's device memory (where the device
-  /// can, `Device::share`); `DDL_CUDA_IPC=0` turns it off.
-  bool near = true;
-
-  /// The defaults, with `DDL_STAGING_BOUNCE`, `DDL_STAGING_NEAR_BOUNCE` and `DDL_CUDA_IPC` read.
-  static staging_options from_env() {
-    staging_options o;
-    if (const char* b = std::getenv("DDL_STAGING_BOUNCE")) o.bounce_bytes = detail::parse_bytes("DDL_STAGING_BOUNCE", b);
-    if (const char* b = std::getenv("DDL_STAGING_NEAR_BOUNCE"))
-      o.near_bounce_bytes = detail::parse_bytes("DDL_STAGING_NEAR_BOUNCE", b);
-    if (const char* i = std::getenv("DDL_CUDA_IPC")) o.near = std::strcmp(i, "0") != 0;
-    return o;
-  }
-};
 
 namespace detail {
 template <class D, class = void>
@@ -208,6 +178,30 @@ class staged_transport {
   bool some_near() const noexcept {
     if constexpr (detail::has_device_ipc_v<Device>) return near_->any();
     return false;
+  }
+  /// Device memory mapped between the processes (`device_peers` in
+  /// `transport/peer_access.hpp`; `ddl::two_shot` reads it in place):
+  /// whether every pair of ranks is near, where a buffer lies for them,
+  /// a peer's region mapped here, and scratch they map.
+  template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
+  bool device_peers() const noexcept {
+    return near_->block() == size();
+  }
+  template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
+  bool share_device(const std::byte* p, std::size_t n, device_region& r) {
+    return n > 0 && dev_->share(p, n, r);
+  }
+  template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
+  const std::byte* peer_device(int peer, const device_region& r) {
+    return dev_->open(peer, r) + r.offset;
+  }
+  template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
+  std::byte* take_scratch(std::size_t n) {
+    return near_->scratch().take(n);
+  }
+  template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
+  void give_scratch(const std::byte* p) {
+    near_->scratch().give(p);
   }
   /// Host memory for a call that bounces, at least `bytes` long: a
   /// `shared_buffer`, pinned where the device can; grown on demand (its
@@ -472,7 +466,8 @@ class staged_transport {
   std::deque<op> ops_;
   std::deque<piece> pieces_;
   std::vector<std::byte*> free_[2];
-  using near_type = detail::near_peers<Inner, Device>;
+  struct no_near {};  // a Device that shares no memory
+  using near_type = std::conditional_t<detail::has_device_ipc_v<Device>, detail::near_peers<Inner, Device>, no_near>;
   std::unique_ptr<near_type> near_;  // where the device shares its memory (`Device::share`)
 };
 

@@ -93,6 +93,20 @@
 ///     the direct strategies do); without the call a sleeping waiter still
 ///     sees the counter, up to 2 ms late on `local_transport` and
 ///     `mpi_transport`;
+///   - `bool device_peers() const`, `bool share_device(const std::byte* p,
+///     std::size_t n, ddl::device_region& r)`, `const std::byte*
+///     peer_device(int peer, const ddl::device_region& r)`, `std::byte*
+///     take_scratch(std::size_t n)` and `void give_scratch(const std::byte*
+///     p)` — processes whose device memory maps into each other's
+///     (`staged_transport`'s near ranks, CUDA IPC; `staged/device_region.hpp`):
+///     whether every pair of the group does (the same answer on every rank);
+///     where device buffer `[p, p + n)` lies, for the peers (false: memory
+///     they cannot map, such as a `cudaMallocAsync` pool's); rank `peer`'s
+///     region `r`, mapped here (its first byte past `r.offset`); and device
+///     memory `share_device` accepts, held until given back. `ddl::two_shot`
+///     then runs its all-reduce on device buffers reading the peers' where
+///     they lie (`two_shot::all_reduce_device`); its other collectives and
+///     `one_shot` need `peer_memory` or stages;
 ///   - `static constexpr double copy_step_factor` — a step that only copies
 ///     what it receives runs at this multiple of the links' bandwidth, which
 ///     prices a step that reduces it (`plan_for::copy_step`; the threads
@@ -110,6 +124,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "ddl/core/device_region.hpp"
 #include "ddl/transport/capabilities.hpp"
 
 namespace ddl {
@@ -282,6 +297,22 @@ inline constexpr bool has_flagged_all_reduce_v = has_peer_memory_v<T> && detail:
 /// without a message (`flagged_two_shot`).
 template <class T>
 inline constexpr bool has_flagged_two_shot_v = has_peer_memory_v<T> && detail::has_flagged_two_shot<T>::value;
+
+template <class T, class = void>
+struct has_device_peers : std::false_type {};
+template <class T>
+struct has_device_peers<
+    T, std::void_t<decltype(bool(std::declval<const T&>().device_peers())),
+                   decltype(bool(std::declval<T&>().share_device(std::declval<const std::byte*>(), std::size_t{},
+                                                                std::declval<device_region&>()))),
+                   decltype(static_cast<const std::byte*>(
+                       std::declval<T&>().peer_device(0, std::declval<const device_region&>()))),
+                   decltype(static_cast<std::byte*>(std::declval<T&>().take_scratch(std::size_t{}))),
+                   decltype(std::declval<T&>().give_scratch(std::declval<const std::byte*>()))>> : std::true_type {};
+/// True when `T`'s ranks map each other's device memory between processes
+/// (`device_peers`, `share_device`, `peer_device`, `take_scratch`, `give_scratch`).
+template <class T>
+inline constexpr bool has_device_peers_v = has_device_peers<T>::value;
 
 /// True when `T`'s ranks can get at each other's memory, their buffers in
 /// place (`peer_memory`) or shared stages: the direct strategies compile over it.
