@@ -85,11 +85,14 @@ class communicator : public detail::collective_jobs<Strategy, Transport> {
   ///        throws `topology_error` on every rank if it does not fit the group.
   /// \param o settings; defaults read `DDL_TIMEOUT`, `DDL_CHUNK_BYTES`, ...
   communicator(Transport& t, Strategy s, options o) : jobs(t, std::move(s), o) {}
+  /// With a default-constructed strategy.
   template <class S = Strategy, std::enable_if_t<std::is_default_constructible_v<S>, int> = 0>
   explicit communicator(Transport& t, options o = options::from_env()) : communicator(t, Strategy{}, o) {}
+  /// With the settings the environment gives (`options::from_env()`).
   communicator(Transport& t, Strategy s) : communicator(t, std::move(s), options::from_env()) {}
   /// Moving finishes the source's pending collectives first.
   communicator(communicator&&) noexcept = default;
+  /// As the move constructor.
   communicator& operator=(communicator&&) noexcept = default;
 
   // --- all-reduce --------------------------------------------------------------
@@ -113,6 +116,7 @@ class communicator : public detail::collective_jobs<Strategy, Transport> {
     checked(print("all_reduce", in.count, out.count, in.type, o), [&] { args().check_all_reduce(in, out); });
     return submit("all_reduce", all_reduce_job(in, out, o), std::move(done));
   }
+  /// In-place `all_reduce_async`.
   collective_request all_reduce_async(buffer_view inout, op o, completion done = {}) {
     return all_reduce_async(inout, inout, o, std::move(done));
   }
@@ -126,6 +130,7 @@ class communicator : public detail::collective_jobs<Strategy, Transport> {
     checked(print("reduce_scatter", in.count, 0, in.type, o), [&] { args().check_reduce_scatter(in, out); });
     run_now(reduce_scatter_job(in, out, o));
   }
+  /// As `reduce_scatter`, returning at once (the buffers and `done` as in `all_reduce_async`).
   collective_request reduce_scatter_async(const_buffer_view in, buffer_view out, op o, completion done = {}) {
     checked(print("reduce_scatter", in.count, 0, in.type, o), [&] { args().check_reduce_scatter(in, out); });
     return submit("reduce_scatter", reduce_scatter_job(in, out, o), std::move(done));
@@ -139,6 +144,7 @@ class communicator : public detail::collective_jobs<Strategy, Transport> {
     checked(print("all_gather", 0, out.count, in.type, op::sum), [&] { args().check_all_gather(in, out); });
     run_now(all_gather_job(in, out));
   }
+  /// As `all_gather`, returning at once (the buffers and `done` as in `all_reduce_async`).
   collective_request all_gather_async(const_buffer_view in, buffer_view out, completion done = {}) {
     checked(print("all_gather", 0, out.count, in.type, op::sum), [&] { args().check_all_gather(in, out); });
     return submit("all_gather", all_gather_job(in, out), std::move(done));
@@ -157,6 +163,7 @@ class communicator : public detail::collective_jobs<Strategy, Transport> {
     checked(print(all_to_all_name(in, out, true), 0, 0, in.type, op::sum), [&] { parts = args().equal_parts(in, out); });
     run_now(all_to_all_job(in, parts, out, parts, true));
   }
+  /// As `all_to_all` (equal parts), returning at once (the buffers and `done` as in `all_reduce_async`).
   collective_request all_to_all_async(const_buffer_view in, buffer_view out, completion done = {}) {
     std::vector<std::size_t> parts;
     checked(print(all_to_all_name(in, out, true), 0, 0, in.type, op::sum), [&] { parts = args().equal_parts(in, out); });
@@ -177,6 +184,7 @@ class communicator : public detail::collective_jobs<Strategy, Transport> {
             [&] { args().check_all_to_all(in, send_counts, out, recv_counts); });
     run_now(all_to_all_job(in, std::move(send_counts), out, std::move(recv_counts), false));
   }
+  /// As `all_to_all` with counts per peer, returning at once (the buffers and `done` as in `all_reduce_async`).
   collective_request all_to_all_async(const_buffer_view in, std::vector<std::size_t> send_counts, buffer_view out,
                                       std::vector<std::size_t> recv_counts, completion done = {}) {
     checked(print("all_to_allv", 0, 0, in.type, op::sum),
@@ -214,6 +222,7 @@ class communicator : public detail::collective_jobs<Strategy, Transport> {
     checked(print("gather", in.count, 0, in.type, op::sum, root), [&] { args().check_gather(in, out, root); });
     run_now(gather_job(in, out, root));
   }
+  /// As `gather`, returning at once (the buffers and `done` as in `all_reduce_async`).
   collective_request gather_async(const_buffer_view in, buffer_view out, int root, completion done = {}) {
     checked(print("gather", in.count, 0, in.type, op::sum, root), [&] { args().check_gather(in, out, root); });
     return submit("gather", gather_job(in, out, root), std::move(done));
@@ -227,6 +236,7 @@ class communicator : public detail::collective_jobs<Strategy, Transport> {
     checked(print("scatter", 0, out.count, out.type, op::sum, root), [&] { args().check_scatter(in, out, root); });
     run_now(scatter_job(in, out, root));
   }
+  /// As `scatter`, returning at once (the buffers and `done` as in `all_reduce_async`).
   collective_request scatter_async(const_buffer_view in, buffer_view out, int root, completion done = {}) {
     checked(print("scatter", 0, out.count, out.type, op::sum, root), [&] { args().check_scatter(in, out, root); });
     return submit("scatter", scatter_job(in, out, root), std::move(done));
@@ -244,6 +254,7 @@ class communicator : public detail::collective_jobs<Strategy, Transport> {
     checked(print("reduce", in.count, 0, in.type, o, root), [&] { args().check_reduce(in, out, root); });
     run_now(reduce_job(in, out, o, root));
   }
+  /// As `reduce`, returning at once (the buffers and `done` as in `all_reduce_async`).
   collective_request reduce_async(const_buffer_view in, buffer_view out, op o, int root, completion done = {}) {
     checked(print("reduce", in.count, 0, in.type, o, root), [&] { args().check_reduce(in, out, root); });
     return submit("reduce", reduce_job(in, out, o, root), std::move(done));
@@ -267,6 +278,7 @@ class communicator : public detail::collective_jobs<Strategy, Transport> {
     checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { args().check_broadcast(data, root); });
     run_now(broadcast_job(data, root));
   }
+  /// As `broadcast`, returning at once (the buffer and `done` as in `all_reduce_async`).
   collective_request broadcast_async(buffer_view data, int root, completion done = {}) {
     checked(print("broadcast", data.count, 0, data.type, op::sum, root), [&] { args().check_broadcast(data, root); });
     return submit("broadcast", broadcast_job(data, root), std::move(done));
@@ -308,6 +320,7 @@ class communicator : public detail::collective_jobs<Strategy, Transport> {
 
   /// Returns once every rank has entered it.
   void barrier() { run_now(barrier_job()); }
+  /// As `barrier`, returning at once (`done` as in `all_reduce_async`).
   collective_request barrier_async(completion done = {}) { return submit("barrier", barrier_job(), std::move(done)); }
 
   // --- point-to-point ----------------------------------------------------------

@@ -32,6 +32,7 @@ template <> struct dtype_of<float> : std::integral_constant<dtype, dtype::float3
 template <> struct dtype_of<double> : std::integral_constant<dtype, dtype::float64> {};
 template <> struct dtype_of<half> : std::integral_constant<dtype, dtype::float16> {};
 template <> struct dtype_of<bfloat16> : std::integral_constant<dtype, dtype::bfloat16> {};
+/// The `dtype` of element type `T` (cv-qualifiers aside).
 template <class T>
 inline constexpr dtype dtype_of_v = dtype_of<std::remove_cv_t<T>>::value;
 
@@ -96,9 +97,12 @@ decltype(auto) visit_dtype(dtype t, F&& f) {
 }
 
 /// Type in which one element is combined: 16-bit floats compute in float.
-template <class T> struct compute_type { using type = T; };
-template <> struct compute_type<half> { using type = float; };
-template <> struct compute_type<bfloat16> { using type = float; };
+template <class T> struct compute_type { using type = T; /**< `T` itself */ };
+/// `half` computes in float.
+template <> struct compute_type<half> { using type = float; /**< float */ };
+/// `bfloat16` computes in float.
+template <> struct compute_type<bfloat16> { using type = float; /**< float */ };
+/// `compute_type<T>::type`.
 template <class T>
 using compute_t = typename compute_type<T>::type;
 

@@ -11,6 +11,7 @@ namespace ddl {
 /// Base of every exception ddl throws.
 class error : public std::runtime_error {
  public:
+  /// The message, prefixed "ddl: ".
   explicit error(const std::string& what) : std::runtime_error("ddl: " + what) {}
 };
 
@@ -42,6 +43,9 @@ class transport_error : public error {
 /// so a log line says who stalled where.
 class timeout_error : public error {
  public:
+  /// \param peer the rank waited for (-1: any); \param phase and
+  /// \param collective where; \param waited_s how long; \param silent the
+  /// ranks that reported no timeout; \param note what else the transport saw.
   timeout_error(int peer, std::string phase, std::string collective, double waited_s, std::vector<int> silent = {},
                 std::string note = {})
       : error(format(peer, phase, collective, waited_s, silent, note)),

@@ -15,8 +15,10 @@ namespace ddl {
 /// (integer types divide with truncation toward zero).
 enum class op : std::uint8_t { sum, prod, min, max, avg };
 
+/// Every op, in declaration order.
 inline constexpr op all_ops[] = {op::sum, op::prod, op::min, op::max, op::avg};
 
+/// "sum", "prod", "min", "max" or "avg".
 constexpr const char* name_of(op o) noexcept {
   switch (o) {
     case op::sum: return "sum";
@@ -35,12 +37,17 @@ inline op parse_op(const std::string& s) {
   throw invalid_argument("unknown op '" + s + "' (expected sum, prod, min, max or avg)");
 }
 
+/// The combining functors (`visit_op`): two values in the compute type.
+/// min/max use `<` only, so the result for NaN inputs is deterministic (the
+/// first operand wins ties).
 namespace ops {
-// Combine two values in the compute type. min/max use `<` only, so the
-// result for NaN inputs is deterministic (the first operand wins ties).
+/// `a + b`.
 struct sum { template <class C> DDL_HOST_DEVICE C operator()(C a, C b) const { return a + b; } };
+/// `a * b`.
 struct prod { template <class C> DDL_HOST_DEVICE C operator()(C a, C b) const { return a * b; } };
+/// The smaller; `a` on ties.
 struct min { template <class C> DDL_HOST_DEVICE C operator()(C a, C b) const { return b < a ? b : a; } };
+/// The larger; `a` on ties.
 struct max { template <class C> DDL_HOST_DEVICE C operator()(C a, C b) const { return a < b ? b : a; } };
 }  // namespace ops
 
@@ -63,9 +70,9 @@ decltype(auto) visit_op(op o, F&& f) {
 /// value first, so both partners compute the same bits even for ops that
 /// are not bitwise commutative (min/max on -0/+0 or NaN).
 struct reduction {
-  ddl::dtype type;
-  ddl::op oper;
-  bool received_first = false;
+  ddl::dtype type;              ///< the elements' type
+  ddl::op oper;                 ///< the operator
+  bool received_first = false;  ///< the received operand on the left
 };
 
 }  // namespace ddl

@@ -180,12 +180,15 @@ inline void shared_release(std::byte* at, std::size_t bytes, const shared_region
 class shared_buffer {
  public:
   shared_buffer() = default;
+  /// `bytes` of zeroed shared memory (none for 0).
   explicit shared_buffer(std::size_t bytes) : size_(bytes) {
     if (bytes > 0) data_ = detail::shared_allocate(bytes, region_);
   }
+  /// Takes `o`'s memory; `o` then holds none.
   shared_buffer(shared_buffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
         region_(std::exchange(o.region_, detail::shared_region{})) {}
+  /// Releases this buffer's memory and takes `o`'s.
   shared_buffer& operator=(shared_buffer&& o) noexcept {
     if (this != &o) {
       release();
@@ -199,8 +202,11 @@ class shared_buffer {
   shared_buffer& operator=(const shared_buffer&) = delete;
   ~shared_buffer() { release(); }
 
+  /// The first byte (null when empty).
   std::byte* data() noexcept { return data_; }
+  /// The first byte (null when empty).
   const std::byte* data() const noexcept { return data_; }
+  /// Bytes.
   std::size_t size() const noexcept { return size_; }
   /// The memory as elements of `T` (`size() / sizeof(T)` of them).
   template <class T>
@@ -229,22 +235,27 @@ class shared_buffer {
 /// compare equal.
 template <class T>
 struct shared_allocator {
-  using value_type = T;
+  using value_type = T;  ///< what it allocates
   shared_allocator() noexcept = default;
+  /// From an allocator of another type (stateless: nothing to copy).
   template <class U>
   shared_allocator(const shared_allocator<U>&) noexcept {}
+  /// `n` elements of shared memory (a file and mapping of their own).
   T* allocate(std::size_t n) {
     if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_alloc();
     detail::shared_region r;
     return reinterpret_cast<T*>(detail::shared_allocate(n == 0 ? 1 : n * sizeof(T), r));
   }
+  /// Releases what `allocate(n)` returned at `p`.
   void deallocate(T* p, std::size_t n) noexcept {
     const auto* at = reinterpret_cast<const std::byte*>(p);
     const detail::shared_region r = detail::shared_registry::find(at, 1);  // none: ordinary memory
     detail::shared_release(reinterpret_cast<std::byte*>(p), n == 0 ? 1 : n * sizeof(T), r);
   }
+  /// Always equal (stateless).
   template <class U>
   bool operator==(const shared_allocator<U>&) const noexcept { return true; }
+  /// Never unequal.
   template <class U>
   bool operator!=(const shared_allocator<U>&) const noexcept { return false; }
 };

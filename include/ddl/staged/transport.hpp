@@ -69,6 +69,9 @@ struct can_pin<D, std::void_t<decltype(std::declval<D&>().pin(std::declval<std::
                               decltype(std::declval<D&>().unpin(std::declval<std::byte*>()))>> : std::true_type {};
 }  // namespace detail
 
+/// Device buffers over host transport `Inner`, the device side done by
+/// `Device` (the file's comment has the pipeline; `mpi_staged_transport`
+/// is the one over MPI with CUDA).
 template <class Inner, class Device>
 class staged_transport {
   static_assert(check_transport<Inner>(), "ddl: staged_transport needs an Inner transport");
@@ -77,20 +80,25 @@ class staged_transport {
   using event = typename Device::event;
 
  public:
+  /// Its messages may lie in device memory (`transport/concept.hpp`).
   static constexpr bool device_memory = true;
 
   /// What a request refers to (`transport/request.hpp`).
   struct request_fields {
-    staged_transport* owner_ = nullptr;
-    std::uint64_t id_ = 0;
+    staged_transport* owner_ = nullptr;  ///< the transport; null: finished
+    std::uint64_t id_ = 0;               ///< the message's id there
+    /// Whether the message is still in flight.
     bool active() const noexcept { return owner_ != nullptr; }
+    /// Gives the message up (its request was dropped unfinished).
     void withdraw() noexcept { owner_->abandon(id_); }
   };
+  /// A message in flight (move-only; dropping it unfinished withdraws it).
   class request : public detail::request_handle<request_fields> {
     friend class staged_transport;
   };
 
-  /// \param inner moves the bytes (must outlive this); \param dev does the device side.
+  /// \param inner moves the bytes (must outlive this); \param dev does the device side;
+  /// \param o the pipeline's settings.
   staged_transport(Inner& inner, Device& dev, staging_options o = staging_options::from_env())
       : inner_(&inner), dev_(&dev), opts_(o) {
     if (o.slot_bytes < 64 || o.slots < 1) throw invalid_argument("staging_options: slot_bytes >= 64 and slots >= 1");
@@ -124,13 +132,16 @@ class staged_transport {
     unpin_bounce();
   }
 
+  /// This rank, as `Inner` numbers it.
   int rank() const { return inner_->rank(); }
+  /// Ranks in the group.
   int size() const { return inner_->size(); }
   /// The host transport's `abort`, where it has one.
   template <class I = Inner, std::enable_if_t<has_abort_v<I>, int> = 0>
   void abort(const std::string& why) {
     inner_->abort(why);
   }
+  /// Copies and reductions for buffers at `where` (the device's, on its stream).
   memory_ops memory(const location& where) { return dev_->memory(where); }
   /// Whether the call stamps survive in the host transport's tags (`stamps_in_tags_of`).
   bool stamps_in_tags() const { return stamps_in_tags_of(*inner_); }
@@ -153,8 +164,10 @@ class staged_transport {
   /// shares memory (`topology()`): a step between near ranks (a note each
   /// way over the host transport, one device pass at device-memory speed)
   /// and a step staged through host memory. Not yet fitted on a GPU.
-  static constexpr double near_bandwidth = 200e9, near_latency = 30e-6;
-  static constexpr double staged_bandwidth = 10e9, staged_latency = 30e-6;
+  static constexpr double near_bandwidth = 200e9;   ///< bytes/s of a step between near ranks
+  static constexpr double near_latency = 30e-6;     ///< seconds a step between near ranks starts in
+  static constexpr double staged_bandwidth = 10e9;  ///< bytes/s of a step staged through host memory
+  static constexpr double staged_latency = 30e-6;   ///< seconds a staged step starts in
   /// The levels `auto_strategy` plans on (where the device shares memory):
   /// `DDL_TOPOLOGY` where set; else, where the near ranks are blocks of g
   /// consecutive ranks (the ranks of a host), a level of g near ranks under
@@ -187,18 +200,22 @@ class staged_transport {
   bool device_peers() const noexcept {
     return near_->block() == size();
   }
+  /// Fills `r` with where `[p, p + n)` lies for the peers; false: they cannot map it.
   template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
   bool share_device(const std::byte* p, std::size_t n, device_region& r) {
     return n > 0 && dev_->share(p, n, r);
   }
+  /// Rank `peer`'s region `r`, mapped here (its first byte past `r.offset`).
   template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
   const std::byte* peer_device(int peer, const device_region& r) {
     return dev_->open(peer, r) + r.offset;
   }
+  /// `n` bytes of device memory the peers can map, held until `give_scratch`.
   template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
   std::byte* take_scratch(std::size_t n) {
     return near_->scratch().take(n);
   }
+  /// Gives back what `take_scratch` returned at `p`.
   template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
   void give_scratch(const std::byte* p) {
     near_->scratch().give(p);
@@ -233,17 +250,21 @@ class staged_transport {
     }
   }
 
+  /// Sends `data` (device or host memory) to `peer` under tag `t`.
   request isend(int peer, const_bytes data, tag t) { return post(kind::send, peer, const_cast<std::byte*>(data.data), nullptr, data.size, {}, t); }
+  /// Receives `data` from `peer` under tag `t`.
   request irecv(int peer, mutable_bytes data, tag t) { return post(kind::recv, peer, data.data, nullptr, data.size, {}, t); }
   /// `dst = local (op) received`; the device reduces straight from the slot.
   request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t) {
     return post(kind::reduce, peer, dst.data, local.data, dst.size, r, t);
   }
 
+  /// Whether `r` has finished (then retired); advances every message in flight.
   bool test(request& r) {
     progress();
     return finished(r);
   }
+  /// Waits for `r`; `timeout_error` naming its peer once `until` passes.
   void wait(request& r, deadline until) {
     if (!r.active()) return;
     const auto start = std::chrono::steady_clock::now();

@@ -66,6 +66,7 @@ struct level_c {
   static_assert(LatencyNs >= 0, "ddl: a level's latency must not be negative");
   static_assert(Links >= 0, "ddl: a level's link count must not be negative");
   static_assert(ExchangeBytesPerSecond >= 0, "ddl: a level's exchange bandwidth must not be negative");
+  /// The level these parameters make.
   static constexpr level value{Extent, static_cast<double>(BytesPerSecond), static_cast<double>(LatencyNs) * 1e-9,
                                Links, static_cast<double>(ExchangeBytesPerSecond), PrivateLinks};
 };
@@ -78,20 +79,23 @@ template <class... Levels>
 struct static_topology {
   static_assert(sizeof...(Levels) >= 1 && sizeof...(Levels) <= max_dims,
                 "ddl: a topology has between 1 and ddl::max_dims levels");
-  static constexpr std::size_t count = sizeof...(Levels);
-  static constexpr std::array<level, count> levels{Levels::value...};
-  static constexpr int size = (Levels::value.extent * ...);
+  static constexpr std::size_t count = sizeof...(Levels);              ///< levels
+  static constexpr std::array<level, count> levels{Levels::value...};  ///< innermost first
+  static constexpr int size = (Levels::value.extent * ...);            ///< ranks
 };
 
 /// A topology known at run time.
 class topology {
  public:
   topology() = default;
+  /// The levels of `[first, last)`, innermost first (each checked as `add` does).
   template <class It>
   topology(It first, It last) {
     for (; first != last; ++first) add(*first);
   }
+  /// The levels listed, innermost first.
   topology(std::initializer_list<level> l) : topology(l.begin(), l.end()) {}
+  /// A compile-time topology's levels.
   template <class... L>
   topology(static_topology<L...>) : topology(static_topology<L...>::levels.begin(), static_topology<L...>::levels.end()) {}
 
@@ -113,10 +117,15 @@ class topology {
     return t;
   }
 
+  /// Levels.
   std::size_t count() const noexcept { return count_; }
+  /// Level `i`, innermost first.
   const level& operator[](std::size_t i) const { return levels_[i]; }
+  /// Level `i`, innermost first.
   level& operator[](std::size_t i) { return levels_[i]; }
+  /// The levels, `count()` of them.
   const level* data() const noexcept { return levels_.data(); }
+  /// Ranks: the product of the extents.
   int size() const {
     int p = 1;
     for (std::size_t i = 0; i < count_; ++i) p *= levels_[i].extent;
@@ -126,6 +135,7 @@ class topology {
   static constexpr double max_bandwidth = 1e15, max_latency = 1000;
   /// Ranks a topology may describe (its extents' product fits an `int`).
   static constexpr long long max_ranks = 2147483647;
+  /// Appends an outer level; throws `topology_error` naming what is wrong with it.
   void add(const level& l) {
     if (count_ == max_dims) throw topology_error("a topology has at most " + std::to_string(max_dims) + " levels");
     if (l.extent >= 1 && static_cast<long long>(size()) * l.extent > max_ranks)

@@ -36,7 +36,8 @@ inline constexpr bool two_shot_pushes_v = has_peer_memory_v<T> && !has_flagged_t
 /// synchronisation ends the call where pulling the blocks took one more
 /// between the phases and a second pass over the reduced block.
 struct two_shot : detail::direct_base {
-  static constexpr const char* name = "two_shot";
+  static constexpr const char* name = "two_shot";  ///< its name in plans and errors
+  /// Its name and form (reading the peers, streamed stages).
   std::string describe() const {
     return std::string(name) + (reads_ ? reading_suffix : streams_ ? streaming_suffix : "");
   }
@@ -71,6 +72,7 @@ struct two_shot : detail::direct_base {
     streams_ = on;
     return *this;
   }
+  /// Workspace its all-reduce needs: none.
   static std::size_t all_reduce_workspace(std::size_t, dtype, int) { return 0; }
 
   /// Over processes that map each other's device memory and nothing else
@@ -88,6 +90,7 @@ struct two_shot : detail::direct_base {
     }
   }
 
+  /// `out` = the reduction of every rank's `in` (`count` elements; in place when equal).
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count, const call_context& c) {
     const std::size_t es = size_of(c.red.type);
