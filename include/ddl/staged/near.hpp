@@ -170,7 +170,7 @@ class near_peers {
     }
     ops_.push_back(std::move(o));
     const std::uint64_t id = ops_.back().id;
-    listen(m.peer, m.tg);  // the reply to a send, or the (first) note of a receive
+    listen(m.peer, m.tg);  // the reply to a send, or the note of a receive
     progress();
     return id;
   }
@@ -285,11 +285,11 @@ class near_peers {
     bool replied = false;  // send: the receiver is done with the bytes
     std::uint64_t sender_id = 0;  // receive: the sender's message
     std::vector<std::byte> held;  // inline: the message's bytes in host memory
-    std::vector<std::byte> notes;  // send: the notes (sent from here)
+    std::vector<std::byte> notes;  // send: the note (sent from here)
     std::byte* slot = nullptr;    // receive, inline, reduced on the device: the bytes, pinned
     std::size_t slot_bytes = 0;
     note reply{};                 // receive: the reply (sent from here)
-    inner_request note_req;       // send: the (first) note; receive: the reply
+    inner_request note_req;       // send: the note; receive: the reply
   };
 
   std::size_t idx(int a, int b) const noexcept {
