@@ -30,10 +30,10 @@ struct call_context {
   const char* collective = "";  ///< e.g. "all_reduce", for error messages
   const char* strategy = "";    ///< e.g. "ring"
   reduction red{};              ///< element type and op
-  const options* opts = nullptr;
+  const options* opts = nullptr;  ///< the communicator's settings (deadline, chunks)
   tag base_tag = 0;             ///< unique per call: the call owns tags base_tag + [0, 256) (see `tag_offset`)
   std::byte* scratch = nullptr; ///< >= pipeline_depth * chunk_bytes when the transport has no fused reduce
-  std::size_t scratch_bytes = 0;
+  std::size_t scratch_bytes = 0;  ///< `scratch`'s bytes
   std::byte* work = nullptr;    ///< the strategy's own workspace (`all_reduce_workspace` bytes)
   const memory_ops* mem = nullptr;  ///< local copies and reductions for these buffers
 };
@@ -90,20 +90,22 @@ inline void local_finalize(const call_context& c, std::byte* data, std::size_t c
 /// receive-and-reduce lands them too for such a step (its scratch, at least
 /// `min(recv_bytes, pipeline_depth * chunk)` bytes, supplied by the strategy).
 struct step_desc {
-  int send_peer = -1;
-  const std::byte* send = nullptr;
-  std::size_t send_bytes = 0;
-  int recv_peer = -1;
-  std::byte* recv = nullptr;
-  const std::byte* local = nullptr;
-  std::size_t recv_bytes = 0;
-  bool received_first = false;
+  int send_peer = -1;                ///< the rank sent to; -1: none
+  const std::byte* send = nullptr;   ///< what is sent
+  std::size_t send_bytes = 0;        ///< its bytes
+  int recv_peer = -1;                ///< the rank received from; -1: none
+  std::byte* recv = nullptr;         ///< where the result lands
+  const std::byte* local = nullptr;  ///< combined with what arrives; null: a plain receive
+  std::size_t recv_bytes = 0;        ///< bytes received
+  bool received_first = false;       ///< the received operand on the left (`reduction::received_first`)
 };
 
 /// Names the phase in a timeout (built only when one happens).
 struct phase_name {
   const char* what;  ///< e.g. "ring reduce-scatter"
-  int step, steps;
+  int step;          ///< which step, from 0
+  int steps;         ///< of how many
+  /// "what step k/n".
   std::string str() const {
     return std::string(what) + " step " + std::to_string(step + 1) + "/" + std::to_string(steps);
   }
@@ -162,9 +164,9 @@ inline std::size_t chunk_size(std::size_t esize, const options& o) {
 template <class Transport>
 class step_machine {
  public:
-  using request = typename Transport::request;
-  static constexpr std::size_t max_depth = 16;
-  static constexpr bool fused = has_fused_reduce_v<Transport>;
+  using request = typename Transport::request;  ///< the transport's
+  static constexpr std::size_t max_depth = 16;  ///< chunks in flight per direction, at most
+  static constexpr bool fused = has_fused_reduce_v<Transport>;  ///< the transport reduces as it receives
   static_assert(!is_stream_ordered_v<Transport> || fused, "ddl: a stream-ordered transport must offer irecv_reduce");
   /// Chunks can land and be combined here (host memory): every transport but
   /// a stream-ordered one. A fused transport's step that reduces into the
@@ -174,6 +176,9 @@ class step_machine {
   /// Slices of at most this many eager messages go as eager messages.
   static constexpr std::size_t eager_pieces = 4;
 
+  /// Sets up step `s` under tag `tg`: chunks land in `landing` where they
+  /// are combined here (`landing_mirrors`: at the slice's own offsets), at
+  /// most `depth` in flight each way.
   void start(const Transport& t, const step_desc& s, tag tg, std::byte* landing, bool landing_mirrors,
              std::size_t depth, const call_context& c) {
     s_ = s;
@@ -198,6 +203,7 @@ class step_machine {
       throw invalid_argument("internal: a combining step without a landing buffer");
     s_posted_ = s_done_ = r_posted_ = r_done_ = 0;
   }
+  /// Whether every chunk of the step has gone and come.
   bool done() const noexcept { return s_done_ == sends_ && r_done_ == recvs_; }
   /// The peer this step waits for (a timeout's culprit).
   int waiting_for() const noexcept { return r_done_ < recvs_ ? s_.recv_peer : s_.send_peer; }

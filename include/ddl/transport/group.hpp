@@ -30,14 +30,14 @@ struct forwards_copy_step<T, std::enable_if_t<has_copy_step_factor<T>::value>> {
 template <class Transport>
 class group_view : public detail::forwards_direct_read<Transport>, public detail::forwards_copy_step<Transport> {
  public:
-  using request = typename Transport::request;
-  static constexpr bool device_memory = accepts_device_memory_v<Transport>;
-  static constexpr bool stream_ordered = is_stream_ordered_v<Transport>;
-  static constexpr bool peer_memory = has_peer_memory_v<Transport>;
-  static constexpr bool direct_reads_over_links = direct_reads_over_links_v<Transport>;
-  static constexpr bool direct_round_one_step = direct_round_one_step_v<Transport>;
-  static constexpr double default_bandwidth = default_link<Transport>::bandwidth;
-  static constexpr double default_latency = default_link<Transport>::latency;
+  using request = typename Transport::request;  ///< the parent's
+  static constexpr bool device_memory = accepts_device_memory_v<Transport>;  ///< the parent's
+  static constexpr bool stream_ordered = is_stream_ordered_v<Transport>;  ///< the parent's
+  static constexpr bool peer_memory = has_peer_memory_v<Transport>;       ///< the parent's
+  static constexpr bool direct_reads_over_links = direct_reads_over_links_v<Transport>;  ///< the parent's
+  static constexpr bool direct_round_one_step = direct_round_one_step_v<Transport>;      ///< the parent's
+  static constexpr double default_bandwidth = default_link<Transport>::bandwidth;        ///< the parent's
+  static constexpr double default_latency = default_link<Transport>::latency;            ///< the parent's
 
   group_view() = default;
   /// \pre `parent.rank()` is one of the members.
@@ -51,7 +51,9 @@ class group_view : public detail::forwards_direct_read<Transport>, public detail
     rank_ = off / stride;
   }
 
+  /// This rank's index among the members.
   int rank() const noexcept { return rank_; }
+  /// Members.
   int size() const noexcept { return size_; }
   /// The parent's rank of member `i`.
   int parent_rank(int i) const noexcept { return base_ + i * stride_; }
@@ -67,26 +69,33 @@ class group_view : public detail::forwards_direct_read<Transport>, public detail
     return parent_->piece_bytes(parent_rank(peer));
   }
 
+  /// The parent's, to member `peer`.
   request isend(int peer, const_bytes b, tag t) { return parent_->isend(parent_rank(peer), b, t); }
+  /// The parent's, from member `peer`.
   request irecv(int peer, mutable_bytes b, tag t) { return parent_->irecv(parent_rank(peer), b, t); }
+  /// The parent's, from member `peer`.
   template <class T = Transport, std::enable_if_t<has_fused_reduce_v<T>, int> = 0>
   request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t) {
     return parent_->irecv_reduce(parent_rank(peer), dst, local, r, t);
   }
+  /// The parent's.
   void wait(request& r, deadline d) { parent_->wait(r, d); }
   /// The parent's local operations (a communicator over the group uses them).
   template <class T = Transport, std::enable_if_t<has_memory_ops_v<T>, int> = 0>
   memory_ops memory(const location& where) {
     return parent_->memory(where);
   }
+  /// The parent's stage of this rank.
   template <class T = Transport, std::enable_if_t<has_peer_stage_v<T>, int> = 0>
   std::byte* stage(std::size_t bytes) {
     return parent_->stage(bytes);
   }
+  /// The parent's stage of member `peer`.
   template <class T = Transport, std::enable_if_t<has_peer_stage_v<T>, int> = 0>
   const std::byte* peer_stage(int peer, std::size_t bytes) {
     return parent_->peer_stage(parent_rank(peer), bytes);
   }
+  /// Member `peer`'s shared buffer region `r`, mapped here (the parent's).
   template <class T = Transport, std::enable_if_t<has_peer_buffer_v<T>, int> = 0>
   const std::byte* peer_buffer(int peer, const detail::shared_region& r) {
     return parent_->peer_buffer(parent_rank(peer), r);
@@ -104,14 +113,17 @@ class group_view : public detail::forwards_direct_read<Transport>, public detail
       return parent_->memory_readable_among(base_, stride_, size_);
     else return parent_->memory_readable();
   }
+  /// The parent's word on members `base + i * stride` (i < `size`).
   template <class T = Transport, std::enable_if_t<detail::has_memory_readable_among<T>::value, int> = 0>
   bool memory_readable_among(int base, int stride, int size) const {
     return parent_->memory_readable_among(parent_rank(base), stride * stride_, size);
   }
+  /// The parent's copy out of member `peer`'s memory.
   template <class T = Transport, std::enable_if_t<has_read_peer_v<T>, int> = 0>
   void read_peer(int peer, const std::byte* at, std::byte* dst, std::size_t bytes) {
     parent_->read_peer(parent_rank(peer), at, dst, bytes);
   }
+  /// The parent's copy into member `peer`'s memory.
   template <class T = Transport, std::enable_if_t<has_write_peer_v<T>, int> = 0>
   void write_peer(int peer, const std::byte* src, std::byte* at, std::size_t bytes) {
     parent_->write_peer(parent_rank(peer), src, at, bytes);
