@@ -59,12 +59,12 @@ enum class progress {
   deferred,  ///< they run inside the request's `test` / `wait`, on the caller's thread
 };
 
-/// Settings of one communicator. Defaults come from the environment.
 /// Which broadcast algorithm runs (`DDL_BROADCAST=auto|binomial|chain|scatter_allgather|direct`;
 /// the algorithms and their costs are in `strategy/broadcast.hpp`; `direct`
 /// only where the ranks share stages: threads, MPI ranks of one machine).
 enum class broadcast_algorithm { automatic, binomial, chain, scatter_allgather, direct };
 
+/// Settings of one communicator. Defaults come from the environment.
 struct options {
   /// Longest any single wait may take before `timeout_error` (`DDL_TIMEOUT`, seconds).
   std::chrono::duration<double> timeout = std::chrono::seconds(300);

@@ -59,7 +59,7 @@ class cuda_peer_fabric;
 /// One rank's handle on a `cuda_peer_fabric`; used from its own thread.
 class cuda_peer_transport {
  public:
-  static constexpr bool device_memory = true;
+  static constexpr bool device_memory = true;  ///< the buffers lie in device memory
   /// Each slice goes as one message: the stream orders the work, and chunks
   /// only add API calls, which the ranks' threads issue in turns.
   static constexpr bool stream_ordered = true;
@@ -70,7 +70,7 @@ class cuda_peer_transport {
   /// by a peer read, a write and a local read; and a step's latency per rank
   /// of the fabric, since the ranks' threads take turns in the driver.
   static constexpr double link_bandwidth = 200e9;
-  static constexpr double step_latency_per_rank = 10e-6;
+  static constexpr double step_latency_per_rank = 10e-6;  ///< a step's latency per rank of the fabric
   /// A flagged call's meeting costs half a step's latency: a step of
   /// messages takes about twice what the latency per rank says, a flagged
   /// call about one latency per rank (fitted by `ddl-cuda-cost-fit`).
@@ -84,14 +84,15 @@ class cuda_peer_transport {
     bool active() const noexcept { return msg_ != nullptr; }
     inline void withdraw() noexcept;
   };
+  /// A send or receive in flight; move-only, withdrawn if dropped unfinished.
   class request : public detail::request_handle<request_fields> {
     friend class cuda_peer_transport;
   };
 
-  int rank() const noexcept { return rank_; }
+  int rank() const noexcept { return rank_; }  ///< this rank: 0 to size() - 1
   /// This rank gives the group up (the concept's `abort`).
   inline void abort(const std::string& why);
-  inline int size() const noexcept;
+  inline int size() const noexcept;  ///< the group's ranks
   /// The levels `auto_strategy` and the broadcast price on: `DDL_TOPOLOGY`
   /// where set, else one level of `link_bandwidth` whose step latency is
   /// `step_latency_per_rank` times the ranks. A step every rank takes costs
@@ -99,18 +100,18 @@ class cuda_peer_transport {
   /// turns in the driver (a flat latency made the planner pick halving
   /// doubling where recursive doubling is faster).
   inline ddl::topology topology() const;
-  int device() const noexcept { return ctx_.device; }
+  int device() const noexcept { return ctx_.device; }  ///< this rank's CUDA device
   /// Whether every rank's device reads every other's memory (one device, or
   /// peer access between all of them): `one_shot` and `two_shot` need it.
   inline bool peers_readable() const noexcept;
   /// The stream transfers and local operations go on now.
   cudaStream_t stream() const noexcept { return ctx_.stream; }
 
-  inline request isend(int peer, const_bytes data, tag t);
-  inline request irecv(int peer, mutable_bytes data, tag t);
-  inline request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t);
-  inline void wait(request& r, deadline until);
-  inline bool test(request& r);
+  inline request isend(int peer, const_bytes data, tag t);  ///< sends `data` (device memory) to `peer` on this rank's stream
+  inline request irecv(int peer, mutable_bytes data, tag t);  ///< receives exactly `data.size` bytes from `peer`: a copy out of its memory
+  inline request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t);  ///< `dst` = `local` (op) what `peer` sends, one kernel reading its memory
+  inline void wait(request& r, deadline until);  ///< completes `r` (`timeout_error` after `until`)
+  inline bool test(request& r);  ///< whether `r` has completed (then retired)
   /// Device operations on the buffers' stream (which transfers then use too).
   inline memory_ops memory(const location& where);
 

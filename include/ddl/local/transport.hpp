@@ -62,14 +62,14 @@ class local_transport {
   /// `DDL_TOPOLOGY` says otherwise: per-flow bandwidth of a fused
   /// receive-and-reduce on these machines, and one hand-off between threads.
   static constexpr double default_bandwidth = 4e9;
-  static constexpr double default_latency = 8e-6;
+  static constexpr double default_latency = 8e-6;  ///< one hand-off between threads
   /// A step that only copies what it receives moves 2 bytes of memory
   /// traffic per byte where the fused receive-and-reduce above moves 3
   /// (`cost::copy_step_factor`), and the direct strategies' reads, priced
   /// beside it, stream at 2.25 B (`cost::direct_read_factor`): fitted to the
   /// medians of 2, 4 and 8 threads, 4 KiB-64 MiB, in place and out.
   static constexpr double copy_step_factor = 1.5;
-  static constexpr double direct_read_factor = 2.25;
+  static constexpr double direct_read_factor = 2.25;  ///< the direct strategies' reads, as a multiple of the link
   /// Ranks are threads of one process: a peer's buffer can be read in place
   /// (`ddl::one_shot`, `ddl::two_shot`).
   static constexpr bool peer_memory = true;
@@ -89,7 +89,7 @@ class local_transport {
   /// A send or receive in flight; move-only, withdrawn if dropped unfinished.
   class request : public detail::request_handle<request_fields> {
    public:
-    int peer() const noexcept { return peer_; }
+    int peer() const noexcept { return peer_; }  ///< the request's peer (an `irecv_any`'s sender once complete)
 
    private:
     friend class local_transport;
@@ -97,8 +97,8 @@ class local_transport {
 
   local_transport() = default;
 
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept;
+  int rank() const noexcept { return rank_; }  ///< this rank: 0 to size() - 1
+  int size() const noexcept;  ///< the group's ranks
   /// This rank gives the group up (the concept's `abort`): every rank's
   /// pending and later waits throw, naming this rank and `why`.
   inline void abort(const std::string& why);
@@ -139,7 +139,7 @@ class local_transport {
   inline std::byte* stage(std::size_t bytes);
   /// Rank `peer`'s stage.
   inline const std::byte* peer_stage(int peer, std::size_t bytes);
-  bool stages_shared() const noexcept { return true; }
+  bool stages_shared() const noexcept { return true; }  ///< every rank reads every stage
   /// Polls `ready()` (a look at `peer`'s stage) until it returns true:
   /// spins, yields, then sleeps until a rank raises a counter in its stage
   /// (`stage_raised`; 2 ms at most at a time); `timeout_error` naming

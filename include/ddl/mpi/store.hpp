@@ -25,6 +25,9 @@
 
 namespace ddl {
 
+/// A Store (`rendezvous/store.hpp`) over an MPI communicator: what the
+/// ranks set and add is traded in collective rounds, so every rank must
+/// call `get` and `add` in the same order.
 class mpi_store {
  public:
   /// Duplicates `comm` (collective), so the store's rounds never meet the program's messages.
@@ -37,13 +40,16 @@ class mpi_store {
   mpi_store(const mpi_store&) = delete;
   mpi_store& operator=(const mpi_store&) = delete;
 
+  /// Keeps `key` = `value` for the next round.
   void set(const std::string& key, const std::string& value) { kept_.push_back({false, key, value, 0}); }
+  /// `key`'s value (after a round, if anything is pending or `key` unknown); none if no rank set it.
   std::optional<std::string> get(const std::string& key, deadline) {
     if (!kept_.empty() || !table_.count(key)) round();
     const auto it = table_.find(key);
     if (it == table_.end()) return std::nullopt;
     return it->second;
   }
+  /// Adds `delta` to the counter `key` in a round; its new value.
   std::int64_t add(const std::string& key, std::int64_t delta) {
     kept_.push_back({true, key, {}, delta});
     return round();

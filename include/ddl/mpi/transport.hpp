@@ -56,7 +56,7 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
  public:
   /// Link costs the planner assumes without `DDL_TOPOLOGY` or a probe.
   static constexpr double default_bandwidth = 2e9;
-  static constexpr double default_latency = 20e-6;
+  static constexpr double default_latency = 20e-6;  ///< link latency the planner assumes without `DDL_TOPOLOGY`
   /// The direct strategies through shared stages copy at memory speed, not
   /// at the rate of messages the link costs describe: priced at 8x the link
   /// bandwidth (`cost::price_direct`; at 2x the model priced two_shot's
@@ -101,9 +101,10 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
       r_ = MPI_REQUEST_NULL;
     }
   };
+  /// A send or receive in flight; move-only, withdrawn if dropped unfinished.
   class request : public detail::request_handle<request_fields> {
    public:
-    int peer() const noexcept { return peer_; }
+    int peer() const noexcept { return peer_; }  ///< the request's peer (an `irecv_any`'s sender once complete)
 
    private:
     friend class mpi_transport;
@@ -208,8 +209,8 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
   mpi_transport(const mpi_transport&) = delete;
   mpi_transport& operator=(const mpi_transport&) = delete;
 
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept { return size_; }
+  int rank() const noexcept { return rank_; }  ///< this rank: 0 to size() - 1
+  int size() const noexcept { return size_; }  ///< the group's ranks
   /// ddl's private duplicate of the user's communicator.
   MPI_Comm comm() const noexcept { return comm_; }
   /// How many cores the group's ranks may run on (`detail::usable_cores`,
@@ -267,6 +268,8 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
   // with `DDL_MPI_SHM=0` shares with none), and read each other's memory
   // unless a rank sets `DDL_MPI_CMA=0`.
 
+  /// Sends `data` to `peer` under `t` (`MPI_Isend`); the bytes must stay
+  /// valid and unchanged until the request completes.
   request isend(int peer, const_bytes data, tag t) {
     refuse_if_broken();
     request r;
@@ -276,6 +279,7 @@ class mpi_transport : public detail::stage_access<mpi_transport> {
     DDL_MPI_CHECK(MPI_Isend(data.data, count_of(data.size), MPI_BYTE, peer, mpi_tag(t), comm_, &r.r_));
     return r;
   }
+  /// Receives exactly `data.size` bytes from `peer` under `t` (`MPI_Irecv`).
   request irecv(int peer, mutable_bytes data, tag t) {
     refuse_if_broken();
     request r;

@@ -24,6 +24,7 @@
 
 namespace ddl {
 
+/// How `spawn_ranks` starts and ends the ranks' processes.
 struct spawn_options {
   /// End every rank when one fails (a non-zero exit or a signal); false:
   /// let the others run to their own end (a test that kills a rank on purpose).

@@ -103,9 +103,10 @@ class sim_transport {
     bool active() const noexcept { return fab_ != nullptr; }
     inline void withdraw() noexcept;
   };
+  /// A send or receive in flight; move-only, withdrawn if dropped unfinished.
   class request : public detail::request_handle<request_fields> {
    public:
-    int peer() const noexcept { return peer_; }
+    int peer() const noexcept { return peer_; }  ///< the request's peer (an `irecv_any`'s sender once complete)
 
    private:
     friend class sim_transport;
@@ -127,8 +128,8 @@ class sim_transport {
   /// would): the rank's other fibers, its collectives in flight, and the
   /// other ranks go on meanwhile.
   inline void compute(double seconds);
-  int rank() const noexcept { return rank_; }
-  inline int size() const noexcept;
+  int rank() const noexcept { return rank_; }  ///< this rank: 0 to size() - 1
+  inline int size() const noexcept;  ///< the group's ranks
   /// This rank gives the group up (the concept's `abort`).
   inline void abort(const std::string& why);
   /// The network being simulated (`auto_strategy` plans on it).
@@ -136,9 +137,9 @@ class sim_transport {
   /// Virtual seconds since the start of the run.
   inline double now() const noexcept;
 
-  inline request isend(int peer, const_bytes data, tag t);
-  inline request irecv(int peer, mutable_bytes data, tag t);
-  inline request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t);
+  inline request isend(int peer, const_bytes data, tag t);  ///< sends `data` to `peer`: a flow over the simulated links
+  inline request irecv(int peer, mutable_bytes data, tag t);  ///< receives exactly `data.size` bytes from `peer`
+  inline request irecv_reduce(int peer, mutable_bytes dst, const_bytes local, reduction r, tag t);  ///< `dst` = `local` (op) what `peer` sends
   /// Receives from whichever rank's send under `t` meets it first (the
   /// concept's `irecv_any`): a send goes to the older of the receives from
   /// its rank and from any; a receive from any takes the oldest send waiting

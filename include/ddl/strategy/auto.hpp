@@ -123,7 +123,7 @@ void run_plan_all_gather(Transport& t, const topology& topo, const plan& p, cons
 /// \endcode
 class auto_strategy {
  public:
-  static constexpr const char* name = "auto";
+  static constexpr const char* name = "auto";  ///< its name in plans and errors
 
   /// Topology taken at validation: the transport's own when it knows it (the
   /// simulator's network; CUDA peers' costs per rank, which honour
@@ -133,6 +133,7 @@ class auto_strategy {
   /// A fixed topology; its ranks must match the group's.
   explicit auto_strategy(const topology& t) : topology_(t), given_(true) {}
 
+  /// Takes the group's topology and what its transport allows (once per communicator).
   template <class Transport>
   void validate(const Transport& t) {
     using L = default_link<Transport>;
@@ -151,8 +152,8 @@ class auto_strategy {
     pairs_.clear();
     scatters_.clear();
   }
-  const ddl::topology& topo() const noexcept { return topology_; }
-  std::string describe() const { return name; }
+  const ddl::topology& topo() const noexcept { return topology_; }  ///< the topology it plans on
+  std::string describe() const { return name; }                     ///< its name
 
   /// The plan for `bytes` per rank (the last few questions' answers are
   /// kept); `in_place` prices the copies an in-place call adds.
@@ -438,11 +439,12 @@ class auto_strategy {
 /// \endcode
 class planned {
  public:
-  static constexpr const char* name = "planned";
+  static constexpr const char* name = "planned";  ///< its name in errors
+  /// Runs plan `p` on topology `t`.
   planned(const topology& t, const plan& p) : topology_(t), plan_(p) {}
-  void validate(int ranks) const { topology_.check(ranks); }
-  std::string describe() const { return ddl::describe(topology_, plan_); }
-  const plan& which() const noexcept { return plan_; }
+  void validate(int ranks) const { topology_.check(ranks); }                ///< `t` must have `ranks` ranks
+  std::string describe() const { return ddl::describe(topology_, plan_); }  ///< the plan, as `explain` says it
+  const plan& which() const noexcept { return plan_; }                      ///< the plan it runs
 
   static std::size_t reduce_scatter_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
   std::size_t all_reduce_workspace(std::size_t count, dtype t, int) const {

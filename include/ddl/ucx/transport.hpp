@@ -63,12 +63,12 @@ inline std::atomic<int>& ucx_generation() {
 /// One rank's handle on a group of processes connected by UCX.
 class ucx_transport : public detail::stage_access<ucx_transport> {
  public:
-  static constexpr double default_bandwidth = 2e9;
-  static constexpr double default_latency = 20e-6;
+  static constexpr double default_bandwidth = 2e9;  ///< link bandwidth the planner assumes without `DDL_TOPOLOGY`
+  static constexpr double default_latency = 20e-6;  ///< link latency the planner assumes without `DDL_TOPOLOGY`
   /// As `mpi_transport`: the direct strategies through shared stages copy at
   /// memory speed, and their synchronisation round costs about one step.
   static constexpr double direct_read_factor = 8.0;
-  static constexpr bool direct_round_one_step = true;
+  static constexpr bool direct_round_one_step = true;  ///< a direct round costs one step
   /// The largest group (the sender's rank has 20 bits of each tag).
   static constexpr int max_ranks = 1 << 20;
 
@@ -87,9 +87,10 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
       r_ = nullptr;
     }
   };
+  /// A send or receive in flight; move-only, withdrawn if dropped unfinished.
   class request : public detail::request_handle<request_fields> {
    public:
-    int peer() const noexcept { return peer_; }
+    int peer() const noexcept { return peer_; }  ///< the request's peer (an `irecv_any`'s sender once complete)
 
    private:
     friend class ucx_transport;
@@ -126,8 +127,8 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
   ucx_transport(const ucx_transport&) = delete;
   ucx_transport& operator=(const ucx_transport&) = delete;
 
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept { return size_; }
+  int rank() const noexcept { return rank_; }  ///< this rank: 0 to size() - 1
+  int size() const noexcept { return size_; }  ///< the group's ranks
   /// How many cores the group's ranks may run on (the union of their
   /// affinity masks, found at construction).
   int cores() const noexcept { return cores_; }
@@ -147,6 +148,8 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
     return peer >= 0 && peer < size_ && peers_.remote(static_cast<std::size_t>(peer)) ? piece_ : 0;
   }
 
+  /// Sends `data` to `peer` under `t` (`ucp_tag_send_nbx`); the bytes must
+  /// stay valid and unchanged until the request completes.
   request isend(int peer, const_bytes data, tag t) {
     refuse_if_broken(true);
     usable(peer, true);
@@ -157,6 +160,7 @@ class ucx_transport : public detail::stage_access<ucx_transport> {
     r.r_ = q;
     return r;
   }
+  /// Receives exactly `data.size` bytes from `peer` under `t`.
   request irecv(int peer, mutable_bytes data, tag t) {
     refuse_if_broken(true);
     usable(peer, false);
