@@ -2,7 +2,7 @@
 // writes, on the same buffers, side by side in one run.
 //
 //   mpirun -n 4 ddl-gpu-mpi-bench [-b 1M] [-e 256M] [-f 4] [-n 10]
-//                                 [--strategy auto|ring|multi_ring|two_shot]
+//     [--strategy auto|ring|multi_ring|multi_ring_direct|two_shot|one_shot]
 //
 // Each process holds a float32 device buffer on GPU (rank % devices) and
 // all-reduces it in place (sum):
@@ -19,10 +19,14 @@
 //     cudaMemcpy back.
 // `--strategy multi_ring`: a 2 x n/2 box, its first dimension the pairs of
 // consecutive ranks (with DDL_MPI_SHM_RANKS=2 the near ranks: the paper's
-// node-by-network plan on one machine). `--strategy two_shot`: every rank
+// node-by-network plan on one machine); `multi_ring_direct` the same box
+// with its first dimension read in place (`multi_ring::direct_first`: each
+// pair reduces reading the other's device buffer, no ring step).
+// `--strategy two_shot`: every rank
 // reduces its block reading all the peers' device buffers where they lie
-// (all ranks near, `two_shot::all_reduce_device`); ddl_host and ddl_staged,
-// whose ranks are not near, run auto instead.
+// (all ranks near, `two_shot::all_reduce_device`); `--strategy one_shot`:
+// every rank reduces the whole of every peer's buffer where it lies; for
+// both, ddl_host and ddl_staged, whose ranks are not near, run auto instead.
 // Time per call: the slowest rank's, median of -n after 2 warm-ups; each
 // call starts from a barrier with the buffer refilled. `wrong` counts the
 // elements (all ranks, all four) that are not n after the calls.
@@ -55,7 +59,7 @@ struct settings : ddl_bench::sweep_flags {  // -b -e -f -n
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr, "ddl-gpu-mpi-bench: %s\nusage: mpirun -n N ddl-gpu-mpi-bench [-b N] [-e N] [-f F] [-n ITERS]"
-                       " [--strategy auto|ring|multi_ring|two_shot]\n", why.c_str());
+                       " [--strategy auto|ring|multi_ring|multi_ring_direct|two_shot|one_shot]\n", why.c_str());
   std::exit(2);
 }
 
@@ -171,11 +175,18 @@ int main(int argc, char** argv) {
     if (s.strategy == "auto") return run(s, ddl::auto_strategy{});
     if (s.strategy == "ring") return run(s, ddl::ring{});
     if (s.strategy == "two_shot") return run(s, ddl::two_shot{}, ddl::auto_strategy{});
+    if (s.strategy == "one_shot") return run(s, ddl::one_shot{}, ddl::auto_strategy{});
     if (s.strategy == "multi_ring") {
       int n = 1;
       MPI_Comm_size(MPI_COMM_WORLD, &n);
       if (n % 2 != 0) usage("--strategy multi_ring needs an even number of processes");
       return run(s, ddl::multi_ring<ddl::dynamic_extents>({2, n / 2}));
+    }
+    if (s.strategy == "multi_ring_direct") {
+      int n = 1;
+      MPI_Comm_size(MPI_COMM_WORLD, &n);
+      if (n % 2 != 0) usage("--strategy multi_ring_direct needs an even number of processes");
+      return run(s, ddl::multi_ring<ddl::dynamic_extents>({2, n / 2}).direct_first(), ddl::auto_strategy{});
     }
     usage("unknown strategy '" + s.strategy + "'");
   } catch (const std::exception& e) {

@@ -62,13 +62,6 @@ struct matrix_buffer {
 template <class Strategy>
 inline constexpr bool ring_scatter_gather_v = std::is_base_of_v<ddl::detail::ring_scatter_gather, Strategy>;
 
-// Whether the matrix runs the reduce-scatter and all-gather of `Strategy`
-// over `Transport`: not two_shot over processes that map only each other's
-// device memory (`device_peers`), which runs the all-reduce alone.
-template <class Strategy, class Transport>
-inline constexpr bool matrix_scatter_gather_v =
-    !(std::is_same_v<Strategy, ddl::two_shot> && ddl::has_device_peers_v<Transport> && !ddl::reaches_peers_v<Transport>);
-
 // One rank's share of the matrix over any transport. With `shared`, the
 // ranks are threads that split the work of filling `expected` and meet at
 // `barrier`; without, each rank fills all of its own `expected`. The input
@@ -139,41 +132,37 @@ void matrix_rank(Transport& t, const std::vector<std::size_t>& counts, failure_l
             std::memcpy(out.data(), in.data(), cb);
             comm.all_reduce(view_at(O, count), o);
             check_range(O, 0, count, "all_reduce", "in-place", o);
-            if constexpr (matrix_scatter_gather_v<Strategy, Transport>) {
-              if (!scatter_gather) continue;
-
-              std::memset(out.data(), sentinel, cb);
-              comm.reduce_scatter(view_at(static_cast<const T*>(I), count), view_at(O, mine.size), o);
-              check_range(O, mine.offset, mine.size, "reduce_scatter", "out-of-place", o);
-              input_intact("reduce_scatter", o);
-
-              std::memcpy(out.data(), in.data(), cb);
-              comm.reduce_scatter(view_at(static_cast<const T*>(O), count),
-                                  view_at(O + mine.offset, mine.size), o);
-              check_range(O + mine.offset, mine.offset, mine.size, "reduce_scatter", "in-place", o);
-            }
-          }
-          if constexpr (matrix_scatter_gather_v<Strategy, Transport>) {
             if (!scatter_gather) continue;
+
+            std::memset(out.data(), sentinel, cb);
+            comm.reduce_scatter(view_at(static_cast<const T*>(I), count), view_at(O, mine.size), o);
+            check_range(O, mine.offset, mine.size, "reduce_scatter", "out-of-place", o);
+            input_intact("reduce_scatter", o);
+
+            std::memcpy(out.data(), in.data(), cb);
+            comm.reduce_scatter(view_at(static_cast<const T*>(O), count), view_at(O + mine.offset, mine.size), o);
+            check_range(O + mine.offset, mine.offset, mine.size, "reduce_scatter", "in-place", o);
+          }
+          if (scatter_gather) {
             // all_gather: element i comes from the rank whose block holds i.
             barrier();
             for (int q = shared ? r : 0; q < (shared ? r + 1 : n); ++q) {  // shared: each fills its own block
               const ddl::block b = ddl::block_of(count, n, q);
               for (std::size_t i = b.offset; i < b.offset + b.size; ++i)
                 E[i] = to_element<T>(input_value(ddl::dtype_of_v<T>, ddl::op::sum, q, i));
-          }
-          barrier();  // E complete
-          std::memcpy(in.data(), E + mine.offset, mine.size * sizeof(T));
-          std::memcpy(keep.data(), in.data(), mine.size * sizeof(T));
-          std::memset(out.data(), sentinel, cb);
-          comm.all_gather(view_at(static_cast<const T*>(I), mine.size), view_at(O, count));
-          check_range(O, 0, count, "all_gather", "out-of-place", ddl::op::sum);
-          if (std::memcmp(in.data(), keep.data(), mine.size * sizeof(T)) != 0)
-            log.add(where("all_gather", "input modified", dt, ddl::op::sum, count, 0));
-          std::memset(out.data(), sentinel, cb);
-          std::memcpy(O + mine.offset, I, mine.size * sizeof(T));
-          comm.all_gather(view_at(static_cast<const T*>(O + mine.offset), mine.size), view_at(O, count));
-          check_range(O, 0, count, "all_gather", "in-place", ddl::op::sum);
+            }
+            barrier();  // E complete
+            std::memcpy(in.data(), E + mine.offset, mine.size * sizeof(T));
+            std::memcpy(keep.data(), in.data(), mine.size * sizeof(T));
+            std::memset(out.data(), sentinel, cb);
+            comm.all_gather(view_at(static_cast<const T*>(I), mine.size), view_at(O, count));
+            check_range(O, 0, count, "all_gather", "out-of-place", ddl::op::sum);
+            if (std::memcmp(in.data(), keep.data(), mine.size * sizeof(T)) != 0)
+              log.add(where("all_gather", "input modified", dt, ddl::op::sum, count, 0));
+            std::memset(out.data(), sentinel, cb);
+            std::memcpy(O + mine.offset, I, mine.size * sizeof(T));
+            comm.all_gather(view_at(static_cast<const T*>(O + mine.offset), mine.size), view_at(O, count));
+            check_range(O, 0, count, "all_gather", "in-place", ddl::op::sum);
           }
           barrier();  // E is read by everyone before the next count rewrites it
         }

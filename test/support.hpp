@@ -438,4 +438,16 @@ void check_reduce(Comm& comm, int r, int n, std::size_t count, int root, ddl::op
   }
 }
 
+// The text of the `E` that `call` ends in; empty when it returns (another
+// error propagates to the test case).
+template <class E = ddl::error, class F>
+std::string error_of(F&& call) {
+  try {
+    call();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return {};
+}
+
 }  // namespace ddl_test

@@ -66,18 +66,6 @@ std::pair<std::string, double> mismatch_outcome(F&& call) {
   return {msg, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 
-// The text of the `E` that `call` ends in; empty when it returns (another
-// error propagates to the test case).
-template <class E = ddl::error, class F>
-std::string error_of(F&& call) {
-  try {
-    call();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return {};
-}
-
 template <class Strategy>
 void mpi_matrix(ddl::mpi_transport& t, const Strategy& s, std::size_t large = 65539, ddl::options o = {}) {
   failure_log log;
@@ -561,13 +549,21 @@ TEST_CASE("mpi: near ranks: device buffers between processes of one machine go d
       if (q != me && st.near(q) != t.stages_shared_among(std::min(me, q), std::abs(q - me), 2)) ++wrong_near;
     CHECK(all_sum(wrong_near) == 0);
     std::vector<std::byte> expected(bytes);
-    for (int k = 0; k < 3; ++k) {
+    bool pairs_near = n % 2 == 0;  // the same answer on every rank
+    for (int a = 0; a + 1 < n; a += 2) pairs_near = pairs_near && st.device_peers_among(a, 1, 2);
+    if (st.device_peers()) CHECK(pairs_near == (n % 2 == 0));
+    for (int k = 0; k < 5; ++k) {
       failure_log log;
       if (k == 0) matrix_rank(st, counts, log, {}, ddl::ring{}, expected.data(), false, [] {}, in, out, on_device);
       else if (k == 1)
         matrix_rank(st, counts, log, {}, ddl::auto_strategy{}, expected.data(), false, [] {}, in, out, on_device);
-      else if (st.device_peers())  // two_shot reading the peers' device memory (all-reduce only)
+      else if (k == 2 && st.device_peers())  // two_shot and one_shot reading the peers' device memory
         matrix_rank(st, counts, log, {}, ddl::two_shot{}, expected.data(), false, [] {}, in, out, on_device);
+      else if (k == 3 && st.device_peers())
+        matrix_rank(st, counts, log, {}, ddl::one_shot{}, expected.data(), false, [] {}, in, out, on_device);
+      else if (k == 4 && pairs_near)  // the pairs' device memory read in place, rings across them
+        matrix_rank(st, counts, log, {}, ddl::multi_ring<ddl::dynamic_extents>({2, n / 2}).direct_first(),
+                    expected.data(), false, [] {}, in, out, on_device);
       CHECK_MESSAGE(log.count() == 0, log.summary());
       CHECK(all_sum(static_cast<int>(log.count())) == 0);
     }

@@ -74,6 +74,7 @@ TEST_CASE("near: the correctness matrix device to device, buffers shared and hos
   near_matrix(3, ddl::halving_doubling{}, log, false);
   near_matrix(4, ddl::recursive_doubling{}, log, false);
   near_matrix(6, ddl::multi_ring<ddl::dynamic_extents>({2, 3}, {1, 0}), log, false);
+  near_matrix(6, ddl::multi_ring<ddl::dynamic_extents>({3, 2}).direct_first(), log, false);
   near_matrix(3, ddl::ring{}, log, false, buffers::rank0_host);
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
@@ -125,41 +126,46 @@ TEST_CASE("near: a pool's buffer goes through scratch blocks kept and reused; a 
   }
 }
 
-TEST_CASE("near: two_shot reads the peers' device memory where it lies: the all-reduce matrix") {
+TEST_CASE("near: one_shot and two_shot read the peers' device memory where it lies: the matrix") {
   ddl_test::failure_log log;
   for (int n : {1, 2, 3, 5}) near_matrix(n, ddl::two_shot{}, log, false);
   for (int n : {2, 3}) near_matrix(n, ddl::two_shot{}, log, false, buffers::pool);  // through scratch
   near_matrix(3, ddl::two_shot{}, log, false, buffers::rank0_host);
+  for (int n : {2, 3, 5}) near_matrix(n, ddl::one_shot{}, log, false);
+  near_matrix(3, ddl::one_shot{}, log, false, buffers::pool);
+  near_matrix(2, ddl::one_shot{}, log, false, buffers::rank0_host);
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
-TEST_CASE("near: two_shot needs every pair near, and device buffers") {
+TEST_CASE("near: one_shot and two_shot need every pair near, and device buffers") {
   constexpr int n = 4;
-  std::vector<std::string> refused(n), host(n);
+  std::vector<std::string> refused(n), one_refused(n), host(n), one_host(n);
   ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
     const auto r = static_cast<std::size_t>(lt.rank());
     sharing_device dev;
     if (lt.rank() == 1) dev.refuse = {0};
     near_transport t(lt, dev, near_options());
-    try {
-      ddl::communicator<ddl::two_shot, near_transport> comm(t);
-    } catch (const ddl::invalid_argument& e) {
-      refused[r] = e.what();
-    }
+    using ddl_test::error_of;
+    refused[r] = error_of<ddl::invalid_argument>([&] { ddl::communicator<ddl::two_shot, near_transport> c(t); });
+    one_refused[r] = error_of<ddl::invalid_argument>([&] { ddl::communicator<ddl::one_shot, near_transport> c(t); });
   });
   ddl::local_fabric::run(2, [&](ddl::local_transport& lt) {
+    const auto r = static_cast<std::size_t>(lt.rank());
     sharing_device dev;
     near_transport t(lt, dev, near_options());
-    ddl::communicator<ddl::two_shot, near_transport> comm(t);
+    ddl::communicator<ddl::two_shot, near_transport> two(t);
+    ddl::communicator<ddl::one_shot, near_transport> one(t);
     std::vector<float> v(100, 1.0f);
-    try {
-      comm.all_reduce(ddl::host_view(v), ddl::op::sum);
-    } catch (const ddl::invalid_argument& e) {
-      host[static_cast<std::size_t>(lt.rank())] = e.what();
-    }
+    using ddl_test::error_of;
+    host[r] = error_of<ddl::invalid_argument>([&] { two.all_reduce(ddl::host_view(v), ddl::op::sum); });
+    one_host[r] = error_of<ddl::invalid_argument>([&] { one.all_gather(ddl::host_view(v.data(), 50), ddl::host_view(v)); });
   });
   for (const auto& w : refused) CHECK(w.find("use ring, multi_ring or auto") != std::string::npos);
-  for (int r = 0; r < 2; ++r) CHECK(host[static_cast<std::size_t>(r)].find("device buffers only") != std::string::npos);
+  for (const auto& w : one_refused) CHECK(w.find("use ring, multi_ring or auto") != std::string::npos);
+  for (int r = 0; r < 2; ++r) {
+    CHECK(host[static_cast<std::size_t>(r)].find("device buffers only") != std::string::npos);
+    CHECK(one_host[static_cast<std::size_t>(r)].find("device buffers only") != std::string::npos);
+  }
 }
 
 TEST_CASE("near: the correctness matrix with every message's bytes shared") {
@@ -263,6 +269,46 @@ TEST_CASE("near: near ranks in blocks (hosts) are a level of their own for auto,
   CHECK_MESSAGE(log.count() == 0, log.summary());
 }
 
+TEST_CASE("near: a direct-first multi-ring reads the device memory of its first dimension's near ranks, rings "
+          "across") {
+  // Two "hosts" of two near ranks each: the first dimension in order (pairs
+  // of consecutive ranks) reads its members' buffers where they lie; the
+  // second crosses the hosts as a ring of messages through host memory.
+  constexpr int n = 4;
+  ddl_test::failure_log log;
+  std::vector<std::string> across(n);
+  const auto counts = ddl_test::matrix_counts(n, 1031);
+  const std::size_t bytes = ddl_test::matrix_bytes(counts);
+  for (const buffers kind : {buffers::shareable, buffers::pool}) {
+    std::vector<std::vector<std::byte>> expected(n, std::vector<std::byte>(bytes));
+    ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+      sharing_device dev;
+      const int r = lt.rank();
+      dev.refuse = r < 2 ? std::vector<int>{2, 3} : std::vector<int>{0, 1};
+      std::byte* in = kind == buffers::pool ? dev.allocate_pool(bytes) : dev.allocate(bytes);
+      std::byte* out = kind == buffers::pool ? dev.allocate_pool(bytes) : dev.allocate(bytes);
+      near_transport t(lt, dev, near_options());
+      ddl::options o;
+      o.chunk_bytes = 1000;
+      auto pairs_first = ddl::multi_ring<ddl::dynamic_extents>({2, 2});
+      pairs_first.direct_first();
+      ddl_test::matrix_rank(t, counts, log, o, pairs_first, expected[static_cast<std::size_t>(r)].data(), false, [] {},
+                            in, out, on_device);
+      if (kind == buffers::pool) return;
+      // First in order the dimension across the hosts: not near, refused on every rank.
+      auto hosts_first = ddl::multi_ring<ddl::dynamic_extents>({2, 2}, {1, 0});
+      hosts_first.direct_first();
+      ddl::communicator<ddl::multi_ring<ddl::dynamic_extents>, near_transport> comm(t, hosts_first, o);
+      auto v = ddl::host_view(reinterpret_cast<float*>(in), 100);
+      v.where = on_device;
+      across[static_cast<std::size_t>(r)] =
+          ddl_test::error_of<ddl::invalid_argument>([&] { comm.all_reduce(v, ddl::op::sum); });
+    });
+  }
+  CHECK_MESSAGE(log.count() == 0, log.summary());
+  for (const auto& w : across) CHECK(w.find("use the plain multi_ring") != std::string::npos);
+}
+
 TEST_CASE("near: DDL_CUDA_IPC=0 keeps every message in host memory; near calls bounce only up to near_bounce_bytes") {
   ::setenv("DDL_CUDA_IPC", "0", 1);
   ::setenv("DDL_STAGING_NEAR_BOUNCE", "4K", 1);
@@ -319,7 +365,8 @@ std::vector<std::string> disagree_on_count(unsigned count) {
 }  // namespace
 
 TEST_CASE("near: ranks that disagree on the count end with an error naming both, not a wrong result") {
-  for (const auto& what : {disagree_on_count<ddl::ring>(1000), disagree_on_count<ddl::two_shot>(10000)})
+  for (const auto& what : {disagree_on_count<ddl::ring>(1000), disagree_on_count<ddl::two_shot>(10000),
+                          disagree_on_count<ddl::one_shot>(10000)})
     for (const auto& w : what) {
       INFO(w);
       CHECK(w.find("rank 0") != std::string::npos);

@@ -142,8 +142,10 @@ TEST_CASE("ucx: near ranks: device buffers between processes go device to device
   std::vector<std::byte> expected(bytes);
   matrix_rank(st, counts, log, {}, ddl::ring{}, expected.data(), false, [] {}, in, out, ddl_test::on_device);
   matrix_rank(st, counts, log, {}, box_for(t.size()), expected.data(), false, [] {}, in, out, ddl_test::on_device);
-  if (st.device_peers())  // two_shot reading the peers' device memory (all-reduce only)
+  if (st.device_peers()) {  // one_shot and two_shot reading the peers' device memory
     matrix_rank(st, counts, log, {}, ddl::two_shot{}, expected.data(), false, [] {}, in, out, ddl_test::on_device);
+    matrix_rank(st, counts, log, {}, ddl::one_shot{}, expected.data(), false, [] {}, in, out, ddl_test::on_device);
+  }
   CHECK_MESSAGE(log.count() == 0, log.summary());
   CHECK(count_on(t, log.count() > 0) == 0);
 }

@@ -145,7 +145,7 @@ for phase in "$@"; do
       # Near ranks (processes of one host, device memory shared by CUDA IPC):
       # the device collective matrix over 2, 3, 4 and 8 MPI processes on the
       # one GPU, memcheck, and device buffers over MPI with and without IPC
-      # (auto, and two_shot reading the peers' buffers in place);
+      # (auto, and two_shot and one_shot reading the peers' buffers in place);
       # the emulated two-level job (pairs of processes as "hosts",
       # DDL_MPI_SHM_RANKS=2): the multi-ring over pairs beside the flat ring
       # and staging everything -> ipc-tests.log, ipc-sanitizer.log, ipc-bench.txt
@@ -154,14 +154,16 @@ for phase in "$@"; do
         step "ipc_matrix_n$n" 120 "$out/ipc-tests.log" $mpirun_as -n "$n" "$ipc_test_bin" --strategy ring
       done
       step ipc_matrix_n8 120 "$out/ipc-tests.log" $mpirun_as -n 8 "$ipc_test_bin" --strategy ring --quick
-      for st in halving recursive multi_ring auto two_shot; do
+      for st in halving recursive multi_ring multi_ring_direct auto two_shot one_shot; do
         step "ipc_matrix_n4_$st" 90 "$out/ipc-tests.log" $mpirun_as -n 4 "$ipc_test_bin" --strategy "$st" --quick
       done
       step ipc_bench 180 "$out/ipc-bench.txt" $mpirun_as -n 4 "$mpi_bench_bin" -b 64K -e 256M -f 4 -n 10
       step ipc_bench_8B 60 "$out/ipc-bench.txt" $mpirun_as -n 4 "$mpi_bench_bin" -b 8 -e 8 -n 200
       step ipc_bench_two_shot 180 "$out/ipc-bench.txt" $mpirun_as -n 4 "$mpi_bench_bin" --strategy two_shot \
         -b 1M -e 256M -f 4 -n 10
-      for st in multi_ring ring; do
+      step ipc_bench_one_shot 90 "$out/ipc-bench.txt" $mpirun_as -x DDL_STAGING_NEAR_BOUNCE=0 -n 4 \
+        "$mpi_bench_bin" --strategy one_shot -b 8 -e 4M -f 8 -n 50
+      for st in multi_ring multi_ring_direct ring; do
         step "ipc_two_level_$st" 120 "$out/ipc-bench.txt" $mpirun_as -x DDL_MPI_SHM_RANKS=2 -n 4 \
           "$mpi_bench_bin" --strategy "$st" -b 1M -e 256M -f 4 -n 10
       done

@@ -75,9 +75,8 @@ long first_difference(const T* got, const T* want, std::size_t n, cudaStream_t s
 // out of place, the input left as it was), reduce_scatter and all_gather of
 // `comm` (this rank `r` of `n`, buffers on device `dev`, work on `stream`),
 // each result compared on the device with the exact one; failures named in
-// `log` after `what`. `AllReduceOnly`: a strategy that runs only the
-// all-reduce over this transport (two_shot over processes, `device_peers`).
-template <bool AllReduceOnly = false, class Comm>
+// `log` after `what`.
+template <class Comm>
 void device_collectives(Comm& comm, const std::string& what, int n, int r, int dev,
                         const std::vector<std::size_t>& counts, cudaStream_t stream, ddl_test::failure_log& log) {
   const auto on = thrust::cuda::par.on(stream);
@@ -103,19 +102,17 @@ void device_collectives(Comm& comm, const std::string& what, int n, int r, int d
           check("all_reduce modified its input", raw(din), raw(in), count);
           comm.all_reduce(ddl::device_view(raw(din), count, dev, stream), o);
           check("all_reduce in-place", raw(din), raw(want), count);
-          if constexpr (!AllReduceOnly) {
-            const ddl::block mine = ddl::block_of(count, n, r);
-            thrust::copy(on, in.begin(), in.end(), din.begin());
-            comm.reduce_scatter(ddl::device_view(static_cast<const T*>(raw(din)), count, dev, stream),
-                                ddl::device_view(raw(dout), mine.size, dev, stream), o);
-            check("reduce_scatter", raw(dout), raw(want, mine.offset), mine.size);
-            // all_gather: every rank contributes its block of the expected result.
-            dvec<T> dblock(mine.size);
-            thrust::tabulate(on, dblock.begin(), dblock.end(), expected_fn<T>{o, n, mine.offset});
-            comm.all_gather(ddl::device_view(static_cast<const T*>(raw(dblock)), mine.size, dev, stream),
-                            ddl::device_view(raw(dout), count, dev, stream));
-            check("all_gather", raw(dout), raw(want), count);
-          }
+          const ddl::block mine = ddl::block_of(count, n, r);
+          thrust::copy(on, in.begin(), in.end(), din.begin());
+          comm.reduce_scatter(ddl::device_view(static_cast<const T*>(raw(din)), count, dev, stream),
+                              ddl::device_view(raw(dout), mine.size, dev, stream), o);
+          check("reduce_scatter", raw(dout), raw(want, mine.offset), mine.size);
+          // all_gather: every rank contributes its block of the expected result.
+          dvec<T> dblock(mine.size);
+          thrust::tabulate(on, dblock.begin(), dblock.end(), expected_fn<T>{o, n, mine.offset});
+          comm.all_gather(ddl::device_view(static_cast<const T*>(raw(dblock)), mine.size, dev, stream),
+                          ddl::device_view(raw(dout), count, dev, stream));
+          check("all_gather", raw(dout), raw(want), count);
         }
     });
 }

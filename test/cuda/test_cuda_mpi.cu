@@ -5,10 +5,12 @@
 // again between calls; buffers IPC cannot share (a `cudaMallocAsync` pool's,
 // managed memory); and the near ranks as every rank sees them.
 //
-//   mpirun -n N ddl_test_cuda_mpi [--strategy ring|halving|recursive|auto|multi_ring|two_shot] [--quick]
+//   mpirun -n N ddl_test_cuda_mpi [--quick]
+//     [--strategy ring|halving|recursive|auto|multi_ring|multi_ring_direct|two_shot|one_shot]
 //
-// `two_shot` reads the peers' device buffers where they lie (every rank near;
-// the all-reduce only).
+// `two_shot` and `one_shot` read the peers' device buffers where they lie
+// (every rank near); `multi_ring_direct`: a 2 x n/2 box whose first
+// dimension (pairs of consecutive ranks, near) does so.
 //
 // `--quick` (under compute-sanitizer): counts up to 1009 only.
 // Exit 0: every check held on every rank; 1: some failed (each named on
@@ -45,8 +47,7 @@ void collectives(ddl::mpi_staged_transport& t, const Strategy& s, int dev, cudaS
   std::vector<std::size_t> counts{0, 1, static_cast<std::size_t>(n) + 1, 1009, 16383, (std::size_t{1} << 20) + 3};
   if (quick) counts.resize(4);
   ddl::communicator<Strategy, ddl::mpi_staged_transport> comm(t, s);
-  device_collectives<std::is_same_v<Strategy, ddl::two_shot>>(comm, s.describe(), n, t.rank(), dev, counts, stream,
-                                                              log);
+  device_collectives(comm, s.describe(), n, t.rank(), dev, counts, stream, log);
 }
 
 // A buffer freed and another allocated between calls (often at the same
@@ -134,8 +135,11 @@ int main(int argc, char** argv) {
       else if (strategy == "recursive") collectives(t, ddl::recursive_doubling{}, dev, stream, log);
       else if (strategy == "auto") collectives(t, ddl::auto_strategy{}, dev, stream, log);
       else if (strategy == "two_shot") collectives(t, ddl::two_shot{}, dev, stream, log);
+      else if (strategy == "one_shot") collectives(t, ddl::one_shot{}, dev, stream, log);
       else if (strategy == "multi_ring" && n % 2 == 0)
         collectives(t, ddl::multi_ring<ddl::dynamic_extents>({2, n / 2}, {1, 0}), dev, stream, log);
+      else if (strategy == "multi_ring_direct" && n % 2 == 0)
+        collectives(t, ddl::multi_ring<ddl::dynamic_extents>({2, n / 2}).direct_first(), dev, stream, log);
       else log.add("unknown strategy '" + strategy + "' (or multi_ring on an odd count)");
       reallocated(t, dev, stream, log);
       unshareable(t, dev, stream, log);

@@ -193,12 +193,21 @@ class staged_transport {
     return false;
   }
   /// Device memory mapped between the processes (`device_peers` in
-  /// `transport/peer_access.hpp`; `ddl::two_shot` reads it in place):
-  /// whether every pair of ranks is near, where a buffer lies for them,
-  /// a peer's region mapped here, and scratch they map.
+  /// `transport/peer_access.hpp`; `ddl::one_shot` and `ddl::two_shot` read
+  /// it in place): whether every pair of ranks is near, where a buffer lies
+  /// for them, a peer's region mapped here, and scratch they map.
   template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
   bool device_peers() const noexcept {
-    return near_->block() == size();
+    return device_peers_among(0, 1, size());
+  }
+  /// Whether every pair of ranks `base + i * stride` (i < `size`) is near:
+  /// the same answer on every rank (a `group_view`'s `device_peers`).
+  template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>
+  bool device_peers_among(int base, int stride, int size) const noexcept {
+    for (int i = 0; i < size; ++i)
+      for (int j = i + 1; j < size; ++j)
+        if (!near_->near(base + i * stride, base + j * stride)) return false;
+    return true;
   }
   /// Fills `r` with where `[p, p + n)` lies for the peers; false: they cannot map it.
   template <class D = Device, std::enable_if_t<detail::has_device_ipc_v<D>, int> = 0>

@@ -99,7 +99,9 @@
 /// stage's layout and sizes), peers.hpp (the address exchange and reading
 /// the peers), meetings.hpp (message-free meetings), stage_collectives.hpp
 /// (broadcast, all-to-all, gather, scatter, reduce through the stages),
-/// scatter_gather.hpp (the direct reduce-scatter and all-gather),
+/// device_peers.hpp (the direct collectives over processes that map each
+/// other's device memory), scatter_gather.hpp (the direct reduce-scatter
+/// and all-gather),
 /// stage_memory.hpp, one_shot.hpp, two_shot.hpp.
 #include "ddl/strategy/direct/one_shot.hpp"
 #include "ddl/strategy/direct/two_shot.hpp"

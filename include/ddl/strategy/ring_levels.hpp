@@ -93,7 +93,8 @@ ring_levels<Transport> make_levels(Transport& t, const ring_box& rb, std::size_t
 /// The first dimension of a `direct_first` box: its reduce-scatter and
 /// all-gather read the group members' memory (`direct_base`'s forms over
 /// the level's slices, which cover the whole buffer: a staged transport,
-/// MPI, copies the input into its stage as two_shot does), synchronised by
+/// MPI, copies the input into its stage as two_shot does; processes that
+/// map each other's device memory read it where it lies), synchronised by
 /// messages on the group. Throws `invalid_argument` (on every member alike)
 /// where the group cannot read each other's memory. Its messages carry the
 /// direct strategies' tags (`tag_offset::addresses` 1, `call_done` 3 on the
@@ -107,6 +108,13 @@ void direct_level(Group& g, Run&& run) {
     if (!peers_reachable(g))
       throw invalid_argument("multi_ring direct-first: the ranks of its first dimension cannot read each other's "
                              "memory (MPI: not one machine, shared memory refused, or DDL_MPI_SHM=0); use the "
+                             "plain multi_ring");
+    direct_base d;
+    run(d);
+  } else if constexpr (has_device_peers_v<Group>) {  // processes that map each other's device memory
+    if (!g.device_peers())
+      throw invalid_argument("multi_ring direct-first: the processes of its first dimension do not all map each "
+                             "other's device memory (CUDA IPC: one host; DDL_CUDA_IPC=0 turns it off); use the "
                              "plain multi_ring");
     direct_base d;
     run(d);

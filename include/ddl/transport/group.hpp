@@ -143,6 +143,41 @@ class group_view : public detail::forwards_direct_read<Transport>, public detail
     return parent_->stages_shared_among(parent_rank(base), stride * stride_, size);
   }
 
+  /// Whether every pair of members maps each other's device memory
+  /// (`device_peers`): the parent's word on this group where it can say
+  /// (`device_peers_among`), else on all its ranks. The rest of the
+  /// capability is the parent's, members' ranks translated.
+  template <class T = Transport, std::enable_if_t<has_device_peers_v<T>, int> = 0>
+  bool device_peers() const {
+    if constexpr (detail::has_device_peers_among<T>::value) return parent_->device_peers_among(base_, stride_, size_);
+    else return parent_->device_peers();
+  }
+  /// The members `base + i * stride` of this group, as the parent's.
+  template <class T = Transport, std::enable_if_t<detail::has_device_peers_among<T>::value, int> = 0>
+  bool device_peers_among(int base, int stride, int size) const {
+    return parent_->device_peers_among(parent_rank(base), stride * stride_, size);
+  }
+  /// Where device buffer `[p, p + n)` lies for the members (the parent's `share_device`).
+  template <class T = Transport, std::enable_if_t<has_device_peers_v<T>, int> = 0>
+  bool share_device(const std::byte* p, std::size_t n, device_region& r) {
+    return parent_->share_device(p, n, r);
+  }
+  /// Member `peer`'s region `r`, mapped here.
+  template <class T = Transport, std::enable_if_t<has_device_peers_v<T>, int> = 0>
+  const std::byte* peer_device(int peer, const device_region& r) {
+    return parent_->peer_device(parent_rank(peer), r);
+  }
+  /// The parent's `take_scratch`.
+  template <class T = Transport, std::enable_if_t<has_device_peers_v<T>, int> = 0>
+  std::byte* take_scratch(std::size_t n) {
+    return parent_->take_scratch(n);
+  }
+  /// The parent's `give_scratch`.
+  template <class T = Transport, std::enable_if_t<has_device_peers_v<T>, int> = 0>
+  void give_scratch(const std::byte* p) {
+    parent_->give_scratch(p);
+  }
+
  private:
   Transport* parent_ = nullptr;
   int base_ = 0, stride_ = 1, size_ = 0, rank_ = 0;

@@ -103,10 +103,12 @@
 ///     where device buffer `[p, p + n)` lies, for the peers (false: memory
 ///     they cannot map, such as a `cudaMallocAsync` pool's); rank `peer`'s
 ///     region `r`, mapped here (its first byte past `r.offset`); and device
-///     memory `share_device` accepts, held until given back. `ddl::two_shot`
-///     then runs its all-reduce on device buffers reading the peers' where
-///     they lie (`two_shot::all_reduce_device`); its other collectives and
-///     `one_shot` need `peer_memory` or stages;
+///     memory `share_device` accepts, held until given back. `ddl::one_shot`
+///     and `ddl::two_shot` then run every collective on device buffers
+///     reading the peers' where they lie (`detail::direct_device`), and a
+///     `direct_first` multi-ring its first dimension. Optionally `bool
+///     device_peers_among(int base, int stride, int size) const`, as
+///     `stages_shared_among`; `group_view` forwards them all;
 ///   - `static constexpr double copy_step_factor` — a step that only copies
 ///     what it receives runs at this multiple of the links' bandwidth, which
 ///     prices a step that reduces it (`plan_for::copy_step`; the threads
@@ -313,6 +315,15 @@ struct has_device_peers<
 /// (`device_peers`, `share_device`, `peer_device`, `take_scratch`, `give_scratch`).
 template <class T>
 inline constexpr bool has_device_peers_v = has_device_peers<T>::value;
+
+namespace detail {
+template <class T, class = void>
+struct has_device_peers_among : std::false_type {};
+template <class T>
+struct has_device_peers_among<
+    T, std::enable_if_t<std::is_same_v<decltype(std::declval<const T&>().device_peers_among(0, 1, 1)), bool>>>
+    : std::true_type {};
+}  // namespace detail
 
 /// True when `T`'s ranks can get at each other's memory, their buffers in
 /// place (`peer_memory`) or shared stages: the direct strategies compile over it.

@@ -37,7 +37,7 @@ namespace ddl {
 ///   comm.all_reduce(ddl::host_view(g), ddl::op::sum);
 /// \endcode
 struct one_shot : detail::direct_base {
-  static constexpr const char* name = "one_shot";
+  static constexpr const char* name = "one_shot";  ///< its name in plans and errors
   /// The largest message (bytes per rank) that goes through the stage. In
   /// place the stage stands in for the workspace the result would be built
   /// in (the same copy, one synchronisation fewer); out of place it adds a
@@ -61,17 +61,49 @@ struct one_shot : detail::direct_base {
   static constexpr std::size_t land_elements(std::size_t es) noexcept {
     return land_segment / es > 0 ? land_segment / es : 1;
   }
-  std::string describe() const { return name; }
+  std::string describe() const { return name; }  ///< its name
+  /// Workspace its all-reduce needs: `count` elements (an in-place result is built there).
   static std::size_t all_reduce_workspace(std::size_t count, dtype t, int) { return count * size_of(t); }
 
+  /// `out` = the reduction of every rank's `in` (`count` elements; in place when equal).
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count, const call_context& c) {
+    if (t.size() == 1) local_copy(c, out, in, count * size_of(c.red.type));
+    else if constexpr (detail::device_peers_only_v<Transport>) all_reduce_device(t, in, out, count, c);
+    else all_reduce_shared(t, in, out, count, c);
+  }
+
+ private:
+  /// Over processes that map each other's device memory (`device_peers`):
+  /// the ranks trade where their inputs lie (an input the peers cannot map
+  /// is copied into scratch they can), each reduces all n inputs in one
+  /// `reduce_many` reading them where they lie, and a second meeting says
+  /// every peer is done reading. In place, with the input read where it
+  /// lies, the result is built in the workspace and copied back after it.
+  template <class Transport>
+  void all_reduce_device(Transport& t, const std::byte* in, std::byte* out, std::size_t count,
+                         const call_context& c) {
     const int n = t.size();
     const std::size_t bytes = count * size_of(c.red.type);
-    if (n == 1) {
-      local_copy(c, out, in, bytes);
-      return;
-    }
+    require_device_buffers(c);
+    held_scratch<Transport> held{t, {}};
+    std::vector<device_places> all;
+    const std::byte* src = trade_input(t, in, bytes, bytes, held, all, c, "one-shot: device addresses");
+    sources_.assign(static_cast<std::size_t>(n), nullptr);
+    for (int p = 0; p < n; ++p)
+      sources_[static_cast<std::size_t>(p)] = place_of(t, p, all[static_cast<std::size_t>(p)].in, src);
+    const bool through_work = in == out && src == in;  // the peers read `out` until the phase ends
+    std::byte* dst = through_work ? c.work : out;
+    c.mem->reduce_many(c.mem->ctx, dst, sources_.data(), n, count, c.red);
+    end_of_phase(t, c, tag_offset::call_done, "one-shot: peers reading");
+    if (through_work) local_copy(c, out, dst, bytes);
+    local_finalize(c, out, count, n);
+  }
+
+  template <class Transport>
+  void all_reduce_shared(Transport& t, const std::byte* in, std::byte* out, std::size_t count, const call_context& c) {
+    const int n = t.size();
+    const std::size_t bytes = count * size_of(c.red.type);
     if constexpr (has_wait_until_v<Transport>) {
       if (bytes <= flagged_limit) {
         all_reduce_flagged(t, in, out, count, c);
@@ -159,7 +191,6 @@ struct one_shot : detail::direct_base {
     }
   }
 
- private:
   /// A call of at most `flagged_limit` bytes over stages a transport can
   /// wait on: one round through the stages' counters (`flagged_round`),
   /// then every rank's slot reduced, in rank order, into `out`.

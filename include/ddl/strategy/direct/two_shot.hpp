@@ -75,45 +75,20 @@ struct two_shot : detail::direct_base {
   /// Workspace its all-reduce needs: none.
   static std::size_t all_reduce_workspace(std::size_t, dtype, int) { return 0; }
 
-  /// Over processes that map each other's device memory and nothing else
-  /// (`device_peers`: `staged_transport`'s near ranks), the all-reduce only,
-  /// every pair of ranks near; else as `direct_base::validate`.
-  template <class Transport>
-  void validate(const Transport& t) {
-    if constexpr (device_peers_only_v<Transport>) {
-      if (!t.device_peers())
-        throw invalid_argument("two_shot over processes reads its peers' device memory, and these ranks do not all "
-                               "map each other's (CUDA IPC maps the devices of one host; DDL_CUDA_IPC=0 turns it "
-                               "off); use ring, multi_ring or auto");
-    } else {
-      direct_base::validate(t);
-    }
-  }
-
   /// `out` = the reduction of every rank's `in` (`count` elements; in place when equal).
   template <class Transport>
   void all_reduce(Transport& t, const std::byte* in, std::byte* out, std::size_t count, const call_context& c) {
-    const std::size_t es = size_of(c.red.type);
-    if constexpr (device_peers_only_v<Transport>) {
-      if (std::strcmp(c.mem->name, "host") == 0)
-        throw invalid_argument("two_shot over processes that map each other's device memory: device buffers only "
-                               "(host buffers: over the host transport)");
-      if (t.size() == 1 || count == 0) {
-        local_copy(c, out, in, count * es);
-        local_finalize(c, out, count, 1);
-        return;
-      }
+    if (t.size() == 1) {
+      local_copy(c, out, in, count * size_of(c.red.type));
+      local_finalize(c, out, count, 1);
+    } else if constexpr (detail::device_peers_only_v<Transport>) {
       all_reduce_device(t, in, out, count, c);
-      return;
     } else {
       all_reduce_shared(t, in, out, count, c);
     }
   }
 
  private:
-  template <class Transport>
-  static constexpr bool device_peers_only_v = has_device_peers_v<Transport> && !reaches_peers_v<Transport>;
-
   template <class Transport>
   void all_reduce_shared(Transport& t, const std::byte* in, std::byte* out, std::size_t count, const call_context& c) {
     const std::size_t es = size_of(c.red.type);
@@ -151,50 +126,25 @@ struct two_shot : detail::direct_base {
     const int n = t.size(), r = t.rank();
     const std::size_t es = size_of(c.red.type), bytes = count * es;
     const block mine = block_of(count, n, r);
-    struct held_scratch {  // given back however the call ends (the peers are done reading, or gave up)
-      Transport& t;
-      std::vector<const std::byte*> blocks;
-      std::byte* take(std::size_t b) {
-        std::byte* p = t.take_scratch(b);
-        blocks.push_back(p);
-        return p;
-      }
-      ~held_scratch() {
-        for (const std::byte* p : blocks) t.give_scratch(p);
-      }
-    } held{t, {}};
-    struct where {
-      device_region in, out;
-      std::uint64_t bytes;
-    };
-    std::vector<where> all(static_cast<std::size_t>(n));
-    where& own = all[static_cast<std::size_t>(r)];
+    require_device_buffers(c);
+    held_scratch<Transport> held{t, {}};
+    std::vector<device_places> all(static_cast<std::size_t>(n));
+    device_places& own = all[static_cast<std::size_t>(r)];
     own.bytes = bytes;
-    const std::byte* src = in;
-    if (!t.share_device(in, bytes, own.in)) {
-      std::byte* s = held.take(bytes);
-      local_copy(c, s, in, bytes);
-      if (!t.share_device(s, bytes, own.in)) throw transport_error("two_shot: the peers cannot map scratch memory");
-      src = s;
-    }
+    const std::byte* src = shared_copy(t, in, bytes, own.in, held, c);
     std::byte* reduced = out;  // where the peers read this rank's block
     if (!t.share_device(out, bytes, own.out)) {
       // In place, the input's copy holds block r for nobody else: reduce it there.
       reduced = in == out && src != in ? const_cast<std::byte*>(src) : held.take(bytes);
-      if (!t.share_device(reduced, bytes, own.out)) throw transport_error("two_shot: the peers cannot map scratch memory");
+      share_scratch(t, reduced, bytes, own.out);
     }
-    detail::exchange_with_all(t, reinterpret_cast<std::byte*>(all.data()), sizeof(where), c,
-                              c.base_tag + tag_offset::addresses, "two-shot: device addresses");
+    trade_places(t, all, c, "two-shot: device addresses");
     sources_.assign(static_cast<std::size_t>(n), nullptr);
     std::vector<const std::byte*> results(static_cast<std::size_t>(n));
     for (int p = 0; p < n; ++p) {
       const auto q = static_cast<std::size_t>(p);
-      if (all[q].bytes != bytes)
-        throw mismatch_error("two-shot: rank " + std::to_string(p) + " called with " + std::to_string(all[q].bytes) +
-                             " bytes and rank " + std::to_string(r) + " with " + std::to_string(bytes) +
-                             " (count or dtype)");
-      sources_[q] = (p == r ? src : t.peer_device(p, all[q].in)) + mine.offset * es;
-      results[q] = p == r ? reduced : t.peer_device(p, all[q].out);
+      sources_[q] = place_of(t, p, all[q].in, src) + mine.offset * es;
+      results[q] = place_of(t, p, all[q].out, reduced);
     }
     // Only rank r reads or writes block r of any buffer until the phase ends.
     c.mem->reduce_many(c.mem->ctx, reduced + mine.offset * es, sources_.data(), n, mine.size, c.red);
