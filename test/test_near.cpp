@@ -307,6 +307,60 @@ TEST_CASE("near: a direct-first multi-ring reads the device memory of its first 
   }
   CHECK_MESSAGE(log.count() == 0, log.summary());
   for (const auto& w : across) CHECK(w.find("use the plain multi_ring") != std::string::npos);
+  // Rank 3 calls with one element fewer: every rank's error names ranks 2 and 3.
+  // The ranks are threads: one that has given up must keep its memory until
+  // the others are done (a peer may still be reading it when it hears).
+  std::vector<std::string> mismatch(n);
+  ddl::thread_barrier done(n);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+    sharing_device dev;
+    const int r = lt.rank();
+    dev.refuse = r < 2 ? std::vector<int>{2, 3} : std::vector<int>{0, 1};
+    std::byte* mem = dev.allocate(4000);
+    near_transport t(lt, dev, near_options());
+    ddl::options o;
+    o.timeout = std::chrono::seconds(5);
+    auto pairs_first = ddl::multi_ring<ddl::dynamic_extents>({2, 2});
+    pairs_first.direct_first();
+    ddl::communicator<ddl::multi_ring<ddl::dynamic_extents>, near_transport> comm(t, pairs_first, o);
+    auto v = ddl::host_view(reinterpret_cast<float*>(mem), r == 3 ? 999 : 1000);
+    v.where = on_device;
+    mismatch[static_cast<std::size_t>(r)] = ddl_test::error_of<>([&] { comm.all_reduce(v, ddl::op::sum); });
+    done.arrive_and_wait();
+  });
+  for (int r = 0; r < n; ++r) {  // the pair itself, and the other pair through the broken group
+    INFO(mismatch[static_cast<std::size_t>(r)]);
+    CHECK(mismatch[static_cast<std::size_t>(r)].find("rank 2") != std::string::npos);
+    CHECK(mismatch[static_cast<std::size_t>(r)].find("rank 3") != std::string::npos);
+  }
+  // Only the second pair is not near: every rank refuses the call at once,
+  // the first pair too (it would reduce, then wait at the ring across for
+  // ranks that refused).
+  std::vector<std::string> half(n);
+  std::vector<double> took(n);
+  ddl::local_fabric::run(n, [&](ddl::local_transport& lt) {
+    sharing_device dev;
+    const int r = lt.rank();
+    dev.refuse = r < 2 ? std::vector<int>{2, 3} : std::vector<int>{0, 1, 5 - r};
+    std::byte* mem = dev.allocate(4000);
+    near_transport t(lt, dev, near_options());
+    ddl::options o;
+    o.timeout = std::chrono::seconds(20);
+    auto pairs_first = ddl::multi_ring<ddl::dynamic_extents>({2, 2});
+    pairs_first.direct_first();
+    ddl::communicator<ddl::multi_ring<ddl::dynamic_extents>, near_transport> comm(t, pairs_first, o);
+    auto v = ddl::host_view(reinterpret_cast<float*>(mem), 1000);
+    v.where = on_device;
+    const auto start = std::chrono::steady_clock::now();
+    half[static_cast<std::size_t>(r)] = ddl_test::error_of<>([&] { comm.all_reduce(v, ddl::op::sum); });
+    took[static_cast<std::size_t>(r)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO(half[static_cast<std::size_t>(r)]);
+    CHECK(half[static_cast<std::size_t>(r)].find("ranks 2 to 3") != std::string::npos);
+    CHECK(half[static_cast<std::size_t>(r)].find("use the plain multi_ring") != std::string::npos);
+    CHECK(took[static_cast<std::size_t>(r)] < 10.0);  // refused before any message, not at the 20 s deadline
+  }
 }
 
 TEST_CASE("near: DDL_CUDA_IPC=0 keeps every message in host memory; near calls bounce only up to near_bounce_bytes") {

@@ -71,8 +71,30 @@ struct ring_levels {
   int mine = 0;
 };
 
+/// Over processes that map each other's device memory (`device_peers_among`),
+/// a `direct_first` box whose first dimension has a group that is not all
+/// near: an `invalid_argument` on every rank, before any message (the
+/// answer is the same everywhere), so the near groups do not reduce and
+/// then wait at the next level for ranks that refused.
+template <class Transport>
+void check_direct_first(const Transport& t, const ring_box& rb) {
+  if constexpr (device_peers_only_v<Transport> && has_device_peers_among<Transport>::value) {
+    if (!rb.direct_first || rb.box.dims() == 0) return;
+    const int d = rb.order[0], e = rb.box.extent(d), stride = rb.box.stride(d);
+    for (int q = 0; q < t.size(); ++q)
+      if (coord_of(rb.box, q)[d] == 0 && !t.device_peers_among(q, stride, e))
+        throw invalid_argument("multi_ring direct-first: the processes of its first dimension do not all map each "
+                               "other's device memory (ranks " + std::to_string(q) + " to " +
+                               std::to_string(q + (e - 1) * stride) + " step " + std::to_string(stride) +
+                               "; CUDA IPC: one host; DDL_CUDA_IPC=0 turns it off); use the plain multi_ring");
+  } else {
+    (void)t, (void)rb;
+  }
+}
+
 template <class Transport>
 ring_levels<Transport> make_levels(Transport& t, const ring_box& rb, std::size_t count) {
+  check_direct_first(t, rb);
   const int n = t.size();
   const coord me = coord_of(rb.box, t.rank());
   ring_levels<Transport> L;

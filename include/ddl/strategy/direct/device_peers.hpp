@@ -90,7 +90,8 @@ class direct_device : public direct_stage_collectives {
 
   /// Every rank's `device_places` (this rank's filled in by the caller),
   /// traded in one meeting; a rank whose call has other bytes is a
-  /// `mismatch_error` naming both.
+  /// `mismatch_error` naming both (a backstop: the call's stamps, which
+  /// name the ranks as the job numbers them, catch a mismatch first).
   template <class Transport>
   static void trade_places(Transport& t, std::vector<device_places>& all, const call_context& c, const char* what) {
     exchange_with_all(t, reinterpret_cast<std::byte*>(all.data()), sizeof(device_places), c,
